@@ -1,0 +1,5 @@
+import sys
+
+from robofollow_ros.cli import main
+
+sys.exit(main())

@@ -1,0 +1,63 @@
+"""The rig's interface contract: joint order, frames and topic names, defined once.
+
+Everything that names a joint, a frame or a topic imports it from here, so the simulator, the
+policy adapters, the scorer and the ROS nodes cannot drift apart (see DESIGN.md, "ROS interface").
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+ARMS: Final = ("left", "right")
+
+#: Joints of one arm, in the order of RoboFollow's 14-value vector.
+ARM_JOINTS: Final = tuple(f"joint{i}" for i in range(1, 7))
+
+#: The 14 joint names of ``/joint_states`` and of every action row:
+#: ``[left joints 1-6, left gripper, right joints 1-6, right gripper]``.
+JOINT_NAMES: Final = tuple(name for arm in ARMS for name in (*(f"{arm}_{j}" for j in ARM_JOINTS), f"{arm}_gripper"))
+ACTION_DIM: Final = len(JOINT_NAMES)  # 14
+
+#: Index of each arm's gripper in the 14-vector (RoboFollow's ``vector[6]`` and ``vector[13]``).
+GRIPPER_INDEX: Final = {"left": 6, "right": 13}
+#: Slice of each arm's six arm joints in the 14-vector.
+ARM_SLICE: Final = {"left": slice(0, 6), "right": slice(7, 13)}
+
+#: Normalised gripper values: 1 is fully open, 0 fully closed.
+GRIPPER_OPEN: Final = 1.0
+GRIPPER_CLOSED: Final = 0.0
+
+# Frames (RoboTwin table frame: +x robot's right, +y away from the robot, +z up, metres).
+WORLD_FRAME: Final = "world"
+TABLE_TOP_Z: Final = 0.74
+TABLE_SIZE_XY: Final = (1.2, 0.7)
+BASE_FRAMES: Final = {arm: f"{arm}_base" for arm in ARMS}
+TCP_FRAMES: Final = {arm: f"{arm}_tcp" for arm in ARMS}
+CAMERA_NAMES: Final = ("head", "left_wrist", "right_wrist")
+CAMERA_FRAMES: Final = {name: f"{name}_camera" for name in CAMERA_NAMES}
+#: RoboFollow's observation keys for each camera (``observation.<key>.rgb``).
+CAMERA_OBS_KEYS: Final = {"head": "head_camera", "left_wrist": "left_camera", "right_wrist": "right_camera"}
+DEFAULT_IMAGE_SIZE: Final = (320, 240)  # width, height
+
+# Topics (DESIGN.md, "ROS interface (contract)").
+TOPIC_JOINT_STATES: Final = "/joint_states"
+TOPIC_JOINT_COMMAND: Final = "/robofollow/joint_command"
+TOPIC_INSTRUCTION: Final = "/robofollow/instruction"
+TOPIC_OBJECTS: Final = "/robofollow/objects"
+TOPIC_SCORE: Final = "/robofollow/score"
+TOPIC_TRIAL: Final = "/robofollow/trial"
+SERVICE_TRIAL_START: Final = "/robofollow/trial/start"
+SERVICE_TRIAL_STOP: Final = "/robofollow/trial/stop"
+SERVICE_TRIAL_NEXT: Final = "/robofollow/trial/next"
+
+
+def camera_image_topic(camera: str) -> str:
+    """Topic of a camera's RGB stream, e.g. ``/cameras/head/image_raw``."""
+    if camera not in CAMERA_NAMES:
+        raise ValueError(f"camera: unknown camera {camera!r}; expected one of {CAMERA_NAMES}")
+    return f"/cameras/{camera}/image_raw"
+
+
+def camera_info_topic(camera: str) -> str:
+    """Topic of a camera's ``sensor_msgs/CameraInfo``."""
+    return camera_image_topic(camera).replace("/image_raw", "/camera_info")

@@ -1,0 +1,55 @@
+"""Build script accepted by both ``colcon build`` (ament_python) and ``pip install -e .``.
+
+Data that ROS tools look up through the ament index (launch files, configs, URDF, calibration,
+package.xml and the resource marker) is installed under ``share/robofollow_ros``.
+"""
+
+from __future__ import annotations
+
+from glob import glob
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+PACKAGE = "robofollow_ros"
+HERE = Path(__file__).resolve().parent
+
+#: Console scripts: the ``robofollow`` CLI; the ROS node executables join this list as they land.
+CONSOLE_SCRIPTS = [
+    "robofollow = robofollow_ros.cli:main",
+]
+
+
+def share_tree(folder: str) -> list[tuple[str, list[str]]]:
+    """(destination, files) pairs that mirror ``folder`` under ``share/robofollow_ros``."""
+    entries: dict[str, list[str]] = {}
+    for path in sorted(glob(f"{folder}/**/*", recursive=True)):
+        if Path(path).is_file():
+            entries.setdefault(f"share/{PACKAGE}/{Path(path).parent}", []).append(path)
+    return sorted(entries.items())
+
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*", "bench", "bench.*"]),
+    package_data={f"{PACKAGE}.benchmark": ["data/*", "data/tasks/*"]},
+    include_package_data=True,
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        *share_tree("launch"),
+        *share_tree("config"),
+        *share_tree("urdf"),
+        *share_tree("calibration"),
+    ],
+    install_requires=["numpy", "pyyaml"],
+    extras_require={"test": ["pytest", "pytest-timeout", "hypothesis"]},
+    zip_safe=False,
+    maintainer="robofollow_ros developers",
+    maintainer_email="robofollow-ros@example.org",
+    description="Run RoboFollow and OWDA instruction-following benchmarks on a dual-arm rig or in SAPIEN.",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    entry_points={"console_scripts": CONSOLE_SCRIPTS},
+)

@@ -1,0 +1,18 @@
+"""Test-wide set-up: an isolated DDS domain per test session, and the shared registry."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# A domain of our own, unless the caller (make test) chose one: parallel test runs on one machine
+# must not hear each other's topics. Set before any test imports rclpy.
+os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+
+
+@pytest.fixture(scope="session")
+def registry():  # type: ignore[no-untyped-def]
+    from robofollow_ros.benchmark import default_registry
+
+    return default_registry()

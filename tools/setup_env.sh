@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Idempotent set-up: .venv with the pinned dependencies, the package installed editable, and a
+# SAPIEN renderer. Re-running it only re-installs when requirements.txt or setup.py changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv
+PY="$VENV/bin/python"
+PYTHON=${PYTHON:-python3}
+
+if [ ! -x "$PY" ]; then
+  echo "==> creating $VENV with $($PYTHON --version)"
+  "$PYTHON" -m venv "$VENV"
+fi
+
+stamp="$VENV/.robofollow-deps"
+want=$(cat requirements.txt setup.py package.xml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "==> installing pinned dependencies (requirements.txt)"
+  "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
+  "$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt
+  "$PY" -m pip install --quiet --disable-pip-version-check --no-deps -e .
+  echo "$want" > "$stamp"
+else
+  echo "==> dependencies up to date ($VENV)"
+fi
+
+bash tools/ensure_renderer.sh "$PY"
