@@ -1,0 +1,119 @@
+"""The arm-command safety filter: limits, step clamp, workspace, NaN, e-stop and watchdog."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robofollow_ros.contract import GRIPPER_INDEX, JOINT_NAMES
+from robofollow_ros.rig.safety import SafetyConfig, SafetyFilter
+from robofollow_ros.rig.urdf_limits import JointLimit, read_joint_limits
+
+LIMITS = {name: JointLimit(-1.0, 1.0, 3.0) for name in JOINT_NAMES if not name.endswith("_gripper")}
+
+
+def make_filter(**kwargs) -> SafetyFilter:  # type: ignore[no-untyped-def]
+    tool_points = kwargs.pop("tool_points", None)
+    f = SafetyFilter(SafetyConfig(joint_limits=LIMITS, **kwargs), tool_points)
+    f.update_measured(np.zeros(14))
+    return f
+
+
+def test_small_command_passes_unchanged():
+    f = make_filter()
+    q = np.full(14, 0.01)
+    decision = f.filter(q, now=0.0)
+    assert decision is not None and not decision.hold and not decision.clamped
+    np.testing.assert_allclose(decision.command, q)
+
+
+def test_out_of_limit_target_is_clamped_and_reported():
+    f = make_filter(max_step_rad=10.0)
+    q = np.zeros(14)
+    q[0] = 2.5
+    decision = f.filter(q, now=0.0)
+    assert decision is not None and decision.clamped and not decision.hold
+    assert decision.command[0] == pytest.approx(1.0)
+    assert any("left_joint1" in r and "outside" in r for r in decision.reasons)
+
+
+def test_large_step_is_clamped_towards_the_target():
+    f = make_filter(max_step_rad=0.05)
+    q = np.zeros(14)
+    q[8] = 0.5
+    decision = f.filter(q, now=0.0)
+    assert decision.command[8] == pytest.approx(0.05)
+    assert any("right_joint2" in r and "step" in r for r in decision.reasons)
+
+
+def test_nan_command_holds_the_measured_position():
+    f = make_filter()
+    f.update_measured(np.full(14, 0.2))
+    q = np.zeros(14)
+    q[GRIPPER_INDEX["right"]] = np.nan
+    decision = f.filter(q, now=0.0)
+    assert decision.hold and "right_gripper" in decision.reasons[0]
+    np.testing.assert_allclose(decision.command, np.full(14, 0.2))
+
+
+def test_wrong_length_holds():
+    decision = make_filter().filter(np.zeros(7), now=0.0)
+    assert decision.hold and "expected 14 values" in decision.reasons[0]
+
+
+def test_nothing_is_sent_before_a_measurement():
+    f = SafetyFilter(SafetyConfig(joint_limits=LIMITS))
+    assert f.filter(np.zeros(14), now=0.0) is None
+
+
+def test_workspace_box_holds_when_a_tool_point_leaves_it():
+    def tool_points(arm, q):  # type: ignore[no-untyped-def]
+        return np.array([q[0] if arm == "left" else 0.0, 0.0, 0.9])
+
+    f = make_filter(tool_points=tool_points, workspace_min=(-0.5, -0.5, 0.75), workspace_max=(0.03, 0.5, 1.2))
+    assert not f.filter(np.full(14, 0.02), now=0.0).hold
+    f.update_measured(np.full(14, 0.02))
+    decision = f.filter(np.full(14, 0.06), now=0.01)
+    assert decision.hold and "left tool point" in decision.reasons[0]
+
+
+def test_watchdog_holds_once_after_the_timeout():
+    f = make_filter(watchdog_timeout_s=0.1)
+    f.filter(np.full(14, 0.01), now=10.0)
+    assert f.watchdog(now=10.05) is None
+    decision = f.watchdog(now=10.101)
+    assert decision is not None and decision.hold and "watchdog" in decision.reasons[0]
+    assert f.watchdog(now=10.2) is None  # one hold per stall
+    f.filter(np.full(14, 0.01), now=10.3)
+    assert f.watchdog(now=10.45).hold
+
+
+def test_estop_holds_until_released_and_a_new_command_arrives():
+    f = make_filter()
+    f.set_estop(True)
+    decision = f.filter(np.full(14, 0.01), now=0.0)
+    assert decision.hold and "e-stop" in decision.reasons[0]
+    f.set_estop(False)
+    assert f.watchdog(now=5.0) is None  # no stale hold replayed after release
+    assert not f.filter(np.full(14, 0.01), now=5.0).hold
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_step_rad", 0.0), ("watchdog_timeout_s", float("nan"))])
+def test_bad_config_is_named(field, value):
+    with pytest.raises(ValueError, match=field):
+        SafetyConfig(joint_limits=LIMITS, **{field: value})
+
+
+def test_missing_joint_limits_are_named():
+    with pytest.raises(ValueError, match="right_joint6"):
+        SafetyConfig(joint_limits={k: v for k, v in LIMITS.items() if k != "right_joint6"})
+
+
+def test_limits_read_from_urdf_text():
+    urdf = """<robot name="r"><link name="a"/><link name="b"/>
+      <joint name="left_joint1" type="revolute"><parent link="a"/><child link="b"/>
+      <limit lower="-2.6" upper="2.6" velocity="3.1" effort="10"/></joint></robot>"""
+    limits = read_joint_limits(urdf)
+    assert limits["left_joint1"] == JointLimit(-2.6, 2.6, 3.1)
+    with pytest.raises(ValueError, match="urdf"):
+        read_joint_limits("<robot>")
