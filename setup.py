@@ -17,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 #: Console scripts: the ``robofollow`` CLI; the ROS node executables join this list as they land.
 CONSOLE_SCRIPTS = [
     "robofollow = robofollow_ros.cli:main",
+    "arm_bridge_node = robofollow_ros.nodes.arm_bridge_node:main",
 ]
 
 

@@ -1,0 +1,80 @@
+"""Which trials a run contains, in RoboFollow's order.
+
+Scenes 1→4; within a scene, registry order; all rounds of a task before the next task. ``limit``
+keeps the first N selected tasks *per scene*, as RoboFollow's ``--limit`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from robofollow_ros.benchmark import LEVELS, SCENES, EvalTask, Registry, UnknownTaskError
+
+
+@dataclass(frozen=True, order=True)
+class TrialKey:
+    """One trial: a task, a round (1-based) and the seed the rule gives them."""
+
+    task_id: str
+    round: int
+    seed: int
+
+    @property
+    def trial_id(self) -> str:
+        return f"{self.task_id}_r{self.round}_s{self.seed}"
+
+
+def parse_scenes(value: str) -> list[str]:
+    """``all`` or a comma list of ``scene1..scene4``; a bad name is reported with the choices."""
+    if value == "all":
+        return list(SCENES)
+    scenes = [s.strip() for s in value.split(",") if s.strip()]
+    bad = [s for s in scenes if s not in SCENES]
+    if bad or not scenes:
+        raise ValueError(f"--scene: {value!r} is not 'all' or a comma list of {', '.join(SCENES)}")
+    return scenes
+
+
+def parse_levels(value: str) -> list[str]:
+    levels = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in levels if v not in LEVELS]
+    if bad or not levels:
+        raise ValueError(f"--levels: {value!r} must be a comma list of {', '.join(LEVELS)}")
+    return levels
+
+
+def select_tasks(
+    registry: Registry,
+    scenes: Sequence[str],
+    levels: Sequence[str],
+    limit: int | None = None,
+    task_ids: Sequence[str] | None = None,
+) -> list[EvalTask]:
+    """The evaluation tasks of a run, in trial order."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit: must be >= 1, got {limit}")
+    wanted: set[str] | None = None
+    if task_ids:
+        for tid in task_ids:
+            registry.eval_task(tid)  # raises UnknownTaskError with suggestions
+        wanted = set(task_ids)
+    selected: list[EvalTask] = []
+    for scene in SCENES:
+        if scene not in scenes:
+            continue
+        tasks = [t for t in registry.eval_tasks(scene) if t.level in levels and (wanted is None or t.task_id in wanted)]
+        selected.extend(tasks[:limit] if limit is not None else tasks)
+    if not selected:
+        raise ValueError("no task matches the selection (--scene/--levels/--tasks)")
+    return selected
+
+
+def trial_keys(tasks: Sequence[EvalTask], rounds: int) -> list[TrialKey]:
+    """Every (task, round) of the run in order; rounds run 1..``rounds``."""
+    if not 1 <= rounds <= 10:
+        raise ValueError(f"--rounds: must be between 1 and 10 (seeds exist for 10 rounds), got {rounds}")
+    return [TrialKey(t.task_id, r, t.seed(r)) for t in tasks for r in range(1, rounds + 1)]
+
+
+__all__ = ["TrialKey", "UnknownTaskError", "parse_levels", "parse_scenes", "select_tasks", "trial_keys"]

@@ -1,0 +1,80 @@
+"""Real rclpy in tests: an isolated context, an executor thread, and condition waits with timeouts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+
+
+class RosHarness:
+    """Spins the nodes it is given in a background thread; ``wait_for`` blocks until a condition holds."""
+
+    def __init__(self) -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self.nodes: list[Node] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.05)
+            except Exception:  # noqa: BLE001 - shutdown races end the loop
+                if not self.context.ok():
+                    break
+                raise
+
+    def add(self, node: Node) -> Node:
+        self.nodes.append(node)
+        self.executor.add_node(node)
+        return node
+
+    def node(self, name: str) -> Node:
+        return self.add(rclpy.create_node(name, context=self.context))
+
+    def notify(self) -> None:
+        """Call from callbacks that change what ``wait_for`` looks at."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def collector(self, into: list[Any]) -> Callable[[Any], None]:
+        """A subscription callback that appends the message and wakes ``wait_for``."""
+
+        def callback(msg: Any) -> None:
+            into.append(msg)
+            self.notify()
+
+        return callback
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"timed out after {timeout:.1f} s waiting for {what}")
+                self._changed.wait(min(remaining, 0.05))
+
+    def close(self) -> None:
+        for node in self.nodes:
+            self.executor.remove_node(node)
+            node.destroy_node()
+        rclpy.shutdown(context=self.context)
+        self._thread.join(timeout=5)
+        self.executor.shutdown()
+
+    def __enter__(self) -> RosHarness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
