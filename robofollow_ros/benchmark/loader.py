@@ -20,6 +20,7 @@ from robofollow_ros.benchmark.records import (
     Layout,
     ObjectSpec,
     PerturbRule,
+    Role,
     TrainingTask,
     spawn_height,
 )
@@ -67,7 +68,7 @@ def _need(rec: dict[str, Any], key: str, file: str, rid: str) -> Any:
     return rec[key]
 
 
-def _object_from(scene: str, raw: dict[str, Any], role: str, file: str, rid: str) -> ObjectSpec:
+def _object_from(scene: str, raw: dict[str, Any], role: Role, file: str, rid: str) -> ObjectSpec:
     name = _need(raw, "name", file, rid)
     where = f"{rid}/{name}"
     if role == "bowl":

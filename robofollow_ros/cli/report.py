@@ -1,0 +1,54 @@
+"""``robofollow report RUN_DIR [--compare MODEL ...]``: Table 1 of a run and a comparison plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.cli._common import CliError, print_json
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("report", help="scene x level IS/ES/CR table of a run, and a PNG beside published models")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory holding results.json")
+    p.add_argument("--compare", nargs="+", default=[], metavar="MODEL",
+                   help="published model ids or names from results.csv (e.g. PI05 PI0)")
+    p.add_argument("--png", metavar="PATH", help="where to write the plot (default RUN_DIR/report.png)")
+    p.add_argument("--no-plot", action="store_true", help="print the table only")
+    p.add_argument("--json", action="store_true", help="print the cells as JSON")
+    p.set_defaults(func=_report)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from robofollow_ros.evaluation.report import format_table, plot_comparison, published_table, run_table
+    from robofollow_ros.scoring.summary import summarize
+
+    run_dir = Path(args.run_dir)
+    results_path = run_dir / "results.json"
+    if not results_path.is_file():
+        raise CliError(f"RUN_DIR: {run_dir} has no results.json")
+    try:
+        trials = json.loads(results_path.read_text(encoding="utf-8"))
+        summary = summarize(trials)
+    except (json.JSONDecodeError, ValueError, TypeError) as exc:
+        raise CliError(f"RUN_DIR: {results_path} is not a RoboFollow results file: {exc}") from None
+    table = run_table(summary)
+    try:
+        models = {m: published_table(m) for m in args.compare}
+    except KeyError as exc:
+        raise CliError(str(exc.args[0])) from None
+    png = Path(args.png) if args.png else run_dir / "report.png"
+    if not args.no_plot:
+        plot_comparison(png, table, models, run_label=run_dir.name)
+    if args.json:
+        print_json({"run": table, "models": models, "png": None if args.no_plot else str(png)})
+        return 0
+    print(format_table(table, run_dir.name[:8] or "run"))
+    for name, cells in models.items():
+        print()
+        print(format_table(cells, name[:8]))
+    if not args.no_plot:
+        print(f"\nplot: {png}")
+    return 0

@@ -1,0 +1,116 @@
+"""Reports of a run: the scene x level IS/ES/CR table (the paper's Table 1) and a comparison plot.
+
+Published figures come from the benchmark's copy of RoboFollow's ``results.csv`` (percentages);
+model ids (``PI05``, ``PI0``, ...) are mapped to the CSV's display names through ``results.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.benchmark import LEVELS, SCENES
+from robofollow_ros.benchmark.loader import DATA_DIR
+from robofollow_ros.evaluation.jsonio import read_json
+
+METRICS = ("IS", "ES", "CR")
+#: Summary field behind each Table 1 metric (scores and rates are 0-1; the table shows percent).
+METRIC_FIELDS = {"IS": "mean_intent_score", "ES": "mean_exec_score", "CR": "completion_rate"}
+SCENE_LABEL = {s: f"S{i}" for i, s in enumerate(SCENES, start=1)}
+
+#: Cells of a table: {scene label: {level: {metric: percent}}}.
+Table = dict[str, dict[str, dict[str, float]]]
+
+
+def run_table(summary: Mapping[str, Any]) -> Table:
+    """Table 1 cells of a run from its summary groups; absent groups are left out."""
+    out: Table = {}
+    for scene in SCENES:
+        for level in LEVELS:
+            group = summary["groups"].get(f"{scene}/{level}")
+            if group:
+                cell = {m: 100.0 * float(group[f]) for m, f in METRIC_FIELDS.items()}
+                out.setdefault(SCENE_LABEL[scene], {})[level] = cell
+    return out
+
+
+def published_models(data_dir: Path = DATA_DIR) -> dict[str, str]:
+    """Model id -> display name of every published model."""
+    data = read_json(data_dir / "results.json")
+    return {m["id"]: m["name"] for m in data["models"]}
+
+
+def published_table(model: str, data_dir: Path = DATA_DIR) -> Table:
+    """Cells of one published model (id or display name, case-insensitive) from results.csv."""
+    ids = published_models(data_dir)
+    wanted = {model.lower()}
+    for mid, name in ids.items():
+        if model.lower() in (mid.lower(), name.lower()):
+            wanted = {mid.lower(), name.lower()}
+            break
+    else:
+        raise KeyError(f"--compare: unknown model {model!r}; known ids: {', '.join(ids)}")
+    out: Table = {}
+    with open(data_dir / "results.csv", encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["model"].lower() in wanted:
+                out.setdefault(row["scene"], {})[row["level"]] = {
+                    "IS": float(row["intent_score"]), "ES": float(row["execution_score"]),
+                    "CR": float(row["completion_rate"])}
+    return out
+
+
+def with_mean(table: Table) -> Table:
+    """Adds the unweighted mean over the scenes present at each level (the paper's "mean" row)."""
+    out = dict(table)
+    mean: dict[str, dict[str, float]] = {}
+    for level in LEVELS:
+        cells = [table[s][level] for s in table if level in table[s]]
+        if cells:
+            mean[level] = {m: sum(c[m] for c in cells) / len(cells) for m in METRICS}
+    if mean:
+        out["mean"] = mean
+    return out
+
+
+def format_table(table: Table, title: str) -> str:
+    """Plain-text Table 1: one row per scene (plus mean), IS/ES/CR in percent per level."""
+    table = with_mean(table)
+    head = f"{title:<8}" + "".join(f"{level + ' IS/ES/CR':>22}" for level in LEVELS)
+    lines = [head, "-" * len(head)]
+    for scene, cells in table.items():
+        parts = []
+        for level in LEVELS:
+            c = cells.get(level)
+            parts.append(f"{c['IS']:.1f}/{c['ES']:.1f}/{c['CR']:.1f}" if c else "-")
+        lines.append(f"{scene:<8}" + "".join(f"{p:>22}" for p in parts))
+    return "\n".join(lines)
+
+
+def plot_comparison(path: str | Path, run: Table, models: Mapping[str, Table], run_label: str = "this run") -> None:
+    """PNG with one panel per metric; bars per scene/level cell for the run and each model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = [(s, level) for s in ("S1", "S2", "S3", "S4") for level in LEVELS]
+    series = {run_label: run, **models}
+    width = 0.8 / max(1, len(series))
+    fig, axes = plt.subplots(len(METRICS), 1, figsize=(14, 9), sharex=True)
+    for ax, metric in zip(axes, METRICS, strict=True):
+        for k, (label, table) in enumerate(series.items()):
+            xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(cells))]
+            ys = [table.get(s, {}).get(level, {}).get(metric, 0.0) for s, level in cells]
+            ax.bar(xs, ys, width=width, label=label)
+        ax.set_ylabel(f"{metric} (%)")
+        ax.set_ylim(0, 105)
+        ax.grid(axis="y", alpha=0.3)
+    axes[-1].set_xticks(range(len(cells)), [f"{s}\n{level}" for s, level in cells])
+    axes[0].legend(ncols=min(6, len(series)), loc="upper right", fontsize="small")
+    fig.suptitle("RoboFollow: intent (IS), execution (ES) and completion (CR) by scene and level")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,182 @@
+"""The embedded results store: SQLite in WAL mode holding runs, trials and per-stage scores.
+
+Why SQLite: one file, queryable across runs (``WHERE scene = 'scene2'``), safe against a crash
+(each trial is one transaction, so a killed evaluator leaves whole trials only), and WAL lets a
+report read while the evaluator writes. Runs carry a UUID so stores from different machines merge
+without id clashes; merging the same run twice is a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id        TEXT PRIMARY KEY,
+    run_dir       TEXT,
+    started_utc   TEXT NOT NULL,
+    finished_utc  TEXT,
+    status        TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed')),
+    model         TEXT,
+    expected_trials INTEGER,
+    run_json      TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+    run_id        TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    trial_index   INTEGER NOT NULL,
+    scene         TEXT NOT NULL,
+    level         TEXT NOT NULL,
+    layout        TEXT,
+    task          TEXT NOT NULL,
+    round         INTEGER,
+    seed          INTEGER,
+    intent_score  REAL NOT NULL,
+    exec_score    REAL NOT NULL,
+    intent_ok     INTEGER NOT NULL,
+    exec_ok       INTEGER NOT NULL,
+    completion_ok INTEGER NOT NULL,
+    result_json   TEXT NOT NULL,
+    PRIMARY KEY (run_id, trial_index)
+);
+CREATE INDEX IF NOT EXISTS trials_by_group ON trials (scene, level);
+CREATE INDEX IF NOT EXISTS trials_by_task ON trials (task);
+CREATE TABLE IF NOT EXISTS stage_scores (
+    run_id        TEXT NOT NULL,
+    trial_index   INTEGER NOT NULL,
+    position      INTEGER NOT NULL,
+    phase         TEXT NOT NULL,
+    intent_score  REAL NOT NULL,
+    exec_score    REAL NOT NULL,
+    max_score     REAL NOT NULL,
+    intent_reason TEXT,
+    exec_reason   TEXT,
+    PRIMARY KEY (run_id, trial_index, position),
+    FOREIGN KEY (run_id, trial_index) REFERENCES trials(run_id, trial_index) ON DELETE CASCADE
+);
+"""
+
+
+class RunStore:
+    """A SQLite results database; one connection, used from one thread."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.executescript(SCHEMA)
+        self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def journal_mode(self) -> str:
+        return str(self.conn.execute("PRAGMA journal_mode").fetchone()[0])
+
+    # -- writing -------------------------------------------------------------------------------------
+    def upsert_run(self, run_id: str, run: Mapping[str, Any], run_dir: str | None = None) -> None:
+        """Insert or update a run's row from its run.json content."""
+        args = run.get("arguments") or {}
+        with self._transaction():
+            self.conn.execute(
+                "INSERT INTO runs (run_id, run_dir, started_utc, finished_utc, status, model, expected_trials,"
+                " run_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET"
+                " finished_utc = excluded.finished_utc, status = excluded.status, run_json = excluded.run_json",
+                (run_id, run_dir, run["started_utc"], run.get("finished_utc"), run["status"],
+                 args.get("model") if isinstance(args, Mapping) else None, run.get("expected_trials"),
+                 json.dumps(run, ensure_ascii=False)))
+
+    def insert_trial(self, run_id: str, trial_index: int, entry: Mapping[str, Any]) -> None:
+        """One trial and its stage scores, in one transaction: all of it is stored or none."""
+        with self._transaction():
+            self._insert_trial(run_id, trial_index, entry)
+
+    def _insert_trial(self, run_id: str, trial_index: int, entry: Mapping[str, Any]) -> None:
+        self.conn.execute(
+            "INSERT INTO trials (run_id, trial_index, scene, level, layout, task, round, seed, intent_score,"
+            " exec_score, intent_ok, exec_ok, completion_ok, result_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, trial_index, entry["scene"], entry["level_tag"], entry.get("layout"), entry["task"],
+             entry.get("round"), entry.get("seed"), float(entry["intent_score"]), float(entry["exec_score"]),
+             int(bool(entry["intent_ok"])), int(bool(entry["exec_ok"])), int(bool(entry["completion_ok"])),
+             json.dumps(entry, ensure_ascii=False)))
+        self.conn.executemany(
+            "INSERT INTO stage_scores (run_id, trial_index, position, phase, intent_score, exec_score, max_score,"
+            " intent_reason, exec_reason) VALUES (?,?,?,?,?,?,?,?,?)",
+            [(run_id, trial_index, i, p["phase"], p["intent_score"], p["exec_score"], p["max_score"],
+              p.get("intent_reason"), p.get("exec_reason")) for i, p in enumerate(entry.get("phases", []))])
+
+    def _transaction(self) -> _Tx:
+        return _Tx(self.conn)
+
+    # -- reading -------------------------------------------------------------------------------------
+    def runs(self) -> list[dict[str, Any]]:
+        rows = self.conn.execute("SELECT run_id, run_dir, started_utc, finished_utc, status, model, expected_trials,"
+                                 " (SELECT COUNT(*) FROM trials t WHERE t.run_id = r.run_id) AS trials"
+                                 " FROM runs r ORDER BY started_utc").fetchall()
+        return [dict(r) for r in rows]
+
+    def trials(self, run_ids: Iterable[str] | None = None, scene: str | None = None, level: str | None = None,
+               task: str | None = None) -> list[dict[str, Any]]:
+        """results.json entries matching the filters, in run then trial order."""
+        where, params = [], []
+        if run_ids is not None:
+            ids = list(run_ids)
+            where.append(f"run_id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
+        for column, value in (("scene", scene), ("level", level), ("task", task)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = "SELECT result_json FROM trials" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY run_id, trial_index"
+        return [json.loads(r[0]) for r in self.conn.execute(sql, params)]
+
+    def stage_scores(self, run_id: str, trial_index: int) -> list[dict[str, Any]]:
+        rows = self.conn.execute("SELECT phase, intent_score, exec_score, max_score, intent_reason, exec_reason"
+                                 " FROM stage_scores WHERE run_id = ? AND trial_index = ? ORDER BY position",
+                                 (run_id, trial_index)).fetchall()
+        return [dict(r) for r in rows]
+
+    def merge_from(self, other: str | Path) -> int:
+        """Copy every run (with its trials and stages) of another store not already here; returns runs added."""
+        self.conn.execute("ATTACH DATABASE ? AS other", (str(other),))
+        try:
+            with self._transaction():
+                new = [r[0] for r in self.conn.execute(
+                    "SELECT run_id FROM other.runs WHERE run_id NOT IN (SELECT run_id FROM main.runs)")]
+                marks = ",".join("?" * len(new))
+                for table in ("runs", "trials", "stage_scores"):
+                    if new:
+                        self.conn.execute(f"INSERT INTO main.{table} SELECT * FROM other.{table}"
+                                          f" WHERE run_id IN ({marks})", new)
+        finally:
+            self.conn.execute("DETACH DATABASE other")
+        return len(new)
+
+
+class _Tx:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
