@@ -14,10 +14,18 @@ from setuptools import find_packages, setup
 PACKAGE = "robofollow_ros"
 HERE = Path(__file__).resolve().parent
 
-#: Console scripts: the ``robofollow`` CLI; the ROS node executables join this list as they land.
+
+def node_entry_points() -> dict[str, str]:
+    """The node executables, read from their one list without importing the package (or rclpy)."""
+    namespace: dict[str, dict[str, str]] = {}
+    exec((HERE / PACKAGE / "nodes" / "catalog.py").read_text(), namespace)
+    return namespace["NODE_ENTRY_POINTS"]
+
+
+#: Console scripts: the ``robofollow`` CLI and one executable per ROS node.
 CONSOLE_SCRIPTS = [
     "robofollow = robofollow_ros.cli:main",
-    "arm_bridge_node = robofollow_ros.nodes.arm_bridge_node:main",
+    *(f"{name} = {target}" for name, target in sorted(node_entry_points().items())),
 ]
 
 

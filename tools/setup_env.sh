@@ -25,4 +25,7 @@ else
   echo "==> dependencies up to date ($VENV)"
 fi
 
+# tf2_msgs is not on PyPI: build the TFMessage interface from the ROS wheels into the venv (seconds).
+bash tools/build_tf2_msgs.sh "$VENV"
+
 bash tools/ensure_renderer.sh "$PY"

@@ -1,0 +1,9 @@
+"""The node executables of the package: one list for setup.py, the profiles and the launch files.
+
+Plain data with no imports, so ``setup.py`` can read it without importing rclpy or the package.
+Each entry: executable name (also the node name) -> ``module:function`` of its ``main``.
+"""
+
+NODE_ENTRY_POINTS: dict[str, str] = {
+    "arm_bridge_node": "robofollow_ros.nodes.arm_bridge_node:main",
+}
