@@ -29,7 +29,7 @@ class RosHarness:
         while self.context.ok():
             try:
                 self.executor.spin_once(timeout_sec=0.05)
-            except Exception:  # noqa: BLE001 - shutdown races end the loop
+            except Exception:
                 if not self.context.ok():
                     break
                 raise

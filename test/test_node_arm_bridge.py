@@ -11,13 +11,13 @@ import math
 
 import pytest
 from rclpy.parameter import Parameter
+from ros_harness import RosHarness
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
 from robofollow_ros.contract import JOINT_NAMES
 from robofollow_ros.nodes.arm_bridge_node import ArmBridgeNode
-from ros_harness import RosHarness
 
 DRIVERS = """
 arms:
@@ -78,7 +78,7 @@ def _send(command, values):  # type: ignore[no-untyped-def]
 
 
 def test_driver_states_become_contract_joint_states(rig):
-    ros, got, _, _ = rig
+    _, got, _, _ = rig
     msg = got["joint_states"][-1]
     assert list(msg.name) == list(JOINT_NAMES)
     assert msg.position[0] == pytest.approx(0.1) and msg.position[6] == pytest.approx(1.0)  # left open
