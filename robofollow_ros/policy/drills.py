@@ -1,0 +1,105 @@
+"""Policies for drills: one that records what it was asked, one that misbehaves on purpose.
+
+They exist so that a user (and the test suite) can check a whole serving stack end to end, e.g.
+``robofollow serve --policy robofollow_ros.policy.drills:faulty --kwargs '{"mode": "nan"}'`` must
+give the evaluator a clean error, never a crash.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robofollow_ros.contract import ACTION_DIM, CAMERA_OBS_KEYS, GRIPPER_INDEX
+from robofollow_ros.policy.interface import Observation, PolicyError
+
+
+def make_observation(seed: int = 0, width: int = 320, height: int = 240, instruction: str = "") -> Observation:
+    """A RoboFollow observation with random images and joints, as the simulator would send it."""
+    rng = np.random.default_rng(seed)
+    cameras = {key: {"rgb": rng.integers(0, 256, (height, width, 3), dtype=np.uint8)}
+               for key in CAMERA_OBS_KEYS.values()}
+    vector = rng.uniform(-1.0, 1.0, ACTION_DIM)
+    vector[[GRIPPER_INDEX["left"], GRIPPER_INDEX["right"]]] = 1.0
+    return {"observation": cameras, "joint_action": {"vector": vector}, "instruction": instruction}
+
+
+FAULT_MODES = ("raise", "hang", "nan", "inf", "wrong_shape", "empty", "not_array")
+
+
+class RecordingPolicy:
+    """Remembers every call in order; ``predict`` returns ``chunk_size`` rows equal to the number
+    of predict calls since the last reset, so a caller can tell chunks and episodes apart."""
+
+    def __init__(self, chunk_size: int = 3, close_marker: str | None = None) -> None:
+        self.chunk_size = chunk_size
+        self.close_marker = close_marker
+        self.calls: list[tuple[str, Any]] = []
+        self.predicts_since_reset = 0
+        self.closed = False
+
+    def reset(self) -> None:
+        self.calls.append(("reset", None))
+        self.predicts_since_reset = 0
+
+    def set_instruction(self, text: str) -> None:
+        self.calls.append(("set_instruction", text))
+
+    def predict(self, obs: Observation) -> np.ndarray:
+        self.calls.append(("predict", obs))
+        self.predicts_since_reset += 1
+        return np.full((self.chunk_size, ACTION_DIM), float(self.predicts_since_reset), dtype=np.float32)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.close_marker:
+            Path(self.close_marker).write_text("closed\n")
+
+
+class FaultyPolicy:
+    """``predict`` fails in one chosen way (``mode``); ``reset`` and ``set_instruction`` work.
+
+    ``hang`` waits on :attr:`release` for at most ``hang_s`` seconds, so even a drill is bounded.
+    """
+
+    def __init__(self, mode: str = "raise", hang_s: float = 600.0) -> None:
+        if mode not in FAULT_MODES:
+            raise ValueError(f"mode: {mode!r} is not one of {FAULT_MODES}")
+        self.mode = mode
+        self.hang_s = hang_s
+        self.release = threading.Event()
+
+    def reset(self) -> None:
+        pass
+
+    def set_instruction(self, text: str) -> None:
+        pass
+
+    def predict(self, obs: Observation) -> Any:
+        rows = np.zeros((4, ACTION_DIM), dtype=np.float32)
+        if self.mode == "raise":
+            raise PolicyError("drill: the model failed on purpose")
+        if self.mode == "hang":
+            self.release.wait(self.hang_s)
+            return rows
+        if self.mode in ("nan", "inf"):
+            rows[2, 5] = np.nan if self.mode == "nan" else np.inf
+            return rows
+        if self.mode == "wrong_shape":
+            return np.zeros((4, 7), dtype=np.float32)
+        if self.mode == "empty":
+            return np.zeros((0, ACTION_DIM), dtype=np.float32)
+        return {"actions": "not an array"}
+
+
+def recording(**kwargs: Any) -> RecordingPolicy:
+    """Factory for ``module:function`` specs."""
+    return RecordingPolicy(**kwargs)
+
+
+def faulty(**kwargs: Any) -> FaultyPolicy:
+    """Factory for ``module:function`` specs."""
+    return FaultyPolicy(**kwargs)

@@ -1,0 +1,124 @@
+"""openpi's message encoding: msgpack with NumPy arrays as ``__ndarray__`` maps (wire facts in
+peers-bridge.md section 1.1), decoded defensively.
+
+An array is ``{b"__ndarray__": True, b"data": <raw bytes>, b"dtype": dtype.str, b"shape": shape}``
+and a NumPy scalar ``{b"__npgeneric__": True, b"data": item, b"dtype": dtype.str}``. The decoder
+accepts only numeric and boolean dtypes, checks that the shape's byte count equals the data length
+(so a hostile shape cannot allocate anything) and turns every malformed input into a
+:class:`~robofollow_ros.policy.robofollow_wire.WireFormatError`. Nothing here can unpickle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from robofollow_ros.policy.robofollow_wire import MAX_NDIM, WireFormatError
+
+_NUMERIC_KINDS = frozenset("biuf")
+#: Largest websocket message either openpi side accepts by default: about 70 times a 3-camera
+#: 224×224 request (and 12 times three raw 640×480 frames). msgpack can turn each byte into one
+#: Python object (~60 bytes), so this also bounds what a hostile message can cost (under 2 GiB).
+OPENPI_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+
+
+def _pack_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in _NUMERIC_KINDS:
+            raise WireFormatError(f"array dtype: {obj.dtype} cannot be sent (numeric and bool only)")
+        return {
+            b"__ndarray__": True,
+            # a memoryview of a C-contiguous array packs without an intermediate copy
+            b"data": obj.data if obj.flags.c_contiguous else obj.tobytes(),
+            b"dtype": obj.dtype.str,
+            b"shape": obj.shape,
+        }
+    if isinstance(obj, np.generic):
+        if obj.dtype.kind not in _NUMERIC_KINDS:
+            raise WireFormatError(f"scalar dtype: {obj.dtype} cannot be sent (numeric and bool only)")
+        return {b"__npgeneric__": True, b"data": obj.item(), b"dtype": obj.dtype.str}
+    raise TypeError(f"message: cannot encode {type(obj).__name__} as msgpack")
+
+
+def packb(message: Any) -> bytes:
+    """msgpack bytes of ``message`` with arrays as ``__ndarray__`` maps."""
+    return msgpack.packb(message, default=_pack_default, use_bin_type=True)
+
+
+_DTYPE_CACHE: dict[Any, np.dtype] = {}
+
+
+def _dtype(value: Any) -> np.dtype:
+    cached = _DTYPE_CACHE.get(value) if isinstance(value, str | bytes) else None
+    if cached is not None:
+        return cached
+    text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+    if not isinstance(text, str) or len(text) > 16:
+        raise WireFormatError(f"array dtype: {value!r} is not a dtype string such as '<f4'")
+    try:
+        dtype = np.dtype(text)
+    except (TypeError, ValueError) as exc:
+        raise WireFormatError(f"array dtype: {text!r} is not a NumPy dtype") from exc
+    if dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise WireFormatError(f"array dtype: {text!r} is not numeric or bool")
+    if len(_DTYPE_CACHE) < 256:  # only valid dtypes are cached, and only so many
+        _DTYPE_CACHE[value] = dtype
+    return dtype
+
+
+def _unpack_hook(obj: dict[Any, Any]) -> Any:
+    if b"__ndarray__" in obj:
+        try:  # fast path: a well-formed array of a dtype seen before; anything odd gets the full checks
+            data, shape = obj[b"data"], obj[b"shape"]
+            if type(data) is bytes and type(shape) is list:
+                array: np.ndarray = np.ndarray(shape=shape, dtype=_DTYPE_CACHE[obj[b"dtype"]], buffer=data)
+                if array.nbytes == len(data):
+                    return array
+        except Exception:  # the checked path below names the problem
+            pass
+        return _checked_array(obj)
+    if b"__npgeneric__" in obj:
+        dtype = _dtype(obj.get(b"dtype"))
+        item = obj.get(b"data")
+        if not isinstance(item, bool | int | float):
+            raise WireFormatError(f"scalar data: expected a number, got {type(item).__name__}")
+        try:
+            return dtype.type(item)
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise WireFormatError(f"scalar data: {item!r} does not fit {dtype.str}") from exc
+    return obj
+
+
+def _checked_array(obj: dict[Any, Any]) -> np.ndarray:
+    """Validate every field of an ``__ndarray__`` map and raise a :class:`WireFormatError` naming the bad one."""
+    dtype = _dtype(obj.get(b"dtype"))
+    shape = obj.get(b"shape")
+    data = obj.get(b"data")
+    if type(shape) is not list or len(shape) > MAX_NDIM:
+        raise WireFormatError(f"array shape: {str(shape)[:80]} is not a list of at most {MAX_NDIM} integers")
+    if not isinstance(data, bytes):
+        raise WireFormatError(f"array data: expected bytes, got {type(data).__name__}")
+    try:
+        # A view of the received bytes: NumPy checks the dims (integers >= 0; a bool counts as
+        # 0/1) and that the buffer is large enough, and never allocates: a hostile shape costs nothing.
+        checked: np.ndarray = np.ndarray(shape=shape, dtype=dtype, buffer=data)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise WireFormatError(f"array data: {len(data)} bytes do not match shape {str(shape)[:80]} of "
+                              f"{dtype.str} ({exc})") from exc
+    if checked.nbytes != len(data):  # NumPy accepts a larger buffer; we want exactly the payload
+        raise WireFormatError(f"array data: {len(data)} bytes do not match shape {str(shape)[:80]} of {dtype.str}")
+    return checked
+
+
+def unpackb(data: bytes | bytearray | memoryview) -> Any:
+    """The message in one msgpack frame; raises :class:`WireFormatError` on anything malformed."""
+    try:
+        return msgpack.unpackb(data, object_hook=_unpack_hook, raw=False)
+    except WireFormatError:
+        raise
+    except RecursionError as exc:
+        raise WireFormatError("message: msgpack nested too deeply") from exc
+    except (ValueError, TypeError, KeyError, OverflowError, msgpack.UnpackException) as exc:
+        raise WireFormatError(f"message: invalid msgpack ({type(exc).__name__}: {str(exc)[:200]})") from exc

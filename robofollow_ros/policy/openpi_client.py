@@ -1,0 +1,144 @@
+"""``openpi://HOST:PORT``: a policy served by any openpi websocket policy server (π0 / π0.5).
+
+Protocol facts (peers-bridge.md 1.1): on connect the server sends one binary msgpack frame with
+its metadata; then strictly one request in flight: msgpack(ALOHA observation) → msgpack({"actions":
+[H, 14], "server_timing": ..., "policy_timing": ...}); a text frame means the server failed.
+
+openpi has no reset or instruction command: the instruction travels as ``prompt`` with every
+request, and :meth:`reset` closes the connection so that a server that keeps per-connection state
+(ours does) starts the next episode clean. Unlike openpi's own client, every wait is bounded and a
+broken connection is never replayed (a stateful server must not advance twice).
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.sync.client import ClientConnection, connect
+
+from robofollow_ros.policy.interface import Observation
+from robofollow_ros.policy.msgpack_wire import OPENPI_MAX_MESSAGE_BYTES, packb, unpackb
+from robofollow_ros.policy.openpi_adapter import OPENPI_IMAGE_SIZE, to_openpi_observation
+from robofollow_ros.policy.robofollow_wire import WireFormatError
+from robofollow_ros.policy.tcp_client import RemotePolicyError
+
+#: websockets >= 17 warns unless a long-lived connection says so explicitly; older versions lack the flag.
+_LONG_LIVED: dict[str, Any] = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
+
+
+class OpenpiWebsocketPolicy:
+    """Client adapter; ``last_timing`` holds the latest ``server_timing`` / ``policy_timing`` /
+    ``client_ms`` and ``timings`` the most recent ``timing_history`` of them."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8000, *, timeout_s: float = 300.0,
+                 connect_attempts: int = 20, connect_interval_s: float = 1.0,
+                 image_size: int = OPENPI_IMAGE_SIZE, api_key: str | None = None,
+                 max_message_bytes: int = OPENPI_MAX_MESSAGE_BYTES, timing_history: int = 1000) -> None:
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise ValueError(f"port: {port!r} is not a TCP port (1..65535)")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s!r}")
+        if connect_attempts < 1:
+            raise ValueError(f"connect_attempts: expected >= 1, got {connect_attempts!r}")
+        self.uri = f"ws://{host}:{port}"
+        self.timeout_s = float(timeout_s)
+        self.connect_attempts = connect_attempts
+        self.connect_interval_s = float(connect_interval_s)
+        self.image_size = image_size
+        self.api_key = api_key
+        self.max_message_bytes = max_message_bytes
+        self.prompt = ""
+        self.server_metadata: dict[str, Any] = {}
+        self.last_timing: dict[str, Any] = {}
+        self.timings: collections.deque[dict[str, Any]] = collections.deque(maxlen=timing_history)
+        self.connections_opened = 0
+        self._ws: ClientConnection | None = None
+        self._closing = threading.Event()
+
+    # ------------------------------------------------------------------ policy interface
+    def reset(self) -> None:
+        """Start the next episode on a fresh connection (openpi has no reset message)."""
+        self._drop()
+
+    def set_instruction(self, text: str) -> None:
+        self.prompt = text or ""
+
+    def predict(self, obs: Observation) -> np.ndarray:
+        request = packb(to_openpi_observation(obs, self.prompt, self.image_size))
+        if len(request) > self.max_message_bytes:
+            raise WireFormatError(f"request: {len(request)} bytes exceed the limit of {self.max_message_bytes}")
+        ws = self._connection()
+        start = time.perf_counter()
+        try:
+            ws.send(request)
+            reply = ws.recv(timeout=self.timeout_s)
+        except (OSError, ConnectionClosed) as exc:  # TimeoutError is an OSError
+            self._drop()
+            raise ConnectionError(f"openpi server {self.uri}: predict failed ({exc}); not retried") from exc
+        client_ms = 1000 * (time.perf_counter() - start)
+        if isinstance(reply, str):
+            self._drop()  # openpi servers close after an error frame
+            raise RemotePolicyError(f"openpi server {self.uri}: predict failed", reply)
+        response = unpackb(reply)
+        if not isinstance(response, dict) or "actions" not in response:
+            raise WireFormatError(f"response: expected a map with 'actions', got {_keys(response)}")
+        self.last_timing = {"client_ms": client_ms,
+                            "server_timing": response.get("server_timing", {}),
+                            "policy_timing": response.get("policy_timing", {})}
+        self.timings.append(self.last_timing)
+        return np.asarray(response["actions"])
+
+    def close(self) -> None:
+        self._closing.set()
+        self._drop()
+
+    # ------------------------------------------------------------------ transport
+    def _connection(self) -> ClientConnection:
+        if self._ws is not None:
+            return self._ws
+        self._closing.clear()
+        headers = {"Authorization": f"Api-Key {self.api_key}"} if self.api_key else None
+        last: Exception | None = None
+        for attempt in range(self.connect_attempts):
+            if attempt and self._closing.wait(self.connect_interval_s):
+                break
+            try:
+                ws = connect(self.uri, compression=None, max_size=self.max_message_bytes,
+                             open_timeout=self.timeout_s, close_timeout=5, additional_headers=headers, **_LONG_LIVED)
+            except InvalidURI as exc:
+                raise ValueError(f"openpi server: bad address {self.uri!r} ({exc})") from exc
+            except (OSError, InvalidHandshake) as exc:
+                last = exc
+                continue
+            try:
+                metadata = unpackb(_binary(ws.recv(timeout=self.timeout_s), "metadata"))
+            except (OSError, ConnectionClosed, WireFormatError) as exc:
+                ws.close()
+                raise ConnectionError(f"openpi server {self.uri}: no valid metadata frame ({exc})") from exc
+            self.server_metadata = metadata if isinstance(metadata, dict) else {}
+            self.connections_opened += 1
+            self._ws = ws
+            return ws
+        raise ConnectionError(f"openpi server {self.uri}: no connection after {self.connect_attempts} attempts "
+                              f"({last})")
+
+    def _drop(self) -> None:
+        if self._ws is not None:
+            ws, self._ws = self._ws, None
+            ws.close()
+
+
+def _binary(frame: str | bytes, what: str) -> bytes:
+    if isinstance(frame, str):
+        raise WireFormatError(f"{what}: expected a binary frame, got text {frame[:200]!r}")
+    return frame
+
+
+def _keys(value: Any) -> str:
+    return f"keys {sorted(map(str, value))[:5]}" if isinstance(value, dict) else type(value).__name__

@@ -1,0 +1,107 @@
+"""Policy SPEC strings: how a user names a policy on the command line.
+
+``hold`` and other built-ins (registered by name, so later baselines such as ``oracle`` add
+themselves with :func:`register_builtin` without touching this file), ``module:function`` (a
+factory called with the JSON kwargs), ``tcp://HOST:PORT`` (a RoboFollow policy server) and
+``openpi://HOST:PORT`` (an openpi websocket server).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+from robofollow_ros.policy.interface import Policy, ValidatedPolicy
+
+PolicyFactory = Callable[..., Policy]
+
+_BUILTINS: dict[str, PolicyFactory] = {}
+_REMOTE = re.compile(r"^(?P<scheme>tcp|openpi)://(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d{1,5})/?$")
+_FACTORY = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
+
+
+class PolicySpecError(ValueError):
+    """A policy SPEC or its kwargs cannot be turned into a policy; the message names the SPEC."""
+
+
+def register_builtin(name: str, factory: PolicyFactory) -> None:
+    """Make ``name`` a valid SPEC. Re-registering a name replaces its factory."""
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+        raise ValueError(f"name: {name!r} must be lower-case letters, digits, '-' or '_'")
+    _BUILTINS[name] = factory
+
+
+def builtin_names() -> tuple[str, ...]:
+    return tuple(sorted(_BUILTINS))
+
+
+def _hold(**kwargs: Any) -> Policy:
+    from robofollow_ros.policy.hold import HoldPolicy
+
+    return HoldPolicy(**kwargs)
+
+
+register_builtin("hold", _hold)
+
+
+def load_policy(spec: str, kwargs: dict[str, Any] | None = None, *, validate: bool = True) -> Policy:
+    """Build the policy named by ``spec``; wrapped in :class:`ValidatedPolicy` unless ``validate`` is False.
+
+    Remote specs accept the client's keyword arguments as kwargs (e.g. ``{"timeout_s": 300}``).
+    """
+    kwargs = dict(kwargs or {})
+    if not isinstance(spec, str) or not spec.strip():
+        raise PolicySpecError(f"policy spec: {spec!r} is empty; expected one of {_forms()}")
+    spec = spec.strip()
+    policy = _build(spec, kwargs)
+    for method in ("reset", "set_instruction", "predict"):
+        if not callable(getattr(policy, method, None)):
+            raise PolicySpecError(f"policy spec {spec!r}: the factory returned {type(policy).__name__}, "
+                                  f"which has no {method}() method")
+    return ValidatedPolicy.wrap(policy) if validate else policy
+
+
+def _forms() -> str:
+    return f"{', '.join(builtin_names())}, module:function, tcp://HOST:PORT, openpi://HOST:PORT"
+
+
+def _call(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    try:
+        return factory(**kwargs)
+    except TypeError as exc:
+        raise PolicySpecError(f"policy spec {spec!r}: bad kwargs {sorted(kwargs)} ({exc})") from exc
+    except ValueError as exc:
+        raise PolicySpecError(f"policy spec {spec!r}: {exc}") from exc
+
+
+def _build(spec: str, kwargs: dict[str, Any]) -> Any:
+    if spec in _BUILTINS:
+        return _call(spec, _BUILTINS[spec], kwargs)
+    remote = _REMOTE.match(spec)
+    if remote:
+        host, port = remote["host"].strip("[]"), int(remote["port"])
+        if not 0 < port < 65536:
+            raise PolicySpecError(f"policy spec {spec!r}: port {port} is outside 1..65535")
+        if remote["scheme"] == "tcp":
+            from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy
+
+            return _call(spec, RoboFollowTcpPolicy, {"host": host, "port": port, **kwargs})
+        from robofollow_ros.policy.openpi_client import OpenpiWebsocketPolicy
+
+        return _call(spec, OpenpiWebsocketPolicy, {"host": host, "port": port, **kwargs})
+    if "://" in spec:
+        raise PolicySpecError(f"policy spec {spec!r}: expected tcp://HOST:PORT or openpi://HOST:PORT")
+    factory = _FACTORY.match(spec)
+    if not factory:
+        raise PolicySpecError(f"policy spec {spec!r}: not a built-in and not module:function; expected {_forms()}")
+    try:
+        module = importlib.import_module(factory["module"])
+    except ImportError as exc:
+        raise PolicySpecError(f"policy spec {spec!r}: cannot import module {factory['module']!r} ({exc})") from exc
+    target = getattr(module, factory["attr"], None)
+    if not callable(target):
+        raise PolicySpecError(f"policy spec {spec!r}: module {factory['module']!r} has no callable "
+                              f"{factory['attr']!r}")
+    return _call(spec, target, kwargs)

@@ -1,0 +1,170 @@
+"""``tcp://HOST:PORT``: a policy that lives in a RoboFollow policy server (spec section f).
+
+Behaviour follows the reference client, because a stateful model must never see a command twice:
+connect lazily with ``connect_attempts`` tries ``connect_interval_s`` apart; one timeout bounds
+connect, send and every receive; on a socket error or timeout the socket is closed and only
+``reset`` is replayed (once, after reconnecting); ``predict`` and ``set_instruction`` raise
+:class:`ConnectionError` and the next call reconnects.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any
+
+import numpy as np
+
+from robofollow_ros.contract import CAMERA_OBS_KEYS
+from robofollow_ros.policy.interface import Observation, PolicyError
+from robofollow_ros.policy.robofollow_wire import (
+    WireFormatError,
+    check_frame_length,
+    decode_message,
+    encode_message,
+    recv_frame,
+    send_frame,
+)
+
+
+class RemotePolicyError(PolicyError, RuntimeError):
+    """The server answered with an error; ``remote_traceback`` is what it chose to share."""
+
+    def __init__(self, message: str, remote_traceback: str = "") -> None:
+        full = f"{message}\n--- server traceback ---\n{remote_traceback}" if remote_traceback else message
+        super().__init__(full)
+        self.remote_error = message
+        self.remote_traceback = remote_traceback
+
+
+def wire_observation(obs: Observation, instruction: str) -> dict[str, Any]:
+    """The predict payload of the spec: three RGB images, the joint vector and the instruction.
+
+    Depth, segmentation and any other simulator keys are left out on purpose (the request stays
+    about 0.92 MB at 320×240).
+    """
+    cameras = obs.get("observation", {})
+    payload_cams = {key: {"rgb": cameras[key]["rgb"]} for key in CAMERA_OBS_KEYS.values()
+                    if isinstance(cameras.get(key), dict) and "rgb" in cameras[key]}
+    vector = obs.get("joint_action", {}).get("vector")
+    if vector is None:
+        raise PolicyError("observation: joint_action.vector is missing")
+    return {
+        "observation": payload_cams,
+        "joint_action": {"vector": np.asarray(vector)},
+        "instruction": obs.get("instruction") or instruction or "",
+    }
+
+
+class RoboFollowTcpPolicy:
+    """Client adapter for ``robofollow serve`` and for the published RoboFollow ``serve.py``."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8999, *, timeout_s: float = 120.0,
+                 connect_attempts: int = 20, connect_interval_s: float = 1.0,
+                 reset_cmd: str = "reset", set_instruction_cmd: str = "set_instruction",
+                 predict_cmd: str = "predict") -> None:
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise ValueError(f"port: {port!r} is not a TCP port (1..65535)")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s!r}")
+        if connect_attempts < 1:
+            raise ValueError(f"connect_attempts: expected >= 1, got {connect_attempts!r}")
+        self.host, self.port = host, port
+        self.timeout_s = float(timeout_s)
+        self.connect_attempts = connect_attempts
+        self.connect_interval_s = float(connect_interval_s)
+        self.commands = {"reset": reset_cmd, "set_instruction": set_instruction_cmd, "predict": predict_cmd}
+        self.instruction = ""
+        self._sock: socket.socket | None = None
+        self._closing = threading.Event()
+        #: Connections opened so far (tests and logs use it to see reconnects).
+        self.connections_opened = 0
+
+    # ------------------------------------------------------------------ policy interface
+    def reset(self) -> None:
+        self._call("reset", None, replay=True)
+
+    def set_instruction(self, text: str) -> None:
+        self.instruction = text or ""
+        self._call("set_instruction", self.instruction, replay=False)
+
+    def predict(self, obs: Observation) -> np.ndarray:
+        result = self._call("predict", wire_observation(obs, self.instruction), replay=False)
+        if not isinstance(result, np.ndarray):
+            raise WireFormatError(f"response: predict returned {type(result).__name__}, expected an encoded array")
+        return result
+
+    def close(self) -> None:
+        self._closing.set()
+        self._drop()
+
+    # ------------------------------------------------------------------ transport
+    def _connect(self) -> socket.socket:
+        last: OSError | None = None
+        for attempt in range(self.connect_attempts):
+            if attempt and self._closing.wait(self.connect_interval_s):
+                break
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+            except OSError as exc:
+                last = exc
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.connections_opened += 1
+            return sock
+        raise ConnectionError(f"policy server tcp://{self.host}:{self.port}: no connection after "
+                              f"{self.connect_attempts} attempts ({last})")
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def _exchange(self, body: bytes) -> Any:
+        if self._sock is None:
+            self._sock = self._connect()
+        sock = self._sock
+        send_frame(sock, body)
+        try:
+            reply = recv_frame(sock, idle_timeout_s=self.timeout_s, frame_timeout_s=self.timeout_s)
+        except WireFormatError:
+            self._drop()  # a bad response length: the stream is out of sync
+            raise
+        if reply is None:
+            raise ConnectionResetError("policy server closed the connection without answering")
+        return decode_message(reply)
+
+    def _call(self, name: str, obs: Any, *, replay: bool) -> Any:
+        cmd = self.commands[name]
+        body = encode_message({"cmd": cmd, "obs": obs})
+        check_frame_length(len(body))  # oversized request: ValueError before anything is sent
+        self._closing.clear()
+        try:
+            response = self._exchange(body)
+        except WireFormatError:
+            raise
+        except OSError as exc:  # timeouts, resets, refused: ConnectionError and TimeoutError included
+            self._drop()
+            if not replay:
+                raise ConnectionError(f"policy server tcp://{self.host}:{self.port}: {name} failed ({exc}); "
+                                      "not retried, a replay could advance the policy twice") from exc
+            try:
+                response = self._exchange(body)
+            except OSError as again:
+                self._drop()
+                raise ConnectionError(f"policy server tcp://{self.host}:{self.port}: {name} failed after "
+                                      f"one reconnect ({again})") from again
+        return _result_of(name, response)
+
+
+def _result_of(name: str, response: Any) -> Any:
+    if not isinstance(response, dict):
+        raise WireFormatError(f"response: expected a JSON object, got {type(response).__name__}")
+    if "error" in response:
+        raise RemotePolicyError(f"policy server: {name} failed: {response['error']}",
+                                str(response.get("traceback") or ""))
+    if "res" not in response:
+        raise WireFormatError(f"response: no 'res' key in the answer to {name} (keys: {sorted(response)[:5]})")
+    return response["res"]
