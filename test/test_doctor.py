@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from test_cli_tasks import ROBOFOLLOW
-
 from robofollow_ros.diagnostics import check_ros_dds, check_sapien_physics
+from test_cli_tasks import ROBOFOLLOW
 
 
 def test_dds_round_trip_with_real_rclpy():

@@ -11,13 +11,13 @@ import math
 
 import pytest
 from rclpy.parameter import Parameter
-from ros_harness import RosHarness
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
 from robofollow_ros.contract import JOINT_NAMES
 from robofollow_ros.nodes.arm_bridge_node import ArmBridgeNode
+from ros_harness import RosHarness
 
 DRIVERS = """
 arms:

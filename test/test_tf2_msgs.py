@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from geometry_msgs.msg import TransformStamped
-from ros_harness import RosHarness
 from tf2_msgs.msg import TFMessage
+
+from ros_harness import RosHarness
 
 #: RIHS01 hash of upstream tf2_msgs/msg/TFMessage: real tf2 listeners match on it.
 UPSTREAM_HASH = "RIHS01_e369d0f05a23ae52508854b66f6aa0437f3449d652e8cbf22d5abe85d020f087"

@@ -10,12 +10,14 @@ from typing import TextIO
 class Progress:
     """Counts finished trials; on a TTY redraws one line, otherwise prints every ``every`` trials."""
 
-    def __init__(self, total: int, label: str = "trials", stream: TextIO | None = None, every: int = 10) -> None:
+    def __init__(self, total: int, label: str = "trials", stream: TextIO | None = None, every: int = 10,
+                 already_done: int = 0) -> None:
         self.total, self.label = total, label
-        self.done = 0
+        self.done = self._base = already_done
         self.failed = 0
         self.stream = stream or sys.stderr
-        self.every = max(1, every)
+        # Off a terminal (logs, CI) print every trial of a short run, else about every 1 %.
+        self.every = max(1, every if total > 100 else 1)
         self._start = time.monotonic()
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
 
@@ -27,8 +29,9 @@ class Progress:
 
     def line(self, note: str = "") -> str:
         elapsed = time.monotonic() - self._start
-        rate = self.done / elapsed * 60 if elapsed > 0 else 0.0
-        remaining = (self.total - self.done) / (self.done / elapsed) if self.done and elapsed > 0 else None
+        new = self.done - self._base  # trials finished by this process (a resumed run starts past zero)
+        rate = new / elapsed * 60 if elapsed > 0 else 0.0
+        remaining = (self.total - self.done) / (new / elapsed) if new and elapsed > 0 else None
         eta = "--:--" if remaining is None else f"{int(remaining // 60):02d}:{int(remaining % 60):02d}"
         width = 24
         filled = int(width * self.done / self.total) if self.total else width

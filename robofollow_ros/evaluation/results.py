@@ -147,3 +147,34 @@ class RunWriter:
             self.complete()
         else:
             self.fail("".join(traceback.format_exception(exc_type, exc, tb)))
+
+
+def resume_writer(run_dir: str | Path, *, arguments: Mapping[str, Any],
+                  selected_tasks: Sequence[tuple[str, str]], expected_trials: int) -> RunWriter:
+    """Reopen a run killed mid-way (even by SIGKILL) to add the trials it has not recorded yet.
+
+    SQLite is the source of truth: a trial is committed there before ``results.json`` is rewritten,
+    so the store holds every finished trial; ``results.json`` is rebuilt from it. The selection must
+    be the one the run started with, or the resumed results would mix two protocols.
+    """
+    from robofollow_ros.evaluation.jsonio import read_json
+
+    run_dir = Path(run_dir)
+    run_file = run_dir / RUN_FILE
+    if not run_file.is_file():
+        raise RunDirError(f"--resume: {run_dir} holds no {RUN_FILE}; nothing to resume")
+    run = read_json(run_file)
+    wanted = [{"scene": s, "task": t} for s, t in selected_tasks]
+    if run.get("selected_tasks") != wanted or run.get("expected_trials") != expected_trials:
+        raise RunDirError(f"--resume: {run_dir} was started with a different selection of tasks or rounds "
+                          f"({run.get('expected_trials')} trials); use a new --output for a new selection")
+    writer = RunWriter.__new__(RunWriter)
+    writer.run_dir, writer.run_id, writer.run = run_dir, run["run_id"], run
+    writer.store = RunStore(run_dir / STORE_FILE)
+    writer.results = writer.store.trials(run_ids=[writer.run_id])
+    run.update(status="running", completed_trials=len(writer.results))
+    run.setdefault("resumed_utc", []).append(utc_now())
+    run["resume_arguments"] = dict(arguments)
+    writer._write_run()
+    write_json_atomic(run_dir / RESULTS_FILE, writer.results)
+    return writer

@@ -1,0 +1,108 @@
+"""One trial, exactly as RoboFollow runs it, scored online by the same StageMonitor the ROS graph uses.
+
+Order per trial: fresh world (layout, seed) → ``policy.reset()`` → ``set_instruction`` → frame 0 →
+up to ``max_steps`` × (``predict`` → execute the first ``actions_per_step`` rows, one frame each).
+A policy that raises or returns a bad chunk fails *this* trial with the reason recorded; it never
+takes the run down.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from robofollow_ros.benchmark import EvalTask
+from robofollow_ros.policy.interface import Policy, validate_actions
+from robofollow_ros.scoring.frame import frame_from_dict
+from robofollow_ros.scoring.monitor import StageMonitor
+
+#: RoboFollow's defaults (spec section g).
+DEFAULT_MAX_STEPS = 10
+DEFAULT_ACTIONS_PER_STEP = 50
+
+
+class World(Protocol):
+    """What an episode needs from the simulator (``sim.world.SimWorld``) or a rig adapter."""
+
+    def reset(self, task: EvalTask, seed: int) -> None: ...
+
+    def execute(self, row: Any) -> int: ...
+
+    def observation(self) -> dict[str, Any]: ...
+
+    def scorer_frame(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class EpisodeSettings:
+    max_steps: int = DEFAULT_MAX_STEPS
+    actions_per_step: int = DEFAULT_ACTIONS_PER_STEP
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ValueError(f"--max-steps: must be >= 1, got {self.max_steps}")
+        if self.actions_per_step < 1:
+            raise ValueError(f"--actions-per-step: must be >= 1, got {self.actions_per_step}")
+
+
+def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, settings: EpisodeSettings,
+                frames_out: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Run and score one trial; returns the results.json entry (``policy_error`` set on failure)."""
+    started = time.monotonic()
+    world.reset(task, seed)
+    monitor = StageMonitor(task)
+
+    def record() -> None:
+        raw = world.scorer_frame()
+        if frames_out is not None:
+            frames_out.append(raw)
+        monitor.update(frame_from_dict(raw, index=monitor.frame_count))
+
+    error, detail, steps = None, "", 0
+    try:
+        policy.reset()
+        policy.set_instruction(task.instruction)
+    except Exception as exc:  # any policy failure fails this trial, not the run
+        error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3)
+    record()
+    for _ in range(settings.max_steps if error is None else 0):
+        obs = world.observation()
+        obs["instruction"] = task.instruction
+        try:
+            actions = validate_actions(policy.predict(obs))
+        except Exception as exc:  # a raising, hanging (timeout) or malformed policy
+            error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3)
+            break
+        steps += 1
+        for row in actions[: settings.actions_per_step]:
+            world.execute(np.asarray(row, dtype=np.float64))  # simulator errors abort the run
+            record()
+    result = monitor.result() if monitor.frame_count else _empty_result(task)
+    result["policy_steps"] = steps
+    result["wall_s"] = round(time.monotonic() - started, 3)
+    if error is not None:
+        result = fail_result(result, error, detail)
+    return result
+
+
+def fail_result(result: dict[str, Any], error: str, detail: str = "") -> dict[str, Any]:
+    """A trial the policy broke scores zero and does not complete; what it did score is kept aside."""
+    failed = dict(result)
+    failed["partial_result"] = {k: result[k] for k in ("intent_score", "exec_score", "completion_ok") if k in result}
+    failed.update(intent_score=0.0, exec_score=0.0, intent_ok=False, exec_ok=False, completion_ok=False,
+                  policy_error=error)
+    if detail:
+        failed["policy_error_detail"] = detail
+    failed["phases"] = [dict(p, intent_score=0.0, exec_score=0.0, intent_reason=f"policy error: {error}",
+                             exec_reason=f"policy error: {error}") for p in result.get("phases", [])]
+    return failed
+
+
+def _empty_result(task: EvalTask) -> dict[str, Any]:
+    return {"task": task.task_id, "instruction": task.instruction, "intent_ok": False, "intent_msg": "no frames",
+            "exec_ok": False, "exec_msg": "no frames", "completion_ok": False, "intent_score": 0.0,
+            "exec_score": 0.0, "phases": []}
