@@ -1,0 +1,190 @@
+"""ROS-free forward and inverse kinematics of the rig, from the same URDF via SAPIEN's Pinocchio model.
+
+Used by the oracle expert (IK to grasp poses), the ROS stage monitor (FK from ``/joint_states``)
+and the world (scorer EE points). TCP frame: +x along the approach (wrist → fingertips), +y along
+finger opening; so RoboTwin's top-down grasp quaternion (w,x,y,z) = (−0.5, 0.5, −0.5, −0.5)
+means "approach straight down, fingers opening along world x" here too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sapien
+
+from robofollow_ros.contract import ARM_SLICE, ARMS, TABLE_TOP_Z
+from robofollow_ros.sim.ik_seed import ArmGeometry
+from robofollow_ros.sim.rig_config import RigConfig, load_rig_config
+from robofollow_ros.sim.robot import JointMap, load_rig_articulation
+from robofollow_ros.sim.transforms import quat_to_matrix, rotation_error
+
+#: RoboTwin's top-down grasp orientation (w, x, y, z); identical in this rig's TCP frame.
+TOP_DOWN_QUAT_WXYZ = (-0.5, 0.5, -0.5, -0.5)
+#: Scene 1's fingertip proxy: TCP + this offset along the TCP's local +x (spec section d).
+SCENE1_FINGERTIP_OFFSET = 0.04
+#: Grasp heights for this rig's fingers: the pads span TCP −0.04 … +0.01 along the approach and
+#: the palm's face is at the TCP, so a top-down grasp puts the TCP just above the object's top,
+#: but never lets the fingertips come closer than 5 mm to the table.
+FINGERTIP_CLEARANCE = 0.005
+PALM_CLEARANCE = 0.003
+
+
+def top_down_grasp_tcp_z(object_top_z: float, table_z: float = TABLE_TOP_Z) -> float:
+    """TCP height for a top-down grasp of an object whose top is at ``object_top_z``."""
+    return max(table_z + SCENE1_FINGERTIP_OFFSET + FINGERTIP_CLEARANCE, object_top_z + PALM_CLEARANCE)
+
+
+@dataclass(frozen=True)
+class TcpPose:
+    position: np.ndarray  # (3,) world frame
+    quat_wxyz: np.ndarray  # (4,)
+
+    @property
+    def rotation(self) -> np.ndarray:
+        return quat_to_matrix(self.quat_wxyz)
+
+
+@dataclass(frozen=True)
+class IkResult:
+    joints: np.ndarray  # (6,) arm joints, within limits
+    success: bool
+    position_error: float  # metres
+    rotation_error: float  # radians
+
+
+class RigKinematics:
+    """FK of the 14-vector and per-arm IK, on a physics-only scene that is never stepped."""
+
+    def __init__(self, rig: RigConfig | None = None) -> None:
+        self.rig = rig or load_rig_config()
+        self._scene = sapien.Scene([sapien.physx.PhysxCpuSystem()])
+        self._robot = load_rig_articulation(self._scene, self.rig, visuals=False)
+        self.joint_map = JointMap.of(self._robot, self.rig)
+        self._model = self._robot.create_pinocchio_model()
+        link_names = [link.name for link in self._robot.links]
+        self._tcp_index = {arm: link_names.index(self.rig.tcp_links[arm]) for arm in ARMS}
+        self._link_index = {name: i for i, name in enumerate(link_names)}
+        self._geometry = {arm: self._measure_arm(arm) for arm in ARMS}
+
+    def _measure_arm(self, arm: str) -> ArmGeometry | None:
+        """Link lengths by FK at the zero pose, for the closed-form IK seed (None if the URDF differs)."""
+        names = {"base": f"{arm}_base", "shoulder": f"{arm}_link2", "elbow": f"{arm}_link3",
+                 "wrist": f"{arm}_link5"}
+        if any(n not in self._link_index for n in names.values()):
+            return None
+        qpos = np.zeros(self._robot.dof)
+        at = {key: self._pose_of(qpos, self._link_index[n]) for key, n in names.items()}
+        tcp = self._pose_of(qpos, self._tcp_index[arm])[0]
+        base_r = quat_to_matrix(at["base"][1])
+        base_p = at["base"][0]
+        return ArmGeometry(
+            base_rotation=base_r, base_position=base_p,
+            shoulder=base_r.T @ (at["shoulder"][0] - base_p),
+            upper_arm=float(np.linalg.norm(at["elbow"][0] - at["shoulder"][0])),
+            forearm=float(np.linalg.norm(at["wrist"][0] - at["elbow"][0])),
+            tool=float(np.linalg.norm(tcp - at["wrist"][0])),
+        )
+
+    def home_vector(self) -> np.ndarray:
+        return self.rig.home_vector()
+
+    def arm_limits(self, arm: str) -> tuple[np.ndarray, np.ndarray]:
+        return self.joint_map.arm_limits(arm)
+
+    def _pose_of(self, qpos: np.ndarray, link_index: int) -> tuple[np.ndarray, np.ndarray]:
+        self._model.compute_forward_kinematics(qpos)
+        pose = self._model.get_link_pose(link_index)
+        return np.asarray(pose.p, dtype=np.float64), np.asarray(pose.q, dtype=np.float64)
+
+    def tcp_poses(self, vector: np.ndarray) -> dict[str, TcpPose]:
+        """Both TCP poses in the world frame for a 14-vector."""
+        qpos = self.joint_map.to_qpos(self.joint_map.check_vector(vector, "vector"))
+        self._model.compute_forward_kinematics(qpos)
+        out = {}
+        for arm in ARMS:
+            pose = self._model.get_link_pose(self._tcp_index[arm])
+            out[arm] = TcpPose(np.asarray(pose.p, dtype=np.float64), np.asarray(pose.q, dtype=np.float64))
+        return out
+
+    def link_pose(self, vector: np.ndarray, link: str) -> TcpPose:
+        """World pose of any URDF link (e.g. a camera link) for a 14-vector."""
+        if link not in self._link_index:
+            raise ValueError(f"link: unknown link {link!r}")
+        qpos = self.joint_map.to_qpos(self.joint_map.check_vector(vector, "vector"))
+        return TcpPose(*self._pose_of(qpos, self._link_index[link]))
+
+    def parent_link(self, link: str) -> str | None:
+        """Name of a link's parent link in the URDF tree (None for the root)."""
+        if link not in self._link_index:
+            raise ValueError(f"link: unknown link {link!r}")
+        parent = self._robot.links[self._link_index[link]].parent
+        return None if parent is None else str(parent.name)
+
+    def ee_points(self, vector: np.ndarray, scene: str) -> dict[str, np.ndarray]:
+        """The scorer's EE points: TCP positions, or for Scene 1 the fingertip proxy (TCP + 0.04 m along +x)."""
+        poses = self.tcp_poses(vector)
+        offset = SCENE1_FINGERTIP_OFFSET if scene == "scene1" else 0.0
+        return {arm: p.position + offset * p.rotation[:, 0] for arm, p in poses.items()}
+
+    def ik(self, arm: str, position: np.ndarray, quat_wxyz: np.ndarray, seed: np.ndarray | None = None,
+           max_iterations: int = 200, position_tolerance: float = 1e-4,
+           rotation_tolerance: float = 1e-3) -> IkResult:
+        """Arm joints putting ``arm``'s TCP at the pose, within joint limits (damped least squares).
+
+        Starts from ``seed`` (6 joints; default home), then from closed-form guesses and home; returns the best
+        attempt with ``success`` False when no attempt met the tolerances.
+        """
+        if arm not in ARMS:
+            raise ValueError(f"arm: expected one of {ARMS}, got {arm!r}")
+        target_p = np.asarray(position, dtype=np.float64).reshape(3)
+        target_r = quat_to_matrix(np.asarray(quat_wxyz, dtype=np.float64).reshape(4))
+        home = np.asarray(self.rig.home[arm], dtype=np.float64)
+        seeds = [home] if seed is None else [np.asarray(seed, dtype=np.float64).reshape(6), home]
+        geometry = self._geometry[arm]
+        if geometry is not None:
+            seeds[1:1] = geometry.seeds(target_p, np.asarray(quat_wxyz, dtype=np.float64).reshape(4))
+        best: IkResult | None = None
+        for start in seeds:
+            result = self._solve(arm, target_p, target_r, start, max_iterations, position_tolerance,
+                                 rotation_tolerance)
+            if result.success:
+                return result
+            if best is None or result.position_error + 0.1 * result.rotation_error < (
+                    best.position_error + 0.1 * best.rotation_error):
+                best = result
+        assert best is not None
+        return best
+
+    def _solve(self, arm: str, target_p: np.ndarray, target_r: np.ndarray, start: np.ndarray, max_iterations: int,
+               position_tolerance: float, rotation_tolerance: float) -> IkResult:
+        vector = self.home_vector()
+        qpos = self.joint_map.to_qpos(vector)
+        columns = self.joint_map.arm_qpos_index[arm]
+        lower, upper = self.joint_map.arm_limits(arm)
+        qpos[columns] = np.clip(start, lower, upper)
+        link = self._tcp_index[arm]
+        damping = 1e-3
+        pos_err = rot_err = np.inf
+        for _ in range(max_iterations):
+            p, q = self._pose_of(qpos, link)
+            rot = quat_to_matrix(q)
+            e_p = target_p - p
+            e_r = rotation_error(target_r, rot)
+            pos_err, rot_err = float(np.linalg.norm(e_p)), float(np.linalg.norm(e_r))
+            if pos_err < position_tolerance and rot_err < rotation_tolerance:
+                break
+            local = np.asarray(self._model.compute_single_link_local_jacobian(qpos, link))[:, columns]
+            jac = np.vstack([rot @ local[:3], rot @ local[3:]])
+            error = np.concatenate([e_p, 0.3 * e_r])
+            jac[3:] *= 0.3
+            step = jac.T @ np.linalg.solve(jac @ jac.T + damping * np.eye(6), error)
+            qpos[columns] = np.clip(qpos[columns] + step, lower, upper)
+        ok = pos_err < position_tolerance and rot_err < rotation_tolerance
+        return IkResult(qpos[columns].copy(), bool(ok), pos_err, rot_err)
+
+    def arm_vector(self, vector: np.ndarray, arm: str, joints: np.ndarray) -> np.ndarray:
+        """A copy of ``vector`` with ``arm``'s six joints replaced (a convenience for building action rows)."""
+        out = np.array(vector, dtype=np.float64)
+        out[ARM_SLICE[arm]] = joints
+        return out
