@@ -56,8 +56,11 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
     world.reset(task, seed)
     monitor = StageMonitor(task)
 
+    last: dict[str, Any] = {}
+
     def record() -> None:
         raw = world.scorer_frame()
+        last["frame"] = raw
         if frames_out is not None:
             frames_out.append(raw)
         monitor.update(frame_from_dict(raw, index=monitor.frame_count))
@@ -72,6 +75,7 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
     for _ in range(settings.max_steps if error is None else 0):
         obs = world.observation()
         obs["instruction"] = task.instruction
+        obs["privileged"] = privileged_state(task, last["frame"])
         try:
             actions = validate_actions(policy.predict(obs))
         except Exception as exc:  # a raising, hanging (timeout) or malformed policy
@@ -87,6 +91,15 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
     if error is not None:
         result = fail_result(result, error, detail)
     return result
+
+
+def privileged_state(task: EvalTask, frame: dict[str, Any]) -> dict[str, Any]:
+    """What a privileged expert may know: the task id and every object's pose (an observation extension).
+
+    Reference peers ignore unknown observation keys, so this travels over both wire protocols; on the rig
+    the perception node supplies the same ``objects``/``object_quats`` from what it sees.
+    """
+    return {"task_id": task.task_id, "objects": frame["objects"], "object_quats": frame.get("object_quats", {})}
 
 
 def fail_result(result: dict[str, Any], error: str, detail: str = "") -> dict[str, Any]:
