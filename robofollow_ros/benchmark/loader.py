@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,26 @@ def _check_task_refs(
         raise RegistryError(file, rid, "place_slot", f"unknown slot {slot!r}")
 
 
+def _task_records(
+    file: str, layouts: dict[str, dict[str, Layout]], slot_xy: dict[int, Any], data_dir: Path
+) -> Iterator[tuple[str, dict[str, Any], str, str]]:
+    """(id, record, scene, layout key) of every task record, after the checks both task files share."""
+    seen: set[str] = set()
+    for i, rec in enumerate(_read_json(data_dir / file)):
+        rid = str(rec.get("task_id", f"#{i}"))
+        scene = _need(rec, "scene", file, rid)
+        if scene not in SCENES:
+            raise RegistryError(file, rid, "scene", f"{scene!r} is not one of {SCENES}")
+        if rid in seen:
+            raise RegistryError(file, rid, "task_id", "duplicate id")
+        seen.add(rid)
+        layout_key = _need(rec, "layout", file, rid)
+        if layout_key not in layouts[scene]:
+            raise RegistryError(file, rid, "layout", f"unknown layout {layout_key!r} of {scene}")
+        _check_task_refs(file, rid, rec, scene, layouts[scene][layout_key], slot_xy)
+        yield rid, rec, scene, layout_key
+
+
 _OPTIONAL_TASK_FIELDS = (
     "via",
     "route_mode",
@@ -235,19 +256,7 @@ def load_training_tasks(
 ) -> list[TrainingTask]:
     file = "training_tasks.json"
     tasks: list[TrainingTask] = []
-    seen: set[str] = set()
-    for i, rec in enumerate(_read_json(data_dir / file)):
-        rid = str(rec.get("task_id", f"#{i}"))
-        scene = _need(rec, "scene", file, rid)
-        if scene not in SCENES:
-            raise RegistryError(file, rid, "scene", f"{scene!r} is not one of {SCENES}")
-        if rid in seen:
-            raise RegistryError(file, rid, "task_id", "duplicate id")
-        seen.add(rid)
-        layout_key = _need(rec, "layout", file, rid)
-        if layout_key not in layouts[scene]:
-            raise RegistryError(file, rid, "layout", f"unknown layout {layout_key!r} of {scene}")
-        _check_task_refs(file, rid, rec, scene, layouts[scene][layout_key], slot_xy)
+    for rid, rec, scene, layout_key in _task_records(file, layouts, slot_xy, data_dir):
         instructions = tuple(_need(rec, "instructions", file, rid))
         if not instructions or len(instructions) != rec.get("n_instruction_variants", len(instructions)):
             raise RegistryError(file, rid, "instructions", "empty or inconsistent with n_instruction_variants")
@@ -294,20 +303,8 @@ def load_eval_tasks(
 ) -> list[EvalTask]:
     file = "evaluation_tasks.json"
     tasks: list[EvalTask] = []
-    seen: set[str] = set()
-    for i, rec in enumerate(_read_json(data_dir / file)):
-        rid = str(rec.get("task_id", f"#{i}"))
-        scene = _need(rec, "scene", file, rid)
-        if scene not in SCENES:
-            raise RegistryError(file, rid, "scene", f"{scene!r} is not one of {SCENES}")
-        if rid in seen:
-            raise RegistryError(file, rid, "task_id", "duplicate id")
-        seen.add(rid)
+    for rid, rec, scene, layout_key in _task_records(file, layouts, slot_xy, data_dir):
         level = _need(rec, "level", file, rid)
-        layout_key = _need(rec, "layout", file, rid)
-        if layout_key not in layouts[scene]:
-            raise RegistryError(file, rid, "layout", f"unknown layout {layout_key!r} of {scene}")
-        _check_task_refs(file, rid, rec, scene, layouts[scene][layout_key], slot_xy)
         seeds = tuple(int(s) for s in _need(rec, "seeds_base42_rounds10", file, rid))
         expected = trial_seeds(rid, rounds=len(seeds))
         if seeds != expected:

@@ -24,6 +24,20 @@ from robofollow_ros.scoring.stages import Phase, completion_ok, messages, ok_fla
 from robofollow_ros.scoring.thresholds import CLOSE_THRESHOLD, GRASP_XY, WRONG_ARM_PENALTY, FinishRule
 
 
+def release_verdict(open_frame: int | None, open_ok: bool, placed_now: bool, where: str) -> tuple[bool, str]:
+    """Execution of a place-like stage: released at the goal and still there at the last frame.
+
+    ``where`` reads like "on yellow_cylinder" or "in green_bowl".
+    """
+    if open_frame is None:
+        return False, "gripper never opened after the close"
+    if not open_ok:
+        return False, f"not {where} at open frame {open_frame}"
+    if not placed_now:
+        return False, f"not {where} at the last frame"
+    return True, f"released {where} at frame {open_frame}"
+
+
 def other_arm(arm: str) -> str:
     return "right" if arm == "left" else "left"
 

@@ -15,6 +15,7 @@ from typing import Any
 from robofollow_ros.benchmark import EvalTask, Layout
 from robofollow_ros.scoring.frame import Frame, Vec3
 from robofollow_ros.scoring.geometry import nearest, xy_dist
+from robofollow_ros.scoring.rules_base import release_verdict
 from robofollow_ros.scoring.scene1 import LiftingRules
 from robofollow_ros.scoring.stages import Phase, add_bonus, gate_pickup, gate_three_stage
 from robofollow_ros.scoring.thresholds import (
@@ -223,16 +224,9 @@ class Scene2Rules(LiftingRules):
             intent, intent_why = True, f"held above {self.target} at frame {self.s2_intent_frame}"
         else:
             intent, intent_why = False, f"never lifted above {self.target} with the gripper at the source"
-        if self.open_frame is None:
-            exec_ok, exec_why = False, "gripper never opened after the close"
-        elif not self.open_ok:
-            exec_ok, exec_why = False, f"not on {self.target} at open frame {self.open_frame}"
-        elif not self.placed_now:
-            exec_ok, exec_why = False, f"not on {self.target} at the last frame"
-        elif self.dropped_at is not None:
+        exec_ok, exec_why = release_verdict(self.open_frame, self.open_ok, self.placed_now, f"on {self.target}")
+        if exec_ok and self.dropped_at is not None:
             exec_ok, exec_why = False, f"dropped off {self.target} at frame {self.dropped_at}"
-        else:
-            exec_ok, exec_why = True, f"stacked on {self.target} from frame {self.open_frame}"
         return Phase("stage2_stack", 0.4, intent, intent_why, exec_ok, exec_why)
 
     def bowl_stage(self) -> Phase:
@@ -240,12 +234,5 @@ class Scene2Rules(LiftingRules):
             intent, intent_why = True, f"lowered into {self.target} at frame {self.s2_intent_frame}"
         else:
             intent, intent_why = False, f"never low inside {self.target} (nearest bowl)"
-        if self.open_frame is None:
-            exec_ok, exec_why = False, "gripper never opened after the close"
-        elif not self.open_ok:
-            exec_ok, exec_why = False, f"not in {self.target} at open frame {self.open_frame}"
-        elif not self.placed_now:
-            exec_ok, exec_why = False, f"not in {self.target} at the last frame"
-        else:
-            exec_ok, exec_why = True, f"released into {self.target} at frame {self.open_frame}"
+        exec_ok, exec_why = release_verdict(self.open_frame, self.open_ok, self.placed_now, f"in {self.target}")
         return Phase("stage2_place_bowl", 0.4, intent, intent_why, exec_ok, exec_why)

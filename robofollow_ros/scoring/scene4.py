@@ -13,6 +13,7 @@ from typing import Any
 from robofollow_ros.benchmark import EvalTask, Layout, ObjectSpec
 from robofollow_ros.scoring.frame import Frame
 from robofollow_ros.scoring.geometry import support_under, xy_dist
+from robofollow_ros.scoring.rules_base import release_verdict
 from robofollow_ros.scoring.scene1 import LiftingRules
 from robofollow_ros.scoring.stages import Phase, gate_pickup, gate_three_stage
 from robofollow_ros.scoring.thresholds import (
@@ -178,12 +179,5 @@ class Scene4Rules(LiftingRules):
             intent, intent_why = True, f"brought to {goal} at frame {self.s2_intent_frame}"
         else:
             intent, intent_why = False, f"never brought to {goal}"
-        if self.open_frame is None:
-            exec_ok, exec_why = False, "gripper never opened after the close"
-        elif not self.open_ok:
-            exec_ok, exec_why = False, f"not placed on {goal} at open frame {self.open_frame}"
-        elif not self.placed_now:
-            exec_ok, exec_why = False, f"not on {goal} at the last frame"
-        else:
-            exec_ok, exec_why = True, f"placed on {goal} at frame {self.open_frame}"
+        exec_ok, exec_why = release_verdict(self.open_frame, self.open_ok, self.placed_now, f"on {goal}")
         return Phase(name, 0.4, intent, intent_why, exec_ok, exec_why)
