@@ -64,7 +64,7 @@ def build_config(args: argparse.Namespace) -> Any:
 
 def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import UnknownTaskError
-    from robofollow_ros.evaluation.report import format_table, run_table, with_mean
+    from robofollow_ros.evaluation.report import format_table, run_table
     from robofollow_ros.evaluation.results import RunDirError
     from robofollow_ros.evaluation.runner import run_evaluation
     from robofollow_ros.policy.spec import PolicySpecError
@@ -80,7 +80,7 @@ def _eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(outcome.summary, indent=2))
     else:
-        print(format_table(with_mean(run_table(outcome.summary)), title=f"{args.policy} — {outcome.run_dir}"))
+        print(format_table(run_table(outcome.summary), title=args.policy))
         if outcome.skipped:
             print(f"resumed: {outcome.skipped} trials were already recorded, {outcome.recorded} ran now")
         for trial, reason in outcome.failed_trials:
