@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -345,10 +346,26 @@ def load_eval_tasks(
                 seeds=seeds,
                 registry_order=int(_need(rec, "registry_order", file, rid)),
                 extras={k: v for k, v in rec.items() if k not in known},
-                **{k: rec.get(k) for k in _EVAL_OPTIONAL},
+                **{k: rec.get(k) for k in _EVAL_OPTIONAL if k != "target_yaw_rad"},
+                target_yaw_rad=_yaw(rec.get("target_yaw_rad"), file, rid),
             )
         )
     return tasks
+
+
+#: Yaw values the data spells as text (RoboFollow writes the Scene 3 quarter turn as "pi/2").
+_NAMED_YAWS = {"pi/2": math.pi / 2, "0": 0.0}
+
+
+def _yaw(value: Any, file: str, rid: str) -> float | None:
+    """``target_yaw_rad`` as radians: a number, or one of the spelled-out values."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    if isinstance(value, str) and value.strip() in _NAMED_YAWS:
+        return _NAMED_YAWS[value.strip()]
+    raise RegistryError(file, rid, "target_yaw_rad", f"{value!r} is neither radians nor one of {sorted(_NAMED_YAWS)}")
 
 
 def load_slot_xy(data_dir: Path = DATA_DIR) -> dict[int, tuple[float, float]]:

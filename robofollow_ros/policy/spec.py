@@ -33,7 +33,13 @@ def register_builtin(name: str, factory: PolicyFactory) -> None:
     _BUILTINS[name] = factory
 
 
+def _register_package_builtins() -> None:
+    """Import ``policy.builtins`` (oracle, blind, memorizer) on first use; it registers itself."""
+    import robofollow_ros.policy.builtins  # noqa: F401
+
+
 def builtin_names() -> tuple[str, ...]:
+    _register_package_builtins()
     return tuple(sorted(_BUILTINS))
 
 
@@ -52,6 +58,7 @@ def load_policy(spec: str, kwargs: dict[str, Any] | None = None, *, validate: bo
     Remote specs accept the client's keyword arguments as kwargs (e.g. ``{"timeout_s": 300}``).
     """
     kwargs = dict(kwargs or {})
+    _register_package_builtins()
     if not isinstance(spec, str) or not spec.strip():
         raise PolicySpecError(f"policy spec: {spec!r} is empty; expected one of {_forms()}")
     spec = spec.strip()

@@ -49,11 +49,14 @@ def wire_observation(obs: Observation, instruction: str) -> dict[str, Any]:
     vector = obs.get("joint_action", {}).get("vector")
     if vector is None:
         raise PolicyError("observation: joint_action.vector is missing")
-    return {
+    payload: dict[str, Any] = {
         "observation": payload_cams,
         "joint_action": {"vector": np.asarray(vector)},
         "instruction": obs.get("instruction") or instruction or "",
     }
+    if "privileged" in obs:  # the expert extension (task id, object poses); reference servers ignore it
+        payload["privileged"] = obs["privileged"]
+    return payload
 
 
 class RoboFollowTcpPolicy:
