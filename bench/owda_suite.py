@@ -1,0 +1,167 @@
+"""OWDA speed and execution figures; rewrites the ``owda`` section of docs/benchmarks.md.
+
+Measures: suite generation and validation (seconds, median of --repeats), reference-decider
+evaluation throughput (instances/s, incl. bootstrap), the chat adapter's loopback round trip against
+a local chat-completions server answering from the reference decider, and the share of a seeded
+sample of suite decisions that executes in SAPIEN (oracle planner) and satisfies its check.
+
+    .venv/bin/python bench/owda_suite.py [--execute 24] [--repeats 3] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from robofollow_ros.decisions.chat_client import ChatClient
+from robofollow_ros.decisions.deciders import ChatDecider, ReferenceDecider
+from robofollow_ros.decisions.evaluate import run_evaluation
+from robofollow_ros.decisions.execute import execute_decision
+from robofollow_ros.decisions.generator import generate_suite
+from robofollow_ros.decisions.suite_io import load_suite, write_suite
+from robofollow_ros.decisions.validate import validate_suite
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- BEGIN owda -->", "<!-- END owda -->"
+
+
+def _timed(fn, repeats: int) -> tuple[float, object]:  # type: ignore[no-untyped-def]
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def _chat_roundtrip(suite, n: int) -> float:  # type: ignore[no-untyped-def]
+    anchors = {a.anchor_id: a for a in suite.anchors}
+    reference = ReferenceDecider()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            prompt = body["messages"][-1]["content"]
+            anchor_id = re.search(r"^Table state (\S+)\.", prompt, re.M).group(1)  # type: ignore[union-attr]
+            instruction = re.search(r"^Instruction: (.+)$", prompt, re.M).group(1)  # type: ignore[union-attr]
+            decision = reference.decide(anchors[anchor_id], instruction).decision or ()
+            payload = json.dumps({"choices": [{"message": {"role": "assistant",
+                                                           "content": json.dumps({"decision": list(decision)})}}]})
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload.encode())
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    decider = ChatDecider(ChatClient(f"http://127.0.0.1:{httpd.server_address[1]}/v1", "bench"))
+    instances = [(anchors[f.anchor_id], i) for f in suite.families for i in f.instances][:n]
+    times = []
+    for anchor, inst in instances:
+        t0 = time.perf_counter()
+        answer = decider.decide(anchor, inst.text)
+        times.append(time.perf_counter() - t0)
+        assert answer.decision is not None
+    httpd.shutdown()
+    httpd.server_close()
+    return statistics.median(times) * 1000
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--execute", type=int, default=24, help="decisions to execute in SAPIEN (seeded sample)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--chat-calls", type=int, default=300)
+    ap.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    args = ap.parse_args()
+
+    gen_s, suite = _timed(lambda: generate_suite(0), args.repeats)
+    with tempfile.TemporaryDirectory() as tmp:
+        write_suite(suite, Path(tmp) / "s")  # type: ignore[arg-type]
+        load_s, loaded = _timed(lambda: load_suite(Path(tmp) / "s"), args.repeats)
+        val_s, _ = _timed(lambda: validate_suite(loaded), args.repeats)  # type: ignore[arg-type]
+        n_inst = sum(len(f.instances) for f in suite.families)  # type: ignore[attr-defined]
+        eval_s, result = _timed(lambda: run_evaluation(loaded, ReferenceDecider(), Path(tmp) / f"e{time.time_ns()}"),
+                                1)
+    chat_ms = _chat_roundtrip(suite, args.chat_calls)
+
+    rng = random.Random(0)
+    anchors = {a.anchor_id: a for a in suite.anchors}  # type: ignore[attr-defined]
+    pool = [(anchors[f.anchor_id], i) for f in suite.families for i in f.instances]  # type: ignore[attr-defined]
+    sample = rng.sample(pool, args.execute)
+    ok_oc = ok_as = n_oc = n_as = 0
+    failures: list[str] = []
+    exec_times = []
+    for anchor, inst in sample:
+        t0 = time.perf_counter()
+        report = execute_decision(anchor, inst.decision)
+        exec_times.append(time.perf_counter() - t0)
+        if anchor.kind == "object_centric":
+            n_oc += 1
+            ok_oc += report["satisfied"]
+        else:
+            n_as += 1
+            ok_as += report["satisfied"]
+        if not report["satisfied"]:
+            bad = next((s for s in report["steps"] if not s["ok"]), None)
+            why = f"{bad['action']} - {bad['detail']}" if bad else report["final_check"]
+            failures.append(f"{inst.instance_id}: {why}")
+
+    m = result["metrics"]  # type: ignore[index]
+    load = os.getloadavg()[0]
+    lines = [
+        f"`bench/owda_suite.py` — CPython {platform.python_version()}, {platform.machine()}, "
+        f"{datetime.now(UTC):%Y-%m-%d}; load average {load:.1f} on {os.cpu_count()} cores (shared machine).",
+        "",
+        "| measurement | result |",
+        "|---|---:|",
+        f"| generate the default suite (85 anchors, 1,090 families, 4,360 instances), median of {args.repeats} "
+        f"| {gen_s:.2f} s |",
+        f"| load the suite from disk | {load_s:.2f} s |",
+        f"| validate every task (read-back, solve, activity, one-word, constituents) | {val_s:.2f} s |",
+        f"| `reference` evaluation incl. 1,000-rep bootstrap | {eval_s:.2f} s ({n_inst / eval_s:,.0f} instances/s) |",
+        f"| chat adapter round trip on loopback (prompt + HTTP + strict parse), median of {args.chat_calls} "
+        f"| {chat_ms:.2f} ms |",
+        f"| SAPIEN execution (oracle planner), seeded sample of {args.execute} decisions: satisfied "
+        f"| {ok_oc + ok_as}/{args.execute} (object-centric {ok_oc}/{n_oc}, action-sequence {ok_as}/{n_as}) |",
+        f"| SAPIEN execution time per decision, median (physics only, no rendering) "
+        f"| {statistics.median(exec_times):.2f} s |",
+        "",
+        f"Reference decider on that suite: atomic {m['atomic_accuracy']['value']:.3f}, compositional "
+        f"{m['compositional_accuracy']['value']:.3f}, DI {m['decision_invariance']['value']:.3f}, "
+        f"DS {m['decision_sensitivity']['value']:.3f}, CCS {m['conditional_composition_success']['value']:.3f}.",
+    ]
+    if failures:
+        lines += ["", "Executions that did not satisfy their check (physics, not the decision):", ""]
+        lines += [f"- {f}" for f in failures]
+    text = "\n".join(lines)
+    print(text)
+    if not args.no_write:
+        current = DOC.read_text()
+        if BEGIN in current and END in current:
+            head, rest = current.split(BEGIN, 1)
+            tail = rest.split(END, 1)[1]
+            DOC.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+        else:
+            DOC.write_text(current.rstrip("\n") + f"\n\n{BEGIN}\n{text}\n{END}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

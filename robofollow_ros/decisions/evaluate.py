@@ -1,0 +1,119 @@
+"""Run a decider over a suite and write ``predictions.jsonl`` and ``metrics.json``.
+
+Predictions are appended one line per instance as they arrive, so an interrupted run over a slow
+endpoint resumes where it stopped (instances already in the file are not asked again).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.decisions.deciders import Decider
+from robofollow_ros.decisions.errors import OwdaError
+from robofollow_ros.decisions.generator import Suite
+from robofollow_ros.decisions.metrics import compute_metrics
+from robofollow_ros.decisions.prompt import same_decision
+
+METRICS_FILE = "metrics.json"
+PREDICTIONS_FILE = "predictions.jsonl"
+RUN_FILE = "run.json"
+
+
+def _done(path: Path) -> dict[str, bool]:
+    out: dict[str, bool] = {}
+    if not path.is_file():
+        return out
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+                out[str(row["id"])] = bool(row["correct"])
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise OwdaError(f"output: {path} line {n} is not a prediction; use a fresh --output") from None
+    return out
+
+
+def _claim(out_dir: Path, run: dict[str, Any]) -> None:
+    """Resume only the same run: predictions of another model or suite must never be mixed in."""
+    path = out_dir / RUN_FILE
+    if path.is_file():
+        try:
+            previous = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            previous = None
+        if previous != run:
+            raise OwdaError(f"--output: {out_dir} holds another run ({previous}); use a fresh directory")
+    else:
+        path.write_text(json.dumps(run, indent=2) + "\n")
+
+
+def run_evaluation(suite: Suite, decider: Decider, out_dir: Path, suite_dir: str = "",
+                   on_progress: Callable[[int, int], None] | None = None, bootstrap_seed: int = 0) -> dict[str, Any]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _claim(out_dir, {"model": decider.name, "suite_seed": suite.seed, "counts": suite.counts()})
+    pred_path = out_dir / PREDICTIONS_FILE
+    correct = _done(pred_path)
+    anchors = {a.anchor_id: a for a in suite.anchors}
+    total = sum(len(f.instances) for f in suite.families)
+    done = len(correct)
+    with pred_path.open("a") as fh:
+        for fam in suite.families:
+            anchor = anchors[fam.anchor_id]
+            for inst in fam.instances:
+                if inst.instance_id in correct:
+                    continue
+                answer = decider.decide(anchor, inst.text)
+                hit = same_decision(anchor, answer.decision, inst.decision)
+                correct[inst.instance_id] = hit
+                fh.write(json.dumps({"id": inst.instance_id, "family": fam.family_id, "raw": answer.raw[:2000],
+                                     "decision": list(answer.decision) if answer.decision is not None else None,
+                                     "gold": list(inst.decision), "correct": hit}) + "\n")
+                fh.flush()
+                done += 1
+                if on_progress is not None:
+                    on_progress(done, total)
+    metrics = compute_metrics(suite.families, correct, seed=bootstrap_seed)
+    result = {"model": decider.name, "suite": suite_dir, "suite_seed": suite.seed, "counts": suite.counts(),
+              "metrics": metrics}
+    (out_dir / METRICS_FILE).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def load_metrics(out_dir: Path) -> dict[str, Any]:
+    path = out_dir / METRICS_FILE
+    if not path.is_file():
+        raise OwdaError(f"report: {path} not found; run `robofollow owda eval --output {out_dir}` first")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise OwdaError(f"report: {path} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or "metrics" not in data:
+        raise OwdaError(f"report: {path} has no 'metrics' field")
+    return data
+
+
+def format_report(data: dict[str, Any]) -> str:
+    m = data["metrics"]
+
+    def fmt(entry: dict[str, Any]) -> str:
+        if entry["value"] is None:
+            return "   n/a"
+        lo, hi = entry["ci95"]
+        return f"{entry['value']:.3f}  [{lo:.3f}, {hi:.3f}]  ({entry['families']} families)"
+
+    lines = [f"model  {data.get('model')}   suite {data.get('suite') or '-'} (seed {data.get('suite_seed')})",
+             f"  atomic accuracy                    {fmt(m['atomic_accuracy'])}",
+             f"  compositional accuracy             {fmt(m['compositional_accuracy'])}",
+             f"  decision invariance (DI)           {fmt(m['decision_invariance'])}",
+             f"  decision sensitivity (DS)          {fmt(m['decision_sensitivity'])}",
+             f"  conditional composition (CCS)      {fmt(m['conditional_composition_success'])}"]
+    for k, entry in m["by_k"].items():
+        lines.append(f"  compositional K={k}                  {fmt(entry)}")
+    for t, entry in m["by_type"].items():
+        lines.append(f"  compositional {t:<6}               {fmt(entry)}")
+    for op, entry in m["atomic_by_op"].items():
+        lines.append(f"  atomic {op}                           {fmt(entry)}")
+    return "\n".join(lines)

@@ -1,0 +1,132 @@
+"""Run OWDA primitives in SAPIEN with the oracle's planner (``robofollow_ros.policy.expert``).
+
+Each primitive becomes one expert task (a ``TaskMeaning``) planned closed-loop from the poses the
+simulator reports, so the same planner that runs the RoboFollow oracle moves the arms here:
+  lift X           grasp, verify the lift, put X back where it was (on the table spot, on its base
+                   with the stacking placement, or in its bowl) and go home
+  push X to Y      the expert's push, along the line from X towards Y
+  place X in bowl  the expert's bowl placement
+  place X on label / stack X on Y   the expert's stacking placement onto the target's top
+Each primitive's postcondition is checked on the poses after it ran.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from robofollow_ros.benchmark.records import Layout
+
+if TYPE_CHECKING:
+    from robofollow_ros.decisions.execute import Primitive
+    from robofollow_ros.policy.expert import PoseSnapshot
+
+LIFTED_M = 0.04
+#: calls to the planner per primitive (each call plans one phase; a retry costs two); then we give up
+MAX_CALLS = 14
+
+
+@dataclass(frozen=True)
+class StepResult:
+    label: str
+    ok: bool
+    detail: str
+
+
+class PrimitiveRunner:
+    """One SAPIEN world for a whole decision; primitives run one after another on it."""
+
+    def __init__(self, layout: Layout, seed: int) -> None:
+        from robofollow_ros.benchmark import default_registry
+        from robofollow_ros.sim.kinematics import RigKinematics
+        from robofollow_ros.sim.world import SimWorld
+
+        self.layout = layout
+        self.slot_xy = dict(default_registry().slot_xy)
+        self.world = SimWorld(render=False)
+        self.world.reset(layout, seed)
+        self.kin = RigKinematics()
+        self.names = tuple(o.name for o in layout.objects)
+        self.start_z = {n: float(self.world.object_pose(n)[0][2]) for n in self.names}
+        self._max_z = dict(self.start_z)
+
+    def close(self) -> None:
+        self.world.close()
+
+    def position(self, name: str) -> np.ndarray:
+        return np.asarray(self.world.object_pose(name)[0], dtype=np.float64)
+
+    def max_rise(self) -> dict[str, float]:
+        return {n: self._max_z[n] - self.start_z[n] for n in self.names}
+
+    def _snapshot(self) -> PoseSnapshot:
+        from robofollow_ros.policy.expert import PoseSnapshot
+
+        poses = {n: self.world.object_pose(n) for n in self.names}
+        return PoseSnapshot({n: p for n, (p, _) in poses.items()}, {n: q for n, (_, q) in poses.items()})
+
+    def run(self, step: Primitive) -> StepResult:
+        from robofollow_ros.policy.expert import ExpertPlanner, TaskMeaning
+        from robofollow_ros.policy.interface import PolicyError
+
+        verb, obj, target, label = step.verb, step.obj, step.target, step.label
+        before = {n: self.position(n) for n in self.names}
+        rise_before = dict(self._max_z)
+        self._max_z.update({n: float(before[n][2]) for n in self.names})
+        arm = "left" if before[obj][0] <= 0.0 else "right"
+        slot_xy = dict(self.slot_xy)
+        spec = self.layout.object(obj)
+        if verb == "lift" and spec.on_top_of is not None:  # put it back on its base
+            meaning = TaskMeaning(scene=self.layout.scene, action="stack", source=obj, arm=arm, target=spec.on_top_of)
+        elif verb == "lift" and spec.in_container is not None:  # put it back in its bowl
+            meaning = TaskMeaning(scene=self.layout.scene, action="place_bowl", source=obj, arm=arm,
+                                  target=spec.in_container)
+        elif verb == "lift":  # set it down where it stood
+            slot_xy[0] = (float(before[obj][0]), float(before[obj][1]))
+            meaning = TaskMeaning(scene=self.layout.scene, action="unstack_to_slot", source=obj, arm=arm, place_slot=0)
+        elif verb == "push":
+            meaning = TaskMeaning(scene="scene2", action="push", source=obj, arm=arm, target=target)
+        elif verb == "place" and self.layout.object(str(target)).shape == "bowl":
+            meaning = TaskMeaning(scene=self.layout.scene, action="place_bowl", source=obj, arm=arm, target=target)
+        else:
+            meaning = TaskMeaning(scene=self.layout.scene, action="stack", source=obj, arm=arm, target=target)
+        try:
+            planner = ExpertPlanner(self.kin, meaning, self.layout, slot_xy)
+            for _ in range(MAX_CALLS):
+                rows = planner.step(self.world.joint_vector(), self._snapshot(), 50)
+                for row in rows:
+                    self.world.execute(np.asarray(row, dtype=np.float64))
+                    for n in self.names:
+                        self._max_z[n] = max(self._max_z[n], float(self.position(n)[2]))
+                if planner.done:
+                    break
+        except PolicyError as exc:  # the planner found no motion (e.g. no IK): the step fails, visibly
+            self._max_z = {n: max(self._max_z[n], rise_before[n]) for n in self.names}
+            return StepResult(label, False, f"planner: {exc}")
+        rise = self._max_z[obj] - float(before[obj][2])
+        after = {n: self.position(n) for n in self.names}
+        # keep the running maximum over the whole decision, not just this step
+        self._max_z = {n: max(self._max_z[n], rise_before[n]) for n in self.names}
+        ok, detail = _postcondition(verb, obj, target, before, after, rise)
+        return StepResult(label, ok, detail)
+
+
+def _postcondition(verb: str, obj: str, target: str | None, before: dict[str, np.ndarray],
+                   after: dict[str, np.ndarray], rise: float) -> tuple[bool, str]:
+    p = after[obj]
+    if verb == "lift":
+        back = math.dist(tuple(p[:2]), tuple(before[obj][:2]))
+        return rise >= LIFTED_M and back <= 0.05, f"rose {rise:.3f} m, set down {back:.3f} m from its spot"
+    assert target is not None
+    t = after[target]
+    d_xy = math.dist(tuple(p[:2]), tuple(t[:2]))
+    if verb == "push":
+        d0 = math.dist(tuple(before[obj][:2]), tuple(before[target][:2]))
+        moved = math.dist(tuple(p[:2]), tuple(before[obj][:2]))
+        return moved >= 0.01 and d_xy <= d0 - 0.01, f"moved {moved:.3f} m, {d0:.3f} -> {d_xy:.3f} m from target"
+    if verb == "place":
+        return d_xy <= 0.05 and p[2] >= t[2] - 0.01, f"{d_xy:.3f} m from the {target} centre"
+    return d_xy <= 0.03 and p[2] > t[2] + 0.01, f"{d_xy:.3f} m off {target}, {p[2] - t[2]:+.3f} m above it"

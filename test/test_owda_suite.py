@@ -1,0 +1,148 @@
+"""The default OWDA suite: exact sizes, determinism, validation, and validation failures that name the task."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from robofollow_ros.cli import main
+from robofollow_ros.decisions.errors import TaskError
+from robofollow_ros.decisions.generator import Suite, generate_suite
+from robofollow_ros.decisions.suite_io import load_suite, write_suite
+from robofollow_ros.decisions.validate import validate_suite
+
+EXPECTED = {"anchors": 85, "object_centric_anchors": 21, "action_sequence_anchors": 64, "atomic_families": 988,
+            "atomic_instances": 3952, "compositional_families": 102, "compositional_instances": 408,
+            "k2_families": 82, "k3_families": 20}
+
+
+@pytest.fixture(scope="module")
+def suite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("suite")
+    assert main(["owda", "generate", "--seed", "0", "--out", str(out)]) == 0
+    return out
+
+
+def test_generate_prints_the_benchmark_sizes(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "robofollow_ros.cli", "owda", "generate", "--seed", "4",
+                           "--out", str(tmp_path / "s"), "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == EXPECTED
+
+
+def test_suite_files_are_deterministic_per_seed_and_differ_across_seeds(suite_dir: Path, tmp_path: Path) -> None:
+    again, other = tmp_path / "again", tmp_path / "other"
+    write_suite(generate_suite(0), again)
+    write_suite(generate_suite(1), other)
+    for name in ("manifest.json", "anchors.json", "families.jsonl"):
+        assert (again / name).read_bytes() == (suite_dir / name).read_bytes(), name
+    assert (other / "families.jsonl").read_bytes() != (suite_dir / "families.jsonl").read_bytes()
+
+
+def test_suite_structure(suite_dir: Path) -> None:
+    suite = load_suite(suite_dir)
+    assert validate_suite(suite) == EXPECTED
+    comp = [f for f in suite.families if f.kind == "compositional"]
+    anchors = {a.anchor_id: a for a in suite.anchors}
+    assert {f.type for f in comp} == {"E+N", "E+Q", "N+Q", "E+N+Q"}
+    assert all(anchors[f.anchor_id].kind == "object_centric" for f in comp)
+    assert all(anchors[f.anchor_id].kind == "action_sequence" for f in suite.families if "T" in f.ops)
+    assert {f.ops[0] for f in suite.families if f.kind == "atomic"} == {"N", "E", "Q", "T"}
+    by_id = {f.family_id: f for f in suite.families}
+    for f in comp:  # matched constituents: same anchor and scope, one atomic family per operator
+        assert [by_id[c].ops[0] for c in f.constituents] == list(f.ops)
+        assert {by_id[c].anchor_id for c in f.constituents} == {f.anchor_id}
+    assert {a.provenance["source"] for a in suite.anchors} == {"sim_layout"}
+    assert main(["owda", "validate", str(suite_dir)]) == 0
+
+
+def _rewrite(suite_dir: Path, out: Path, edit_family: str, edit) -> Path:  # type: ignore[no-untyped-def]
+    out.mkdir()
+    for name in ("manifest.json", "anchors.json"):
+        (out / name).write_bytes((suite_dir / name).read_bytes())
+    lines = []
+    for line in (suite_dir / "families.jsonl").read_text().splitlines():
+        fam = json.loads(line)
+        if fam["id"] == edit_family:
+            edit(fam)
+        lines.append(json.dumps(fam))
+    (out / "families.jsonl").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def _first(suite_dir: Path, op: str, kind: str = "atomic") -> dict:  # type: ignore[type-arg]
+    for line in (suite_dir / "families.jsonl").read_text().splitlines():
+        fam = json.loads(line)
+        if fam["kind"] == kind and op in fam["ops"]:
+            return fam
+    raise AssertionError(op)
+
+
+def test_validate_names_the_task_and_constraint(suite_dir: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    q = _first(suite_dir, "Q")
+
+    def wrong_decision(fam: dict) -> None:  # type: ignore[type-arg]
+        fam["instances"][2]["decision"] = fam["instances"][0]["decision"]
+
+    bad = _rewrite(suite_dir, tmp_path / "a", q["id"], wrong_decision)
+    assert main(["owda", "validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{q['id']}/2" in err and "Q:" in err and "not the solution" in err
+
+    t = _first(suite_dir, "T")
+
+    def two_words(fam: dict) -> None:  # type: ignore[type-arg]
+        # swap the base and its preserving rewrite: each still reads back, but the base and the
+        # task-changing rewrite now differ in the template as well as in the changed word
+        one, two = fam["instances"][0], fam["instances"][1]
+        one["text"], two["text"] = two["text"], one["text"]
+
+    bad = _rewrite(suite_dir, tmp_path / "b", t["id"], two_words)
+    assert main(["owda", "validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert t["id"] in err and "T:" in err and "exactly one word" in err
+
+
+def test_validate_rejects_inactive_and_ambiguous_constraints(suite_dir: Path) -> None:
+    suite = load_suite(suite_dir)
+    fam = next(f for f in suite.families if f.ops == ("N",) and suite_anchor(suite, f.anchor_id) == "object_centric")
+    anchor = next(a for a in suite.anchors if a.anchor_id == fam.anchor_id)
+    absent = next(c for c in ("red", "yellow", "green", "blue") if all(o.colour != c for o in anchor.objects))
+    from dataclasses import replace
+
+    from robofollow_ros.decisions.language import realise
+    from robofollow_ros.decisions.solver import Constraint, TaskSpec, solve
+
+    spec = TaskSpec(fam.instances[0].spec.scope, (Constraint("N", attr="colour", value=absent),))
+    inst = replace(fam.instances[0], spec=spec, text=realise(anchor, spec, 0), decision=solve(anchor, spec))
+    broken = replace(fam, instances=(inst, *fam.instances[1:]))
+    with pytest.raises(TaskError) as err:
+        validate_suite(Suite(suite.seed, suite.anchors, (broken,)))
+    assert err.value.constraint == "N" and "inactive" in str(err.value) and fam.family_id in str(err.value)
+
+    # an empty decision: inhibit the very colour the scope selects
+    colour = next(c for c in ("red", "yellow", "green", "blue")
+                  if sum(o.colour == c for o in anchor.candidate_objects) >= 2)
+    empty = TaskSpec(("colour", colour), (Constraint("N", attr="colour", value=colour),))
+    inst = replace(fam.instances[0], spec=empty, text=realise(anchor, empty, 0), decision=())
+    with pytest.raises(TaskError) as err:
+        validate_suite(Suite(suite.seed, suite.anchors, (replace(fam, instances=(inst, *fam.instances[1:])),)))
+    assert err.value.constraint == "N" and "empty" in str(err.value) and f"{fam.family_id}/0" in str(err.value)
+
+
+def suite_anchor(suite: Suite, anchor_id: str) -> str:
+    return next(a.kind for a in suite.anchors if a.anchor_id == anchor_id)
+
+
+def test_unreadable_suites_exit_2_with_the_file_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["owda", "validate", str(tmp_path / "missing")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "manifest.json").write_text("{not json")
+    assert main(["owda", "validate", str(tmp_path / "s")]) == 2
+    assert "manifest.json is not valid JSON" in capsys.readouterr().err
