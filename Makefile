@@ -3,9 +3,6 @@
 #   make test   set up, then run the whole test suite (CI runs exactly this)
 PY := .venv/bin/python
 ROBOFOLLOW := .venv/bin/robofollow
-# Each test run gets its own DDS domain so parallel runs on one machine never hear each other.
-ROS_DOMAIN_ID ?= $(shell echo $$(( $$$$ % 100 + 100 )))
-export ROS_DOMAIN_ID
 
 .PHONY: setup test demo lint bench clean
 

@@ -46,6 +46,8 @@ TOPIC_INSTRUCTION: Final = "/robofollow/instruction"
 TOPIC_OBJECTS: Final = "/robofollow/objects"
 TOPIC_SCORE: Final = "/robofollow/score"
 TOPIC_TRIAL: Final = "/robofollow/trial"
+#: Every frame the stage monitor scored (JSON ``{"trial", "task", "index", "frame"}``): replay re-scores these.
+TOPIC_FRAME: Final = "/robofollow/frame"
 SERVICE_TRIAL_START: Final = "/robofollow/trial/start"
 SERVICE_TRIAL_STOP: Final = "/robofollow/trial/stop"
 SERVICE_TRIAL_NEXT: Final = "/robofollow/trial/next"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
 # A domain of our own, unless the caller (make test) chose one: parallel test runs on one machine
 # must not hear each other's topics. Set before any test imports rclpy.
-os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+os.environ.setdefault("ROS_DOMAIN_ID", str(1 + (os.getpid() * 7919 + time.time_ns() // 1000) % 200))
 
 
 @pytest.fixture(scope="session")

@@ -66,12 +66,19 @@ class RosHarness:
                 self._changed.wait(min(remaining, 0.05))
 
     def close(self) -> None:
+        """Destroy every node even if one fails to, so no node outlives its test and talks to the next."""
+        errors: list[BaseException] = []
         for node in self.nodes:
-            self.executor.remove_node(node)
-            node.destroy_node()
+            try:
+                self.executor.remove_node(node)
+                node.destroy_node()
+            except Exception as exc:  # collected, re-raised once the rest are down
+                errors.append(exc)
         rclpy.shutdown(context=self.context)
         self._thread.join(timeout=5)
         self.executor.shutdown()
+        if errors:
+            raise errors[0]
 
     def __enter__(self) -> RosHarness:
         return self

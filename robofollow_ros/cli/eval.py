@@ -35,6 +35,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output", required=True, type=Path, help="new or empty run directory")
     p.add_argument("--resume", action="store_true", help="continue a killed run in --output")
     p.add_argument("--json", action="store_true", help="print the summary as JSON at the end")
+    p.add_argument("--record", action="store_true",
+                   help="record every trial to OUTPUT/mcap/<trial>.mcap (Foxglove; `robofollow replay` re-scores)")
     p.set_defaults(func=_eval)
 
 
@@ -56,7 +58,7 @@ def build_config(args: argparse.Namespace) -> Any:
             rounds=args.rounds, limit=args.limit,
             tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else (),
             settings=EpisodeSettings(args.max_steps, args.actions_per_step), render=args.render,
-            stepper=args.stepper, workers=args.workers, resume=args.resume,
+            stepper=args.stepper, workers=args.workers, resume=args.resume, record=args.record,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None

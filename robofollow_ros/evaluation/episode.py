@@ -37,6 +37,18 @@ class World(Protocol):
     def scorer_frame(self) -> dict[str, Any]: ...
 
 
+class EpisodeObserver(Protocol):
+    """Watches a trial as it runs (e.g. ``monitoring.recorder``: MCAP recording); never changes it."""
+
+    def on_start(self, task: EvalTask, seed: int, world: Any) -> None: ...
+
+    def on_frame(self, index: int, frame: dict[str, Any], live: dict[str, Any]) -> None: ...
+
+    def on_observation(self, observation: dict[str, Any]) -> None: ...
+
+    def on_end(self, result: dict[str, Any], live: dict[str, Any]) -> None: ...
+
+
 @dataclass(frozen=True)
 class EpisodeSettings:
     max_steps: int = DEFAULT_MAX_STEPS
@@ -50,11 +62,14 @@ class EpisodeSettings:
 
 
 def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, settings: EpisodeSettings,
-                frames_out: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                frames_out: list[dict[str, Any]] | None = None,
+                observer: EpisodeObserver | None = None) -> dict[str, Any]:
     """Run and score one trial; returns the results.json entry (``policy_error`` set on failure)."""
     started = time.monotonic()
     world.reset(task, seed)
     monitor = StageMonitor(task)
+    if observer is not None:
+        observer.on_start(task, seed, world)
 
     last: dict[str, Any] = {}
 
@@ -64,6 +79,8 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
         if frames_out is not None:
             frames_out.append(raw)
         monitor.update(frame_from_dict(raw, index=monitor.frame_count))
+        if observer is not None:
+            observer.on_frame(monitor.frame_count - 1, raw, monitor.live())
 
     error, detail, steps = None, "", 0
     try:
@@ -76,6 +93,8 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
         obs = world.observation()
         obs["instruction"] = task.instruction
         obs["privileged"] = privileged_state(task, last["frame"])
+        if observer is not None:
+            observer.on_observation(obs)
         try:
             actions = validate_actions(policy.predict(obs))
         except Exception as exc:  # a raising, hanging (timeout) or malformed policy
@@ -90,6 +109,8 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
     result["wall_s"] = round(time.monotonic() - started, 3)
     if error is not None:
         result = fail_result(result, error, detail)
+    if observer is not None:
+        observer.on_end(result, monitor.live())
     return result
 
 

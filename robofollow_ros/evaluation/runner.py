@@ -40,6 +40,8 @@ class EvalConfig:
     stepper: str = "topp"
     workers: int = 1
     resume: bool = False
+    #: Record every trial to ``<output>/mcap/<trial>.mcap`` (``--record``; monitoring.recorder).
+    record: bool = False
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -64,19 +66,30 @@ class RunOutcome:
 _STATE: dict[str, Any] = {}
 
 
-def _init_worker(policy: str, kwargs: dict[str, Any], render: bool, stepper: str, settings: EpisodeSettings) -> None:
+def _init_worker(policy: str, kwargs: dict[str, Any], render: bool, stepper: str, settings: EpisodeSettings,
+                 record_dir: Path | None = None) -> None:
     from robofollow_ros.sim.world import SimWorld
 
     _STATE.update(world=SimWorld(render=render, stepper=stepper),  # type: ignore[arg-type]
                   policy=load_policy(policy, kwargs), settings=settings)
+    if record_dir is not None:
+        from robofollow_ros.monitoring.recorder import TrialRecorder
+
+        _STATE["recorder"] = TrialRecorder(record_dir)
 
 
 def _run_trial(key: TrialKey) -> tuple[TrialKey, dict[str, Any]]:
     task = default_registry().eval_task(key.task_id)
-    return key, run_episode(_STATE["world"], _STATE["policy"], task, key.seed, _STATE["settings"])
+    recorder = _STATE.get("recorder")
+    observer = recorder.for_trial(key.trial_id, key.round) if recorder is not None else None
+    return key, run_episode(_STATE["world"], _STATE["policy"], task, key.seed, _STATE["settings"],
+                            observer=observer)
 
 
 def _close_worker() -> None:
+    recorder = _STATE.pop("recorder", None)
+    if recorder is not None:
+        recorder.close()
     if "policy" in _STATE:
         close_policy(_STATE.pop("policy"))
     world = _STATE.pop("world", None)
@@ -85,7 +98,8 @@ def _close_worker() -> None:
 
 
 def _results(config: EvalConfig, keys: Sequence[TrialKey]) -> Iterator[tuple[TrialKey, dict[str, Any]]]:
-    init_args = (config.policy, config.policy_kwargs, config.render, config.stepper, config.settings)
+    init_args = (config.policy, config.policy_kwargs, config.render, config.stepper, config.settings,
+                 Path(config.output) / "mcap" if config.record else None)
     if config.workers == 1 or len(keys) <= 1:
         _init_worker(*init_args)
         try:

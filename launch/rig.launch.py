@@ -1,0 +1,15 @@
+"""RoboFollow on the physical rig: ``robofollow.launch.py use_sim:=false`` (profile config/profiles/rig.yaml)."""
+
+from pathlib import Path
+
+from launch.actions import IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+
+from launch import LaunchDescription
+
+
+def generate_launch_description():
+    main = str(Path(__file__).resolve().parent / "robofollow.launch.py")
+    return LaunchDescription([
+        IncludeLaunchDescription(PythonLaunchDescriptionSource(main), launch_arguments={"use_sim": "false"}.items()),
+    ])

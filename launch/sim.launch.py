@@ -1,0 +1,15 @@
+"""RoboFollow in SAPIEN: ``robofollow.launch.py use_sim:=true`` (profile config/profiles/sim.yaml)."""
+
+from pathlib import Path
+
+from launch.actions import IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+
+from launch import LaunchDescription
+
+
+def generate_launch_description():
+    main = str(Path(__file__).resolve().parent / "robofollow.launch.py")
+    return LaunchDescription([
+        IncludeLaunchDescription(PythonLaunchDescriptionSource(main), launch_arguments={"use_sim": "true"}.items()),
+    ])

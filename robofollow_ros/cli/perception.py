@@ -1,0 +1,89 @@
+"""``robofollow perception eval``: perception in SAPIEN against the simulator's ground truth."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.cli._common import CliError, print_json
+
+SCENES = ("all", "scene1", "scene2", "scene3", "scene4")
+
+
+def register(subparsers: Any) -> None:
+    perception = subparsers.add_parser("perception", help="object perception: evaluate it in simulation")
+    sub = perception.add_subparsers(dest="perception_command", metavar="ACTION", required=True)
+    ev = sub.add_parser("eval", help="render layouts in SAPIEN, run perception, compare with ground truth")
+    ev.add_argument("--scene", default="all", help=f"one of {', '.join(SCENES)} (default all)")
+    ev.add_argument("--rounds", type=int, default=1, metavar="N", help="seeds per task, rounds 1..N (default 1)")
+    ev.add_argument("--tasks-per-layout", type=int, default=1, metavar="N",
+                    help="evaluation tasks played per layout (default 1)")
+    ev.add_argument("--policy", default="oracle", metavar="SPEC",
+                    help="policy that plays each trial while perception watches (default oracle)")
+    ev.add_argument("--static", action="store_true", help="no policy: only the settled layout is looked at")
+    ev.add_argument("--oracle-agreement", action="store_true",
+                    help="also score each trial from perception poses and compare with ground-truth scoring "
+                         "(needs a policy; reported whenever one plays)")
+    ev.add_argument("--max-trials", type=int, metavar="N", help="stop after N trials (a quick look)")
+    ev.add_argument("--every", type=int, default=2, metavar="K", help="perceive after every K executed rows")
+    ev.add_argument("--max-steps", type=int, default=10, metavar="N", help="policy calls per trial (default 10)")
+    ev.add_argument("--no-depth", action="store_true", help="table-plane mode: RGB only")
+    ev.add_argument("--calibration", type=Path, metavar="DIR",
+                    help="camera_info + extrinsics directory (default calibration/sim)")
+    ev.add_argument("--json", action="store_true", help="print the report as JSON")
+    ev.set_defaults(func=_eval)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    if args.scene not in SCENES:
+        raise CliError(f"--scene: expected one of {', '.join(SCENES)}, got {args.scene!r}")
+    for flag, value in (("--rounds", args.rounds), ("--tasks-per-layout", args.tasks_per_layout),
+                        ("--every", args.every), ("--max-steps", args.max_steps)):
+        if value < 1:
+            raise CliError(f"{flag}: must be >= 1, got {value}")
+    if args.max_trials is not None and args.max_trials < 1:
+        raise CliError(f"--max-trials: must be >= 1, got {args.max_trials}")
+    if args.rounds > 10:
+        raise CliError(f"--rounds: the benchmark has 10 rounds, got {args.rounds}")
+    if args.static and args.oracle_agreement:
+        raise CliError("--oracle-agreement: needs a policy to play the trials; drop --static")
+    policy = None if args.static else ("oracle" if args.oracle_agreement else args.policy)
+
+    from robofollow_ros.perception.camera_model import CalibrationError, CameraModel
+    from robofollow_ros.perception.sim_eval import layouts_trials, run_perception_eval
+    from robofollow_ros.policy.spec import PolicySpecError, load_policy
+    from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+
+    try:
+        camera = CameraModel.from_calibration_dir(args.calibration or DEFAULT_CALIBRATION_DIR, "head")
+    except CalibrationError as exc:
+        raise CliError(f"--calibration: {exc}") from None
+    if policy is not None:
+        try:
+            load_policy(policy)
+        except (PolicySpecError, ValueError) as exc:
+            raise CliError(f"--policy: {exc}") from None
+    trials = layouts_trials(None if args.scene == "all" else args.scene, args.rounds, args.tasks_per_layout)
+    if args.max_trials is not None:
+        trials = trials[: args.max_trials]
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    report = run_perception_eval(trials, camera, policy=policy, every=args.every, max_steps=args.max_steps,
+                                 use_depth=not args.no_depth, progress=None if args.json else progress)
+    report["scene"] = args.scene
+    report["rounds"] = args.rounds
+    if args.json:
+        print_json(report)
+    else:
+        for key, value in report.items():
+            if key not in ("identity_errors", "disagreements"):
+                print(f"{key}: {value}")
+        for line in report.get("identity_errors", []):
+            print(f"  identity error: {line}")
+        for item in report.get("disagreements", []) or []:
+            print(f"  disagreement: {item}")
+    return 0

@@ -1,0 +1,52 @@
+"""``robofollow replay FILE.mcap [--json]``: re-score a trial recording through the StageMonitor."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.cli._common import CliError, print_json
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "replay", help="re-score an MCAP trial recording (also one cut short by a crash)",
+        description="Feed the recorded scorer frames (/robofollow/frame) to a fresh StageMonitor and print "
+                    "the result; says whether it matches the result the live trial recorded.")
+    p.add_argument("file", metavar="FILE", type=Path, help="a trial recording, e.g. RUN/mcap/<trial>.mcap")
+    p.add_argument("--json", action="store_true", help="print the replay (with the results.json entry) as JSON")
+    p.set_defaults(func=_replay)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from robofollow_ros.monitoring.replay import RecordingError, comparable, read_recording, rescore
+
+    try:
+        rec = read_recording(args.file)
+        result = rescore(rec)
+    except RecordingError as exc:
+        raise CliError(f"FILE: {exc}") from None
+    matches = None
+    if rec.live_result is not None:
+        live = rec.live_result
+        if "policy_error" in live:  # a failed trial zeroes the totals; the scorer's own part is kept aside
+            matches = all(result.get(k) == v for k, v in live.get("partial_result", {}).items())
+        else:
+            matches = comparable(result) == comparable(live)
+    report = {"file": str(args.file), "trial": rec.trial, "task": rec.task, "frames": len(rec.frames),
+              "truncated": rec.truncated, "matches_live": matches, "result": result}
+    if args.json:
+        print_json(report)
+        return 0
+    print(f"{rec.trial or args.file.name}: {rec.task}")
+    print(f"  intent {result['intent_score']:.2f}  exec {result['exec_score']:.2f}  "
+          f"complete {'yes' if result['completion_ok'] else 'no'}  ({len(rec.frames)} frames)")
+    for phase in result["phases"]:
+        print(f"  {phase['phase']:<22} intent {phase['intent_score']:.2f}  exec {phase['exec_score']:.2f}  "
+              f"{phase['exec_reason']}")
+    if rec.truncated:
+        print(f"  recording truncated ({rec.truncated}): re-scored the {len(rec.frames)} frames before the cut")
+    if matches is not None:
+        print(f"  live result recorded: {'matches' if matches else 'DIFFERS from'} the replay")
+    return 0

@@ -1,0 +1,58 @@
+"""The live Foxglove websocket server on a monitoring Context, with the trial-control services.
+
+Foxglove users start, stop and advance trials and confirm the operator's scene reset from the
+app's Service Call panel. The server only forwards: each service calls a ``TrialControl``
+callable (the foxglove node binds them to the trial manager's ``std_srvs/Trigger`` services),
+and answers with the Trigger response as JSON, so the app shows success and the message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+
+import foxglove
+from foxglove import MessageSchema, Schema, Service, ServiceRequest, ServiceSchema
+from foxglove.websocket import Capability, WebSocketServer
+
+#: A trial-control action: returns (success, message) like std_srvs/Trigger.
+TrialControl = Callable[[], tuple[bool, str]]
+
+#: Foxglove service names (the trial manager's ROS service names, DESIGN.md).
+TRIAL_SERVICES = ("/robofollow/trial/start", "/robofollow/trial/stop", "/robofollow/trial/next",
+                  "/robofollow/trial/confirm_reset")
+
+_TRIGGER_REQUEST = Schema(name="std_srvs/srv/Trigger_Request", encoding="jsonschema",
+                          data=json.dumps({"type": "object", "properties": {}}).encode())
+_TRIGGER_RESPONSE = Schema(name="std_srvs/srv/Trigger_Response", encoding="jsonschema",
+                           data=json.dumps({"type": "object", "properties": {
+                               "success": {"type": "boolean"}, "message": {"type": "string"}}}).encode())
+TRIGGER_SCHEMA = ServiceSchema("std_srvs/srv/Trigger",
+                               request=MessageSchema(encoding="json", schema=_TRIGGER_REQUEST),
+                               response=MessageSchema(encoding="json", schema=_TRIGGER_RESPONSE))
+
+
+def _trigger_handler(name: str, control: TrialControl) -> Callable[[ServiceRequest], bytes]:
+    def handle(request: ServiceRequest) -> bytes:
+        try:
+            success, message = control()
+        except Exception as exc:  # the app shows the reason; the server keeps running
+            success, message = False, f"{name}: {type(exc).__name__}: {exc}"
+        return json.dumps({"success": bool(success), "message": str(message)}).encode()
+    return handle
+
+
+def start_monitor_server(context: foxglove.Context, host: str = "127.0.0.1", port: int = 8765,
+                         controls: Mapping[str, TrialControl] | None = None,
+                         name: str = "robofollow") -> WebSocketServer:
+    """Start the websocket server (port 0 picks a free one; read ``server.port``)."""
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port: must be in 0..65535, got {port}")
+    unknown = sorted(set(controls or {}) - set(TRIAL_SERVICES))
+    if unknown:
+        raise ValueError(f"controls: unknown service {unknown[0]!r}; expected some of {TRIAL_SERVICES}")
+    services = [Service(svc, schema=TRIGGER_SCHEMA, handler=_trigger_handler(svc, fn))
+                for svc, fn in (controls or {}).items()]
+    return foxglove.start_server(name=name, host=host, port=port, context=context,
+                                 capabilities=[Capability.Services] if services else [],
+                                 supported_encodings=["json"], services=services)

@@ -1,0 +1,180 @@
+"""``LiveSession``: trial bookkeeping for a live monitor fed by messages (the foxglove node's core).
+
+The ROS graph delivers a trial as separate streams (trial state, score, scorer frames, object
+poses, transforms). This object turns them into one recording per trial: a new trial id opens
+``<dir>/<trial>.mcap`` (the trial's ``run_dir``/mcap unless a directory is forced), the final
+score's result entry is logged for replay, and the file closes once the trial said ``done`` and
+every frame its final score counted is in. The streams arrive in no fixed order across topics, so
+frames or scores of a trial not announced yet wait for its state message, and a next trial waits
+while the previous recording still misses its tail. Static transforms arrive once per graph, so
+they are re-logged into every new recording.
+ROS-free, so it is tested without rclpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from foxglove.mcap import MCAPWriter
+from foxglove.messages import FrameTransforms
+
+from robofollow_ros.benchmark import Registry, UnknownTaskError, default_registry
+from robofollow_ros.monitoring.channels import TrialChannels
+from robofollow_ros.monitoring.recorder import open_trial_mcap
+from robofollow_ros.monitoring.scene import SceneBuilder
+
+#: Messages kept for a trial announced late, or for the next trial while the previous one completes
+#: (a trial has at most 501 frames and as many scores); past this the older tail is given up.
+HOLD_LIMIT = 2048
+#: Trial phases after which nothing more of the trial arrives (trial_protocol.py).
+CLOSING_PHASES = ("done", "finished")
+
+
+class LiveSession:
+    """Feed it the graph's messages; it logs them and keeps one MCAP open per running trial."""
+
+    def __init__(self, channels: TrialChannels, record: bool = True, record_dir: Path | None = None,
+                 registry: Registry | None = None) -> None:
+        self.channels = channels
+        self.record = record
+        self.record_dir = record_dir
+        self.registry = registry or default_registry()
+        self.trial_id: str | None = None
+        self.task_id: str | None = None
+        self.recording: Path | None = None
+        self._writer: MCAPWriter | None = None
+        self._static: FrameTransforms | None = None
+        self._frame_index = 0
+        self._ee: dict[str, Any] = {}
+        self._exact_frames = False
+        #: Frames/scores of a trial whose state message has not arrived yet, by trial id.
+        self._early: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+        #: Messages of the next trial, held while the current recording still misses its tail.
+        self._held: list[tuple[str, Mapping[str, Any]]] = []
+        #: The trial said it ended, and how many frames its final score counted: the recording closes
+        #: only when both are known and every frame is in, since the streams arrive in no fixed order.
+        self._ended = False
+        self._expected_frames: int | None = None
+
+    # -- trial state -------------------------------------------------------------------------------
+    def on_trial(self, state: Mapping[str, Any]) -> None:
+        trial_id = state.get("id") or state.get("trial")
+        if trial_id is not None and str(trial_id) != self.trial_id:
+            if self._held or self._awaiting_tail():
+                self._hold("trial", state)
+                return
+            self._begin(str(trial_id), state)
+        out = dict(state)
+        out.setdefault("trial", trial_id)
+        self.channels.log_trial(out)
+        phase = state.get("phase")
+        if phase is not None:
+            self.channels.log_line("info", f"trial {trial_id}: phase {phase}")
+        if phase in CLOSING_PHASES:
+            self._ended = True
+            self._close_when_complete()
+
+    def _begin(self, trial_id: str, state: Mapping[str, Any]) -> None:
+        self._close_recording()
+        self.trial_id, self._frame_index, self._ee, self._exact_frames = trial_id, 0, {}, False
+        self._ended, self._expected_frames = False, None
+        self.task_id = state.get("task")
+        builder = None
+        if self.task_id is not None:
+            try:
+                task = self.registry.eval_task(str(self.task_id))
+                builder = SceneBuilder(task, self.registry.layout_of(task), self.registry.slot_xy)
+            except UnknownTaskError as exc:
+                self.channels.log_line("warning", f"trial {trial_id}: no 3-D scene ({exc})")
+        self.channels.set_scene(builder)
+        directory = self.record_dir or (Path(state["run_dir"]) / "mcap" if state.get("run_dir") else None)
+        if self.record and directory is not None:
+            self.recording = directory / f"{trial_id}.mcap"
+            self._writer = open_trial_mcap(self.recording, self.channels.context)
+            if self._static is not None:
+                self.channels.log_transforms(self._static)
+        early, self._early = self._early.pop(trial_id, []), {}  # other unseen trials belong to no recording
+        for kind, payload in early:
+            self._dispatch(kind, payload)
+
+    def _close_recording(self) -> None:
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
+
+    # -- streams -------------------------------------------------------------------------------------
+    def on_score(self, live: Mapping[str, Any]) -> None:
+        if self._elsewhere("score", live, live.get("trial_id")):
+            return
+        self.channels.log_score(live)
+        if live.get("final") and isinstance(live.get("result"), dict):
+            self.channels.log_result(str(live.get("trial_id") or self.trial_id), live["result"])
+            frames = live.get("frames", live["result"].get("frames"))
+            self._expected_frames = int(frames) if isinstance(frames, int) else 0
+            self._close_when_complete()
+
+    def _awaiting_tail(self) -> bool:
+        """The current recording's trial ended, but its last frames or its final score are still on the way."""
+        complete = self._expected_frames is not None and self._frame_index >= self._expected_frames
+        return self._writer is not None and self._ended and not complete
+
+    def _close_when_complete(self) -> None:
+        if self._ended and self._expected_frames is not None and self._frame_index >= self._expected_frames:
+            self._close_recording()
+            self._release()
+
+    def _elsewhere(self, kind: str, payload: Mapping[str, Any], trial: Any) -> bool:
+        """Park a message of another trial than the recorded one; True when it was parked."""
+        if trial is None or str(trial) == self.trial_id:
+            return False
+        if self._held:
+            self._hold(kind, payload)
+        else:
+            early = self._early.setdefault(str(trial), [])
+            if len(early) < HOLD_LIMIT:
+                early.append((kind, payload))
+        return True
+
+    def _hold(self, kind: str, payload: Mapping[str, Any]) -> None:
+        self._held.append((kind, payload))
+        if len(self._held) > HOLD_LIMIT:  # the previous trial's tail is not coming: give it up
+            self._close_recording()
+            self._release()
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for kind, payload in held:
+            self._dispatch(kind, payload)
+
+    def _dispatch(self, kind: str, payload: Mapping[str, Any]) -> None:
+        {"trial": self.on_trial, "score": self.on_score, "frame": self.on_frame}[kind](payload)
+
+    def on_frame(self, message: Mapping[str, Any]) -> None:
+        """A scorer frame: ``{"index", "frame", ...}`` or a bare trajectory-frame dict."""
+        if self._elsewhere("frame", message, message.get("trial")):
+            return
+        frame = message.get("frame", message)
+        index = int(message.get("index", self._frame_index))
+        self._frame_index = index + 1
+        self._exact_frames = True
+        self._ee = {k: frame[k] for k in ("ee_left", "ee_right", "gripper_left", "gripper_right") if k in frame}
+        self.channels.log_frame(self.trial_id or "", str(message.get("task", self.task_id)), index, frame)
+        self._close_when_complete()
+
+    def on_objects(self, poses: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> None:
+        """Object poses (name -> xyz, wxyz) from /robofollow/objects: the 3-D scene when no frames come."""
+        if self._exact_frames:  # the scorer frames already draw the scene, with the scorer's EE points
+            return
+        self.channels.log_scene({"objects": {n: list(p) for n, (p, _) in poses.items()},
+                                 "object_quats": {n: list(q) for n, (_, q) in poses.items()}, **self._ee})
+
+    def on_static_transforms(self, transforms: FrameTransforms) -> None:
+        self._static = transforms
+        self.channels.log_transforms(transforms)
+
+    def close(self) -> None:
+        self._close_recording()
+        self._release()
+        self._close_recording()

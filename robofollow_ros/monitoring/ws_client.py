@@ -1,0 +1,167 @@
+"""A small Foxglove WebSocket protocol client (``foxglove.sdk.v1``), for tests, benchmarks and checks.
+
+It speaks the wire format a Foxglove app speaks (JSON text ops, binary message data and service
+calls), so a test that passes with it shows the server works for a real viewer; it decodes each
+message with the schema the server advertised (protobuf FileDescriptorSet or JSON), never with a
+schema of its own. Needs ``websockets`` and, for protobuf channels, ``protobuf``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+SUBPROTOCOL = "foxglove.sdk.v1"
+_OP_MESSAGE_DATA = 1
+_OP_SERVICE_RESPONSE = 3
+_OP_CLIENT_SERVICE_REQUEST = 2
+
+
+@dataclass
+class Received:
+    """One message delivered on a subscription, with its server timestamp (ns)."""
+
+    topic: str
+    timestamp_ns: int
+    payload: bytes
+
+
+@dataclass
+class FoxgloveProbe:
+    """Connect, collect server info / channels / services, subscribe, receive, call services."""
+
+    url: str
+    server_info: dict[str, Any] = field(default_factory=dict)
+    channels: dict[int, dict[str, Any]] = field(default_factory=dict)
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
+    received: list[Received] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    _ws: Any = None
+    _subs: dict[int, int] = field(default_factory=dict)
+    _responses: dict[int, bytes] = field(default_factory=dict)
+    _decoders: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
+    _next_call: int = 1
+    _reader: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        import websockets
+
+        self._ws = await websockets.connect(self.url, subprotocols=[SUBPROTOCOL], max_size=None)  # type: ignore[list-item]
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+        if self._ws is not None:
+            await self._ws.close()
+
+    async def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        """Wait (event-driven polling of received state) until ``condition`` holds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not condition():
+            if self._reader is not None and self._reader.done():
+                self._reader.result()
+                raise ConnectionError(f"connection closed while waiting for {what}")
+            if loop.time() > deadline:
+                raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+            await asyncio.sleep(0.01)
+
+    def topic_channel(self, topic: str) -> dict[str, Any]:
+        for channel in self.channels.values():
+            if channel["topic"] == topic:
+                return channel
+        raise KeyError(f"topic {topic!r} not advertised; have {sorted(c['topic'] for c in self.channels.values())}")
+
+    async def subscribe(self, topics: list[str] | None = None) -> None:
+        """Subscribe to the given topics (all advertised ones when None)."""
+        chosen = list(self.channels.values()) if topics is None else [self.topic_channel(t) for t in topics]
+        subs = []
+        for channel in chosen:
+            sub_id = len(self._subs) + 1
+            self._subs[sub_id] = channel["id"]
+            subs.append({"id": sub_id, "channelId": channel["id"]})
+        await self._ws.send(json.dumps({"op": "subscribe", "subscriptions": subs}))
+
+    def messages(self, topic: str) -> list[Received]:
+        return [m for m in self.received if m.topic == topic]
+
+    def decode(self, message: Received) -> Any:
+        """Decode with the advertised schema: JSON → dict, protobuf → message object."""
+        channel = self.topic_channel(message.topic)
+        if channel["encoding"] == "json":
+            return json.loads(message.payload)
+        if channel["encoding"] == "protobuf":
+            decoder = self._decoders.get(channel["id"])
+            if decoder is None:
+                decoder = self._decoders[channel["id"]] = _protobuf_decoder(channel)
+            return decoder(message.payload)
+        raise ValueError(f"topic {message.topic}: no decoder for encoding {channel['encoding']!r}")
+
+    async def call_service(self, name: str, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+        """Call an advertised service with a JSON request; returns the decoded JSON response."""
+        if name not in self.services:
+            raise KeyError(f"service {name!r} not advertised; have {sorted(self.services)}")
+        call_id, self._next_call = self._next_call, self._next_call + 1
+        encoding = b"json"
+        payload = json.dumps(request).encode()
+        frame = struct.pack("<BIII", _OP_CLIENT_SERVICE_REQUEST, self.services[name]["id"], call_id, len(encoding))
+        await self._ws.send(frame + encoding + payload)
+        def answered() -> bool:
+            return call_id in self._responses or any(f.get("callId") == call_id for f in self.failures)
+
+        await self.wait_for(answered, timeout, f"service {name} response")
+        if call_id not in self._responses:
+            raise RuntimeError(f"service {name} failed: {self.failures[-1].get('message')}")
+        result: dict[str, Any] = json.loads(self._responses.pop(call_id))
+        return result
+
+    async def _read(self) -> None:
+        async for raw in self._ws:
+            if isinstance(raw, str):
+                self._on_text(json.loads(raw))
+            else:
+                self._on_binary(bytes(raw))
+
+    def _on_text(self, msg: dict[str, Any]) -> None:
+        op = msg.get("op")
+        if op == "serverInfo":
+            self.server_info = msg
+        elif op == "advertise":
+            for channel in msg["channels"]:
+                self.channels[channel["id"]] = channel
+        elif op == "unadvertise":
+            for cid in msg["channelIds"]:
+                self.channels.pop(cid, None)
+        elif op == "advertiseServices":
+            for svc in msg["services"]:
+                self.services[svc["name"]] = svc
+        elif op == "serviceCallFailure":
+            self.failures.append(msg)
+
+    def _on_binary(self, data: bytes) -> None:
+        if data[0] == _OP_MESSAGE_DATA:
+            sub_id, stamp = struct.unpack_from("<IQ", data, 1)
+            channel = self.channels.get(self._subs.get(sub_id, -1))
+            if channel is not None:
+                self.received.append(Received(channel["topic"], stamp, data[13:]))
+        elif data[0] == _OP_SERVICE_RESPONSE:
+            _service_id, call_id, enc_len = struct.unpack_from("<III", data, 1)
+            self._responses[call_id] = data[13 + enc_len:]
+
+
+def _protobuf_decoder(channel: dict[str, Any]) -> Callable[[bytes], Any]:
+    """A decoder built from the channel's advertised FileDescriptorSet (base64)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fds = descriptor_pb2.FileDescriptorSet.FromString(base64.b64decode(channel["schema"]))
+    pool = descriptor_pool.DescriptorPool()
+    for proto in fds.file:
+        pool.Add(proto)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName(channel["schemaName"]))
+    return cls.FromString  # type: ignore[no-any-return]

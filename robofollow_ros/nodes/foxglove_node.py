@@ -1,0 +1,222 @@
+"""foxglove_node: the ROS graph, live in Foxglove (foxglove-sdk websocket) and recorded per trial as MCAP.
+
+A thin adapter: it converts the standard topics (DESIGN.md, "ROS interface") to the monitoring
+core (``monitoring.session.LiveSession`` over ``monitoring.channels.TrialChannels``), which the
+headless evaluator uses too, so a ROS trial and a headless trial record the same channels. The
+Foxglove services start / stop / next / confirm_reset call the trial manager's ``std_srvs/Trigger``
+services. Everything it shows also lives on a ROS topic, so a ROS-native foxglove_bridge works
+beside it.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import foxglove
+import numpy as np
+import rclpy
+from foxglove.messages import FrameTransform, FrameTransforms, Quaternion, Timestamp, Vector3
+from foxglove.websocket import WebSocketServer
+from rcl_interfaces.msg import Log as RosLog
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from tf2_msgs.msg import TFMessage
+from visualization_msgs.msg import MarkerArray
+
+from robofollow_ros.contract import (
+    CAMERA_NAMES,
+    TOPIC_JOINT_STATES,
+    TOPIC_OBJECTS,
+    TOPIC_SCORE,
+    TOPIC_TRIAL,
+    camera_image_topic,
+)
+from robofollow_ros.monitoring import topics
+from robofollow_ros.monitoring.channels import MonitorSettings, TrialChannels
+from robofollow_ros.monitoring.server import TRIAL_SERVICES, start_monitor_server
+from robofollow_ros.monitoring.session import LiveSession
+from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes._params import ParameterSet, positive
+
+_ROS_LOG_LEVELS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "fatal"}
+
+
+def _port(value: Any) -> str | None:
+    return None if isinstance(value, int) and 0 <= value <= 65535 else "must be in 0..65535 (0 picks a free port)"
+
+
+def _quality(value: Any) -> str | None:
+    return None if isinstance(value, int) and 1 <= value <= 100 else "must be in 1..100"
+
+
+def image_to_rgb(msg: Image) -> np.ndarray:
+    """sensor_msgs/Image (rgb8 / bgr8) -> an (h, w, 3) RGB array, honouring ``step``."""
+    if msg.encoding not in ("rgb8", "bgr8"):
+        raise ValueError(f"image encoding: expected rgb8 or bgr8, got {msg.encoding!r}")
+    rows = np.frombuffer(bytes(msg.data), np.uint8).reshape(msg.height, msg.step)
+    rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
+    return rgb[:, :, ::-1] if msg.encoding == "bgr8" else rgb
+
+
+def tf_to_foxglove(msg: TFMessage) -> FrameTransforms:
+    out = []
+    for t in msg.transforms:
+        tr, rot = t.transform.translation, t.transform.rotation
+        out.append(FrameTransform(timestamp=Timestamp(t.header.stamp.sec, t.header.stamp.nanosec),
+                                  parent_frame_id=t.header.frame_id, child_frame_id=t.child_frame_id,
+                                  translation=Vector3(x=tr.x, y=tr.y, z=tr.z),
+                                  rotation=Quaternion(x=rot.x, y=rot.y, z=rot.z, w=rot.w)))
+    return FrameTransforms(transforms=out)
+
+
+class FoxgloveNode(Node):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("foxglove_node", **kwargs)
+        self._lock = threading.Lock()  # callbacks run on several executor threads; the session is not shared-safe
+        self.server: WebSocketServer | None = None
+        params = ParameterSet(self)
+        serve = params.declare("serve", True, "run the Foxglove websocket server (false: record only)")
+        host = params.declare("host", "127.0.0.1", "websocket bind address (0.0.0.0 to watch from another host)")
+        port = params.declare("port", 8765, "websocket port (0 picks a free one)", _port)
+        record = params.declare("record", True, "write every trial to <run_dir>/mcap/<trial>.mcap")
+        output = params.declare("output_dir", "", "record into this directory instead of the trial's run_dir/mcap")
+        camera_hz = params.declare("camera_max_hz", 15.0, "per-camera rate cap of the JPEG streams, Hz", positive)
+        quality = params.declare("jpeg_quality", 80, "JPEG quality of the camera streams, 1..100", _quality)
+        self.service_timeout_s = params.declare("service_timeout_s", 10.0, "wait for the trial manager, s", positive)
+
+        self.channels = TrialChannels(foxglove.Context(), MonitorSettings(camera_hz, quality))
+        self.session = LiveSession(self.channels, record=record, record_dir=Path(output) if output else None)
+        self._trial_clients: dict[str, Any] = {name: self.create_client(Trigger, name) for name in TRIAL_SERVICES}
+        if serve:
+            self.server = start_monitor_server(self.channels.context, host, port,
+                                               {name: self._control(name) for name in TRIAL_SERVICES})
+            self.get_logger().info(f"Foxglove: connect to ws://{host}:{self.server.port} "
+                                   f"(layout config/foxglove/robofollow_layout.json)")
+
+        for camera in CAMERA_NAMES:
+            self.create_subscription(Image, camera_image_topic(camera),
+                                     lambda msg, c=camera: self._on_image(c, msg), qos_profile_sensor_data)
+        self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, qos_profile_sensor_data)
+        self.create_subscription(TFMessage, "/tf", self._on_tf, qos_profile_sensor_data)
+        self.create_subscription(TFMessage, "/tf_static", self._on_tf_static, tp.LATCHED)
+        self.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
+        self.create_subscription(String, TOPIC_SCORE, self._on_score, tp.LATCHED)
+        self.create_subscription(String, topics.FRAME, self._on_frame, tp.FRAME_STREAM)
+        self.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects, qos_profile_sensor_data)
+        self.create_subscription(RosLog, "/rosout", self._on_rosout, 100)
+
+    # -- Foxglove services -> trial manager ----------------------------------------------------------
+    def _control(self, name: str) -> Any:
+        def call() -> tuple[bool, str]:
+            client = self._trial_clients[name]
+            if not client.wait_for_service(timeout_sec=min(self.service_timeout_s, 2.0)):
+                return False, f"{name}: the trial manager's service is not available"
+            done = threading.Event()
+            future = client.call_async(Trigger.Request())
+            future.add_done_callback(lambda _f: done.set())
+            if not done.wait(self.service_timeout_s):
+                return False, f"{name}: no answer within {self.service_timeout_s} s"
+            res = future.result()
+            if res is None:
+                return False, f"{name}: the call failed ({future.exception()})"
+            with self._lock:
+                self.channels.log_line("info" if res.success else "warning", f"{name}: {res.message}")
+            return bool(res.success), str(res.message)
+        return call
+
+    # -- topic callbacks ---------------------------------------------------------------------------------
+    def _on_image(self, camera: str, msg: Image) -> None:
+        try:
+            rgb = image_to_rgb(msg)
+        except ValueError as exc:
+            self.get_logger().warning(f"{camera_image_topic(camera)}: {exc}", throttle_duration_sec=5.0)
+            return
+        with self._lock:
+            self.channels.log_image(camera, rgb)
+
+    def _on_joints(self, msg: JointState) -> None:
+        with self._lock:
+            self.channels.log_joints(list(msg.position), names=list(msg.name))
+
+    def _on_tf(self, msg: TFMessage) -> None:
+        with self._lock:
+            self.channels.log_transforms(tf_to_foxglove(msg))
+
+    def _on_tf_static(self, msg: TFMessage) -> None:
+        with self._lock:
+            self.session.on_static_transforms(tf_to_foxglove(msg))
+
+    def _json(self, msg: String, what: str) -> dict[str, Any] | None:
+        try:
+            return tp.decode(msg.data, what)
+        except ValueError as exc:
+            self.get_logger().warning(str(exc), throttle_duration_sec=5.0)
+            return None
+
+    def _on_trial(self, msg: String) -> None:
+        state = self._json(msg, TOPIC_TRIAL)
+        if state is not None:
+            with self._lock:
+                self.session.on_trial(state)
+
+    def _on_score(self, msg: String) -> None:
+        live = self._json(msg, TOPIC_SCORE)
+        if live is not None:
+            with self._lock:
+                self.session.on_score(live)
+
+    def _on_frame(self, msg: String) -> None:
+        frame = self._json(msg, topics.FRAME)
+        if frame is not None:
+            with self._lock:
+                self.session.on_frame(frame)
+
+    def _on_objects(self, msg: MarkerArray) -> None:
+        poses = {m.ns: ((m.pose.position.x, m.pose.position.y, m.pose.position.z),
+                        (m.pose.orientation.w, m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z))
+                 for m in msg.markers if m.ns}
+        with self._lock:
+            self.session.on_objects(poses)
+
+    def _on_rosout(self, msg: RosLog) -> None:
+        if msg.name == self.get_name():
+            return  # our own lines are already on the log channel
+        with self._lock:
+            self.channels.log_line(_ROS_LOG_LEVELS.get(int(msg.level), "info"), msg.msg, name=msg.name)
+
+    def destroy_node(self) -> None:
+        with self._lock:  # also reached when __init__ rejected a parameter: close only what was opened
+            session: LiveSession | None = getattr(self, "session", None)
+            if session is not None:
+                session.close()
+            if self.server is not None:
+                self.server.stop()
+                self.server = None
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> None:
+    try:
+        with rclpy.init(args=args):
+            node = FoxgloveNode()
+            executor = MultiThreadedExecutor(num_threads=2)  # service calls from Foxglove wait on futures
+            executor.add_node(node)
+            try:
+                executor.spin()
+            finally:
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["FoxgloveNode", "image_to_rgb", "main", "tf_to_foxglove"]

@@ -1,0 +1,293 @@
+"""policy_node: observations → any policy adapter (``hold``, ``module:function``, ``tcp://``, ``openpi://``)
+→ ``/robofollow/joint_command``.
+
+One trial runs exactly like the headless episode: ``reset`` → ``set_instruction`` → up to
+``max_steps`` × (observation → ``predict`` → the first ``actions_per_step`` rows). ``mode`` decides
+how rows are paced: ``lockstep`` (sim) sends a row only once the state that follows the previous
+row has arrived, so every row is executed and observed exactly once; ``rate`` (rig) sends rows at
+``control_hz``, and stops and holds the measured position when the joint states go stale.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
+
+from robofollow_ros.contract import (
+    CAMERA_NAMES,
+    CAMERA_OBS_KEYS,
+    TOPIC_JOINT_COMMAND,
+    TOPIC_JOINT_STATES,
+    TOPIC_OBJECTS,
+    TOPIC_TRIAL,
+    camera_image_topic,
+)
+from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+from robofollow_ros.nodes.conversions import (
+    MessageError,
+    image_array,
+    joint_state_msg,
+    joint_vector,
+    objects_from_markers,
+    stamp_ns,
+)
+from robofollow_ros.nodes.observation_cache import ObservationCache, RobotState
+
+
+def _json_object(value: Any) -> str | None:
+    try:
+        return None if isinstance(json.loads(value), dict) else "must be a JSON object"
+    except (TypeError, json.JSONDecodeError) as exc:
+        return f"must be a JSON object ({exc})"
+
+
+class PolicyNode(Node):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("policy_node", **kwargs)
+        params = ParameterSet(self)
+        spec = params.declare("policy", "hold", "policy SPEC: hold | oracle | module:function | tcp://H:P | openpi://H:P",
+                              read_only=True)
+        policy_kwargs = params.declare("policy_kwargs", "{}", "JSON keyword arguments for the policy factory",
+                                       _json_object, read_only=True)
+        self.mode = params.declare("mode", "lockstep", "row pacing: lockstep (sim) | rate (rig, control_hz)",
+                                   one_of("lockstep", "rate"))
+        self.control_hz = params.declare("control_hz", 50.0, "rows per second in rate mode", positive)
+        self.state_timeout_s = params.declare(
+            "state_timeout_s", 30.0, "lockstep: longest wait for the state after a row before the trial fails, s",
+            positive)
+        self.stale_s = params.declare("stale_s", 0.2, "rate: joint states older than this are stale (hold), s",
+                                      positive)
+        self.policy_stale_s = params.declare(
+            "policy_stale_s", 0.5, "rate: hold the measured position while a predict runs longer than this, s",
+            positive)
+        self.request_images = params.declare(
+            "request_images", False, "lock-step: ask sim_node to render the current state before each predict "
+                                     "(the observation's pictures then match the headless evaluator's)")
+        self.privileged = params.declare("privileged", True, "add obs['privileged'] (task id, objects) from "
+                                                             "/robofollow/objects, as the headless evaluator does")
+
+        from robofollow_ros.policy.spec import load_policy
+
+        self.policy = load_policy(spec, json.loads(policy_kwargs))
+        self.cache = ObservationCache()
+        self.command = self.create_publisher(JointState, TOPIC_JOINT_COMMAND, tp.STATE_STREAM)
+        self.status = self.create_publisher(String, tp.TOPIC_POLICY_STATUS, tp.LATCHED)
+        self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, tp.STATE_STREAM)
+        self.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects, tp.STATE_STREAM)
+        for camera in CAMERA_NAMES:
+            self.create_subscription(Image, camera_image_topic(camera), lambda m, c=camera: self._on_image(c, m), 5)
+        self.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
+        self.render_client: Any = self.create_client(Trigger, tp.SERVICE_SIM_RENDER)
+        self._trial_id: str | None = None
+        self._cancel = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._node_closing = threading.Event()
+        self._predict_since: float | None = None  # monotonic start of the running predict (rate mode)
+        self._held_for_policy = False
+        if self.mode == "rate":
+            self.create_timer(0.02, self._watch_policy)
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def _on_joints(self, msg: JointState) -> None:
+        try:
+            self.cache.put_joints(stamp_ns(msg.header.stamp), joint_vector(msg))
+        except MessageError as exc:
+            self.get_logger().error(str(exc), throttle_duration_sec=5.0)
+
+    def _on_objects(self, msg: MarkerArray) -> None:
+        try:
+            self.cache.put_objects(*objects_from_markers(msg))
+        except MessageError as exc:
+            self.get_logger().error(str(exc), throttle_duration_sec=5.0)
+
+    def _on_image(self, camera: str, msg: Image) -> None:
+        try:
+            self.cache.put_image(camera, stamp_ns(msg.header.stamp), image_array(msg))
+        except (MessageError, ValueError) as exc:
+            self.get_logger().error(f"{camera}: {exc}", throttle_duration_sec=5.0)
+
+    def _on_trial(self, msg: String) -> None:
+        try:
+            trial = tp.decode(msg.data, TOPIC_TRIAL)
+        except ValueError as exc:
+            self.get_logger().error(str(exc))
+            return
+        if trial.get("id") != self._trial_id and self._worker is not None:
+            self._cancel.set()  # a new trial (or a stop) ends the old one
+        if trial.get("phase") not in (tp.PHASE_RUNNING, tp.PHASE_RESETTING) and trial.get("id") == self._trial_id:
+            self._cancel.set()  # stopping, or (for a node that joined late) a trial already past running
+            self.cache.wake()
+        if trial.get("phase") == tp.PHASE_RUNNING and trial.get("id") != self._trial_id:
+            if self._worker is not None:
+                self._worker.join()
+            if self._node_closing.is_set():
+                return
+            self._trial_id = str(trial["id"])
+            self._cancel = threading.Event()
+            worker = threading.Thread(target=self._run_trial, args=(trial, self._cancel), daemon=True)
+            worker.start()
+            self._worker = worker  # only a started thread is ever joined
+
+    # -- one trial -------------------------------------------------------------------------------
+    def _report(self, trial_id: str, state: str, **extra: Any) -> None:
+        self.status.publish(String(data=tp.encode({"trial_id": trial_id, "state": state, **extra})))
+
+    def _run_trial(self, trial: dict[str, Any], cancelled: threading.Event) -> None:
+        trial_id, start = str(trial["id"]), int(trial.get("start_stamp_ns", 0))
+        max_steps, per_step = int(trial["max_steps"]), int(trial["actions_per_step"])
+        self._report(trial_id, "running")
+        steps = rows = 0
+        error, detail = None, ""
+        lockstep = self.mode == "lockstep"
+        state = self.cache.wait_state(start, lockstep and self.privileged, self.state_timeout_s, cancelled)
+        try:
+            self.policy.reset()
+            self.policy.set_instruction(str(trial["instruction"]))
+        except Exception as exc:  # any policy failure fails this trial, not the node
+            error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3)
+        if state is None and error is None and not cancelled.is_set():
+            error = f"no state at or after the trial start within {self.state_timeout_s} s"
+        if state is not None and not lockstep and self.privileged:
+            if not self.cache.wait_any_objects(self.state_timeout_s, cancelled) and error is None:
+                error = f"no {TOPIC_OBJECTS} (perception) within {self.state_timeout_s} s; privileged is on"
+            state = self.cache.latest(True) or state
+        last = state.stamp_ns if state is not None else start
+        for _ in range(max_steps if error is None and state is not None else 0):
+            if cancelled.is_set() or state is None:
+                break
+            if lockstep and self.request_images:
+                error = self._render(state.stamp_ns, cancelled)
+                if error is not None:
+                    break
+            self._predict_since, self._held_for_policy = time.monotonic(), False
+            try:
+                actions = self.policy.predict(self._observation(trial, state, start))
+            except Exception as exc:  # raising, timed-out or malformed policy
+                error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3)
+                break
+            finally:
+                self._predict_since = None
+            steps += 1
+            for row in np.asarray(actions)[:per_step]:
+                if cancelled.is_set():
+                    break
+                if not lockstep and self._stale():
+                    error = f"joint states stale for more than {self.stale_s} s; holding"
+                    self._hold("observations stale")
+                    break
+                previous = state.stamp_ns
+                self.command.publish(joint_state_msg(np.asarray(row, dtype=np.float64), previous))
+                rows += 1
+                if lockstep:
+                    # Even when stopped meanwhile, the row sent is executed: wait for its state so
+                    # the scorer's last frame is the arm's last move.
+                    state = self.cache.wait_state(previous + 1, self.privileged, self.state_timeout_s,
+                                                  self._node_closing)
+                    if state is None:
+                        if not self._node_closing.is_set():
+                            error = f"sim did not answer row {rows} within {self.state_timeout_s} s"
+                        break
+                else:
+                    cancelled.wait(1.0 / self.control_hz)  # the control rate itself, not a synchronisation
+                    state = self.cache.latest(self.privileged) or state
+                last = state.stamp_ns
+            if error is not None:
+                break
+        self._report(trial_id, "done", steps=steps, rows=rows, last_stamp_ns=last, error=error,
+                     error_detail=detail)
+
+    def _render(self, stamp_ns: int, cancelled: threading.Event) -> str | None:
+        """Have sim_node render the state at ``stamp_ns`` and wait for its three pictures; an error or None.
+
+        A sim without rendering answers "rendering is off": the observation then has no pictures,
+        as ``robofollow eval --no-render`` gives none."""
+        if not self.render_client.wait_for_service(timeout_sec=self.state_timeout_s):
+            return f"no {tp.SERVICE_SIM_RENDER} service within {self.state_timeout_s} s"
+        answered = threading.Event()
+        future = self.render_client.call_async(Trigger.Request())
+        future.add_done_callback(lambda _f: answered.set())
+        reply: Any = future.result() if answered.wait(self.state_timeout_s) else None
+        if reply is None:
+            return f"{tp.SERVICE_SIM_RENDER} did not answer within {self.state_timeout_s} s"
+        if not reply.success:
+            return None
+        if reply.message != str(stamp_ns):
+            return f"{tp.SERVICE_SIM_RENDER} rendered the state at {reply.message} ns, expected {stamp_ns} ns"
+        if not self.cache.wait_images(stamp_ns, CAMERA_NAMES, self.state_timeout_s, cancelled):
+            return None if cancelled.is_set() else f"camera pictures at {stamp_ns} ns did not arrive"
+        return None
+
+    def _observation(self, trial: dict[str, Any], state: RobotState, start: int) -> dict[str, Any]:
+        images = self.cache.images(start)
+        obs: dict[str, Any] = {
+            "observation": {CAMERA_OBS_KEYS[c]: {"rgb": images.get(c)} for c in CAMERA_NAMES},
+            "joint_action": {"vector": state.vector.copy()},
+            "instruction": str(trial["instruction"]),
+        }
+        if self.privileged:
+            obs["privileged"] = {"task_id": str(trial["task"]), "objects": state.objects,
+                                 "object_quats": state.object_quats}
+        return obs
+
+    def _stale(self) -> bool:
+        latest = self.cache.latest(False)
+        return latest is None or time.monotonic() - latest.received > self.stale_s
+
+    def _hold(self, why: str) -> None:
+        latest = self.cache.latest(False)
+        if latest is not None:
+            self.command.publish(joint_state_msg(latest.vector, latest.stamp_ns))
+        self.get_logger().warning(f"{why}: holding the measured position")
+
+    def _watch_policy(self) -> None:
+        """Rate mode: a predict that runs past ``policy_stale_s`` leaves the arm commanded to stay put."""
+        since = self._predict_since
+        if since is not None and not self._held_for_policy and time.monotonic() - since > self.policy_stale_s:
+            self._held_for_policy = True
+            self._hold(f"policy stale (predict running for more than {self.policy_stale_s} s)")
+
+    def destroy_node(self) -> None:
+        if hasattr(self, "_node_closing"):  # not when __init__ failed half-way (a rejected parameter)
+            self._node_closing.set()
+            self._cancel.set()
+            self.cache.wake()
+            if self._worker is not None:
+                self._worker.join(timeout=5.0)
+        if hasattr(self, "policy"):
+            from robofollow_ros.policy.interface import close_policy
+
+            close_policy(self.policy)
+        super().destroy_node()
+
+
+#: GIL switch interval of the node process: the trial thread waits on the executor thread's
+#: callbacks, and Python's default 5 ms hand-over would show up as command latency.
+SWITCH_INTERVAL_S = 0.0005
+
+
+def main(args: list[str] | None = None) -> None:
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    try:
+        with rclpy.init(args=args):
+            node = PolicyNode()
+            rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""stage_monitor_node: the core ``StageMonitor`` fed from ROS, live on ``/robofollow/score``.
+
+A frame is built from ``/joint_states`` (EE points by forward kinematics, ``RigKinematics.ee_points``;
+grippers from the vector) and the object poses — ground-truth TF from the sim, or
+``/robofollow/objects`` from perception on the rig (``object_source``). With ``frame_sync: stamp``
+(sim) a frame is scored for every state stamp of the trial, in stamp order, once both the joints
+and the objects of that stamp arrived: exactly one frame per executed row plus frame 0, as the
+headless episode records. With ``latest`` (rig) every joint state makes a frame with the newest
+objects. The last message of a trial says ``"final": true`` and carries the full results entry.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from tf2_msgs.msg import TFMessage
+from visualization_msgs.msg import MarkerArray
+
+from robofollow_ros.contract import (
+    GRIPPER_INDEX,
+    TOPIC_FRAME,
+    TOPIC_JOINT_STATES,
+    TOPIC_OBJECTS,
+    TOPIC_SCORE,
+    TOPIC_TRIAL,
+)
+from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes._params import ParameterSet, one_of
+from robofollow_ros.nodes.conversions import (
+    MessageError,
+    joint_vector,
+    objects_from_markers,
+    objects_from_transforms,
+    stamp_ns,
+)
+
+#: States kept while waiting for their partner message or for the trial to start.
+BUFFER_LIMIT = 4096
+
+Poses = tuple[dict[str, list[float]], dict[str, list[float]]]
+
+
+class StageMonitorNode(Node):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("stage_monitor_node", **kwargs)
+        params = ParameterSet(self)
+        self.object_source = params.declare(
+            "object_source", "tf", "object poses from ground-truth TF (tf, sim) or /robofollow/objects (objects)",
+            one_of("tf", "objects"))
+        self.frame_sync = params.declare(
+            "frame_sync", "stamp", "stamp: one frame per state stamp (sim lock-step); latest: per joint state (rig)",
+            one_of("stamp", "latest"))
+
+        from robofollow_ros.benchmark import default_registry
+        from robofollow_ros.sim.kinematics import RigKinematics
+
+        self.registry = default_registry()
+        self.kinematics = RigKinematics()
+        self._joints: dict[int, np.ndarray] = {}
+        self._objects: dict[int, Poses] = {}
+        self._latest_objects: Poses | None = None
+        self._monitor: Any = None
+        self._trial: dict[str, Any] = {}
+        self._last_scored = -1
+        self._end: int | None = None
+        self._finished_ids: set[str] = set()
+        self.score = self.create_publisher(String, TOPIC_SCORE, tp.LATCHED)
+        # Exactly the frames scored, so a recording (foxglove_node's MCAP) replays to the same result.
+        self.frames = self.create_publisher(String, TOPIC_FRAME, tp.FRAME_STREAM)
+        self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, tp.STATE_STREAM)
+        if self.object_source == "tf":
+            self.create_subscription(TFMessage, "/tf", self._on_tf, tp.STATE_STREAM)
+        else:
+            self.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_markers, tp.STATE_STREAM)
+        self.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def _on_joints(self, msg: JointState) -> None:
+        try:
+            vector = joint_vector(msg)
+        except MessageError as exc:
+            self.get_logger().error(str(exc), throttle_duration_sec=5.0)
+            return
+        stamp = stamp_ns(msg.header.stamp)
+        if self.frame_sync == "latest":
+            if self._monitor is not None and self._latest_objects is not None and self._end is None:
+                self._score(stamp, vector, self._latest_objects)
+            return
+        self._joints[stamp] = vector
+        self._trim(self._joints)
+        self._advance()
+
+    def _on_tf(self, msg: TFMessage) -> None:
+        for stamp, poses in objects_from_transforms(msg.transforms).items():
+            entry = self._objects.setdefault(stamp, ({}, {}))
+            for name, (position, quat) in poses.items():
+                entry[0][name], entry[1][name] = position, quat
+            self._latest_objects = entry
+        self._trim(self._objects)
+        self._advance()
+
+    def _on_markers(self, msg: MarkerArray) -> None:
+        try:
+            stamp, positions, quats = objects_from_markers(msg)
+        except MessageError as exc:
+            self.get_logger().error(str(exc), throttle_duration_sec=5.0)
+            return
+        self._objects[stamp] = self._latest_objects = (positions, quats)
+        self._trim(self._objects)
+        self._advance()
+
+    @staticmethod
+    def _trim(buffer: dict[int, Any]) -> None:
+        while len(buffer) > BUFFER_LIMIT:
+            del buffer[min(buffer)]
+
+    def _on_trial(self, msg: String) -> None:
+        try:
+            trial = tp.decode(msg.data, TOPIC_TRIAL)
+        except ValueError as exc:
+            self.get_logger().error(str(exc))
+            return
+        phase, trial_id = trial.get("phase"), str(trial.get("id"))
+        if trial_id in self._finished_ids or phase not in (tp.PHASE_RUNNING, tp.PHASE_STOPPING, tp.PHASE_SCORING):
+            return
+        if trial_id != self._trial.get("id"):
+            self._start(trial)  # also when `running` itself was missed: every phase carries the start stamp
+        if phase == tp.PHASE_SCORING and self._end is None:
+            self._end = int(trial.get("end_stamp_ns", self._last_scored))
+            if self.frame_sync == "latest":
+                self._end = self._last_scored
+        self._advance()
+
+    def _start(self, trial: dict[str, Any]) -> None:
+        from robofollow_ros.scoring.monitor import StageMonitor
+
+        self._monitor = StageMonitor(self.registry.eval_task(str(trial["task"])), self.registry)
+        self._trial, self._end = trial, None
+        start = int(trial.get("start_stamp_ns", 0))
+        self._last_scored = start - 1
+        for buffer in (self._joints, self._objects):
+            for stamp in [s for s in buffer if s < start]:
+                del buffer[stamp]
+
+    # -- scoring ---------------------------------------------------------------------------------
+    def _advance(self) -> None:
+        """Score every complete state in stamp order; finish the trial once its last row is scored."""
+        if self._monitor is None:
+            return
+        if self.frame_sync == "stamp":
+            stamps = sorted(self._joints)
+            i = bisect.bisect_right(stamps, self._last_scored)
+            for stamp in stamps[i:]:
+                if self._end is not None and stamp > self._end:
+                    break
+                objects = self._objects.get(stamp)
+                if objects is None:
+                    break  # its object poses are still on the way; keep the order
+                self._score(stamp, self._joints.pop(stamp), objects)
+                del self._objects[stamp]
+        if self._end is not None and self._last_scored >= self._end:
+            self._finish()
+
+    def _score(self, stamp: int, vector: np.ndarray, objects: Poses) -> None:
+        from robofollow_ros.scoring.frame import frame_from_dict
+
+        task = self._monitor.task
+        ee = self.kinematics.ee_points(vector, task.scene)
+        raw = {"ee_left": [float(v) for v in ee["left"]], "ee_right": [float(v) for v in ee["right"]],
+               "gripper_left": float(vector[GRIPPER_INDEX["left"]]),
+               "gripper_right": float(vector[GRIPPER_INDEX["right"]]),
+               "objects": objects[0], "object_quats": objects[1]}
+        index = self._monitor.frame_count
+        try:
+            self._monitor.update(frame_from_dict(raw, index=index))
+        except (KeyError, ValueError) as exc:
+            self.get_logger().error(f"frame at {stamp} ns not scored: {exc}", throttle_duration_sec=2.0)
+            return
+        self._last_scored = stamp
+        self.frames.publish(String(data=tp.encode({"trial": self._trial.get("id"), "task": task.task_id,
+                                                   "index": index, "frame": raw})))
+        self.score.publish(String(data=tp.encode(self._payload(final=False))))
+
+    def _payload(self, final: bool) -> dict[str, Any]:
+        live = self._monitor.live()
+        live.update(trial_id=self._trial.get("id"), final=final, frames=self._monitor.frame_count)
+        if final:
+            live["result"] = self._monitor.result() if self._monitor.frame_count else None
+        return live
+
+    def _finish(self) -> None:
+        trial_id = str(self._trial.get("id"))
+        self.score.publish(String(data=tp.encode(self._payload(final=True))))
+        self.get_logger().info(f"trial {trial_id} scored: {self._monitor.frame_count} frames")
+        self._finished_ids.add(trial_id)
+        self._monitor, self._end = None, None
+
+
+def main(args: list[str] | None = None) -> None:
+    try:
+        with rclpy.init(args=args):
+            node = StageMonitorNode()
+            rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+if __name__ == "__main__":
+    main()

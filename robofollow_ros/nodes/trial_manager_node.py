@@ -1,0 +1,314 @@
+"""trial_manager_node: runs a protocol (tasks × rounds) over the graph and writes the results.
+
+Per trial: phase ``resetting`` (the sim resets; on the rig the operator is shown the layout and
+confirms through ``/robofollow/trial/confirm_reset`` or Enter) → ``running`` → the policy node's
+``done`` after ``max_steps`` policy calls (the step budget) or a stop → ``scoring`` → the stage
+monitor's final score → recorded with ``RunWriter`` (run.json, results.json, summary.json, SQLite)
+exactly as the headless evaluator records it → ``done``. The handshake is in ``trial_protocol``.
+Services: ``start`` (run / resume), ``stop`` (end the current trial now, score it, pause),
+``next`` (end the current trial if any and go on).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from robofollow_ros.contract import (
+    SERVICE_TRIAL_NEXT,
+    SERVICE_TRIAL_START,
+    SERVICE_TRIAL_STOP,
+    TOPIC_INSTRUCTION,
+    TOPIC_SCORE,
+    TOPIC_TRIAL,
+)
+from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+
+
+def _non_negative(value: Any) -> str | None:
+    return None if isinstance(value, int | float) and value >= 0 else "must be >= 0"
+
+
+def _not_empty(value: Any) -> str | None:
+    return None if str(value).strip() else "must not be empty"
+
+
+#: Awaited nodes that never read /robofollow/trial (the arm bridge only forwards commands).
+NODES_WITHOUT_TRIAL = frozenset({"arm_bridge_node"})
+
+
+class TrialManagerNode(Node):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("trial_manager_node", **kwargs)
+        params = ParameterSet(self)
+        trials = params.declare("trials", "scene=scene1 levels=L0 limit=1 rounds=1",
+                                "trials SPEC: scene=.. levels=.. limit=.. tasks=.. rounds=..", _not_empty)
+        self.max_steps = params.declare("max_steps", 10, "policy calls per trial (the step budget)", positive)
+        self.actions_per_step = params.declare("actions_per_step", 50, "rows executed per policy call", positive)
+        output = params.declare("output", "", "new or empty run directory (default runs/ros-<UTC time>)")
+        self.policy_label = params.declare("policy_label", "", "policy SPEC recorded in run.json as the model")
+        self.rig_mode = params.declare("mode", "sim", "sim: the sim resets; rig: the operator sets up and confirms",
+                                       one_of("sim", "rig")) == "rig"
+        self.auto_start = params.declare("auto_start", True, "start the protocol as soon as the graph is up")
+        self.wait_for_nodes = params.declare("wait_for_nodes", ["sim_node", "policy_node", "stage_monitor_node"],
+                                             "nodes that must be up before the first trial")
+        self.reset_timeout_s = params.declare("reset_timeout_s", 300.0, "longest sim reset, s", positive)
+        self.score_timeout_s = params.declare("score_timeout_s", 60.0, "longest wait for the final score, s", positive)
+        self.trial_timeout_s = params.declare("trial_timeout_s", 0.0, "stop a running trial after this long, s "
+                                                                      "(0: only the step budget)", _non_negative)
+        self.confirm_with_key = params.declare("confirm_with_key", False, "rig: also accept Enter on stdin")
+        stepper = params.declare("stepper", "topp", "recorded in run.json (the sim node's stepper)")
+
+        from robofollow_ros.benchmark import default_registry
+        from robofollow_ros.evaluation.results import RunWriter
+        from robofollow_ros.nodes.trial_plan import parse_trials
+
+        self.registry = default_registry()
+        self.plan = parse_trials(trials, self.registry)
+        self.run_dir = Path(output) if output else Path("runs") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
+        arguments = {"trials": trials, "max_steps": self.max_steps, "actions_per_step": self.actions_per_step,
+                     "policy": self.policy_label, "mode": "rig" if self.rig_mode else "sim", "via": "ros"}
+        # SQLite connections belong to the thread that opened them; executor callbacks run on any thread.
+        self._results_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="results")
+        self.writer = self._on_results_thread(
+            RunWriter, self.run_dir, arguments=arguments, selected_tasks=self.plan.selected_tasks,
+            expected_trials=len(self.plan), stepper=stepper,
+            metadata_extra={"model": self.policy_label or "unknown", "runtime_graph": "ros2"})
+        self.finished = threading.Event()
+        self.index = -1
+        self.phase = tp.PHASE_IDLE
+        self.paused = not self.auto_start
+        self.trial: dict[str, Any] = {}
+        self._phase_since = time.monotonic()
+        self._policy_done: dict[str, Any] | None = None
+        self._started_wall = 0.0
+        self._confirmed = threading.Event()
+
+        self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
+        self.instruction_pub = self.create_publisher(String, TOPIC_INSTRUCTION, tp.LATCHED)
+        self.create_subscription(String, tp.TOPIC_SIM_STATUS, self._on_sim_status, tp.LATCHED)
+        self.create_subscription(String, tp.TOPIC_POLICY_STATUS, self._on_policy_status, tp.LATCHED)
+        self.create_subscription(String, TOPIC_SCORE, self._on_score, tp.LATCHED)
+        self.create_service(Trigger, SERVICE_TRIAL_START, self._srv_start)
+        self.create_service(Trigger, SERVICE_TRIAL_STOP, self._srv_stop)
+        self.create_service(Trigger, SERVICE_TRIAL_NEXT, self._srv_next)
+        self.create_service(Trigger, tp.SERVICE_CONFIRM_RESET, self._srv_confirm)
+        self.create_timer(0.05, self._tick)
+        self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan)})
+        if self.rig_mode and self.confirm_with_key:
+            threading.Thread(target=self._read_keys, daemon=True).start()
+
+    def _on_results_thread(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._results_thread.submit(function, *args, **kwargs).result()
+
+    # -- publishing ------------------------------------------------------------------------------
+    def _publish(self, extra: dict[str, Any]) -> None:
+        self.trial.update(extra)
+        self.phase = str(self.trial["phase"])
+        self._phase_since = time.monotonic()
+        self.trial_pub.publish(String(data=tp.encode(self.trial)))
+
+    def _begin_next(self) -> None:
+        self.index += 1
+        if self.index >= len(self.plan):
+            self._finish_run()
+            return
+        key = self.plan.keys[self.index]
+        task = self.registry.eval_task(key.task_id)
+        self.trial = {"id": key.trial_id, "index": self.index, "total": len(self.plan), "scene": task.scene,
+                      "level": task.level, "task": task.task_id, "round": key.round, "seed": key.seed,
+                      "instruction": task.instruction, "max_steps": self.max_steps,
+                      "actions_per_step": self.actions_per_step, "run_dir": str(self.run_dir)}
+        self._policy_done = None
+        self._started_wall = time.monotonic()
+        self.instruction_pub.publish(String(data=task.instruction))
+        self._publish({"phase": tp.PHASE_RESETTING})
+        self.get_logger().info(f"trial {self.index + 1}/{len(self.plan)}: {key.trial_id} — {task.instruction!r}")
+        if self.rig_mode:
+            self._show_operator(task, key.seed)
+
+    def _show_operator(self, task: Any, seed: int) -> None:
+        from robofollow_ros.nodes.operator_layout import write_operator_layout
+
+        path, lines = write_operator_layout(task, seed, self.run_dir / "layouts", str(self.trial["id"]))
+        self.get_logger().info(f"set up the layout shown in {path}:\n" + "\n".join(lines) +
+                               f"\nthen call {tp.SERVICE_CONFIRM_RESET}" + (" or press Enter" if
+                                                                            self.confirm_with_key else ""))
+        self._confirmed.clear()
+        self._publish({"phase": tp.PHASE_AWAITING_CONFIRM, "layout_picture": str(path)})
+
+    def _run(self, start_stamp_ns: int) -> None:
+        self._publish({"phase": tp.PHASE_RUNNING, "start_stamp_ns": int(start_stamp_ns)})
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def _decoded(self, msg: String, topic: str) -> dict[str, Any] | None:
+        try:
+            return tp.decode(msg.data, topic)
+        except ValueError as exc:  # another publisher's garbage must not stop the protocol
+            self.get_logger().error(str(exc), throttle_duration_sec=5.0)
+            return None
+
+    def _on_sim_status(self, msg: String) -> None:
+        status = self._decoded(msg, tp.TOPIC_SIM_STATUS)
+        if status is None:
+            return
+        if self.phase != tp.PHASE_RESETTING or status.get("trial_id") != self.trial.get("id"):
+            return
+        if status.get("state") == "ready":
+            self._run(int(status["stamp_ns"]))
+        elif status.get("state") == "error":
+            self._record_failure(f"sim reset failed: {status.get('error')}")
+
+    def _on_policy_status(self, msg: String) -> None:
+        status = self._decoded(msg, tp.TOPIC_POLICY_STATUS)
+        if status is None:
+            return
+        if status.get("trial_id") != self.trial.get("id") or status.get("state") != "done":
+            return
+        if self.phase in (tp.PHASE_RUNNING, tp.PHASE_STOPPING):
+            self._policy_done = status
+            self._publish({"phase": tp.PHASE_SCORING, "end_stamp_ns": int(status["last_stamp_ns"])})
+
+    def _on_score(self, msg: String) -> None:
+        score = self._decoded(msg, TOPIC_SCORE)
+        if score is None:
+            return
+        if self.phase != tp.PHASE_SCORING or not score.get("final") or score.get("trial_id") != self.trial.get("id"):
+            return
+        if score.get("result") is None:
+            self._record_failure("the stage monitor scored no frame")
+            return
+        self._record(dict(score["result"]))
+
+    # -- recording -------------------------------------------------------------------------------
+    def _record(self, result: dict[str, Any]) -> None:
+        from robofollow_ros.evaluation.episode import fail_result
+
+        done = self._policy_done or {}
+        result["policy_steps"] = int(done.get("steps", 0))
+        result["wall_s"] = round(time.monotonic() - self._started_wall, 3)
+        if done.get("error"):
+            result = fail_result(result, str(done["error"]), str(done.get("error_detail", "")))
+        key = self.plan.keys[self.index]
+        self._on_results_thread(self.writer.record_trial, result, task=self.registry.eval_task(key.task_id),
+                                round_index=key.round, seed=key.seed)
+        self.get_logger().info(f"{key.trial_id}: IS {result['intent_score']:.2f} ES {result['exec_score']:.2f} "
+                               f"complete {result['completion_ok']}")
+        self._publish({"phase": tp.PHASE_DONE, "intent": result["intent_score"], "exec": result["exec_score"],
+                       "complete": result["completion_ok"], "error": result.get("policy_error")})
+
+    def _record_failure(self, error: str) -> None:
+        from robofollow_ros.evaluation.episode import fail_result
+
+        task = self.registry.eval_task(str(self.trial["task"]))
+        empty = {"task": task.task_id, "instruction": task.instruction, "intent_ok": False, "intent_msg": error,
+                 "exec_ok": False, "exec_msg": error, "completion_ok": False, "intent_score": 0.0,
+                 "exec_score": 0.0, "phases": []}
+        self.get_logger().error(f"trial {self.trial['id']} failed: {error}")
+        self._policy_done = {**(self._policy_done or {}), "error": error}
+        self._record(fail_result(empty, error))
+
+    def _finish_run(self) -> None:
+        self._on_results_thread(self.writer.complete)
+        self._publish({"phase": tp.PHASE_FINISHED, "run_dir": str(self.run_dir)})
+        self.get_logger().info(f"all {len(self.plan)} trials done; results in {self.run_dir}")
+        self.finished.set()
+
+    # -- the state machine -----------------------------------------------------------------------
+    def _graph_ready(self) -> bool:
+        """Every awaited node is up and, where it follows the trial, its trial subscription is discovered.
+
+        A node's name shows before its endpoints are matched; a recorder or scorer that joined after
+        the first rows would miss them, so the nodes that read ``/robofollow/trial`` must be seen on it.
+        """
+        names = set(self.get_node_names())
+        readers = {info.node_name for info in self.get_subscriptions_info_by_topic(TOPIC_TRIAL)}
+        return all(n in names and (n in readers or n in NODES_WITHOUT_TRIAL) for n in self.wait_for_nodes)
+
+    def _tick(self) -> None:
+        waited = time.monotonic() - self._phase_since
+        if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.finished.is_set():
+            if self.phase == tp.PHASE_DONE or self._graph_ready():
+                self._begin_next()
+        elif self.phase == tp.PHASE_RESETTING and not self.rig_mode and waited > self.reset_timeout_s:
+            self._record_failure(f"the sim did not reset within {self.reset_timeout_s} s")
+        elif self.phase == tp.PHASE_AWAITING_CONFIRM and self._confirmed.is_set():
+            self._run(self.get_clock().now().nanoseconds)
+        elif self.phase == tp.PHASE_RUNNING and self.trial_timeout_s and waited > self.trial_timeout_s:
+            self.get_logger().warning(f"trial {self.trial['id']} ran {self.trial_timeout_s} s; stopping it")
+            self._publish({"phase": tp.PHASE_STOPPING})
+        elif self.phase == tp.PHASE_SCORING and waited > self.score_timeout_s:
+            self._record_failure(f"no final score within {self.score_timeout_s} s")
+
+    def _read_keys(self) -> None:
+        for _line in sys.stdin:
+            if self.phase == tp.PHASE_AWAITING_CONFIRM:
+                self._confirmed.set()
+
+    # -- services --------------------------------------------------------------------------------
+    def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        self.paused = False
+        res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; running the protocol"
+        return res
+
+    def _srv_stop(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        self.paused = True
+        if self.phase == tp.PHASE_RUNNING:
+            self._publish({"phase": tp.PHASE_STOPPING})
+            res.success, res.message = True, f"stopping trial {self.trial['id']}; paused after it"
+        else:
+            res.success, res.message = True, f"phase {self.phase}; paused"
+        return res
+
+    def _srv_next(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        if self.phase == tp.PHASE_RUNNING:
+            self._publish({"phase": tp.PHASE_STOPPING})
+        self.paused = False
+        res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; going on to the next trial"
+        return res
+
+    def _srv_confirm(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        if self.phase != tp.PHASE_AWAITING_CONFIRM:
+            res.success, res.message = False, f"nothing to confirm in phase {self.phase}"
+            return res
+        self._confirmed.set()
+        res.success, res.message = True, f"layout of {self.trial['id']} confirmed; starting"
+        return res
+
+    def summary(self) -> dict[str, Any]:
+        return dict(self._on_results_thread(self.writer.summary))
+
+    def destroy_node(self) -> None:
+        if hasattr(self, "writer") and self.writer.run["status"] == "running":
+            self._on_results_thread(self.writer.fail, "interrupted before all trials ran")
+        if hasattr(self, "_results_thread"):
+            self._results_thread.shutdown()
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> None:
+    try:
+        with rclpy.init(args=args):
+            node = TrialManagerNode()
+            try:
+                while rclpy.ok() and not node.finished.is_set():
+                    rclpy.spin_once(node, timeout_sec=0.1)
+            finally:
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+if __name__ == "__main__":
+    main()

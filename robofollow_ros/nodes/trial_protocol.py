@@ -1,0 +1,74 @@
+"""How the nodes hand one trial to each other: the trial JSON, the status topics and their QoS.
+
+The handshake keeps the ROS trial step-for-step equal to the headless episode
+(``evaluation/episode.py``):
+
+1. trial_manager publishes ``/robofollow/trial`` phase ``resetting`` (task, seed, budget).
+2. sim_node rebuilds the world, publishes the state at sim time S0 (joint states, TF, objects,
+   cameras) and then ``/robofollow/sim/status`` ``{"trial_id", "state": "ready", "stamp_ns": S0}``.
+   On the rig, the operator sets the layout up and confirms instead (phase ``awaiting_confirm``).
+3. trial_manager publishes phase ``running`` with ``start_stamp_ns`` = S0.
+4. policy_node: ``reset`` → ``set_instruction`` → up to ``max_steps`` × (observation at the latest
+   state → ``predict`` → first ``actions_per_step`` rows). In lock-step (sim) it sends a row only
+   after the state that follows the previous row arrived; sim_node executes each command as one row
+   and publishes the state with a new, strictly later stamp. Then it publishes
+   ``/robofollow/policy/status`` ``{"trial_id", "state": "done", "steps", "rows", "last_stamp_ns",
+   "error"}``.
+5. trial_manager publishes phase ``scoring`` with ``end_stamp_ns``; stage_monitor_node scores one
+   frame per state stamp in [S0, end] and publishes the final ``/robofollow/score`` (``"final": true``,
+   with the full results entry under ``"result"``); trial_manager records it (phase ``done``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+TOPIC_SIM_STATUS = "/robofollow/sim/status"
+TOPIC_POLICY_STATUS = "/robofollow/policy/status"
+TOPIC_CLOCK = "/clock"
+SERVICE_CONFIRM_RESET = "/robofollow/trial/confirm_reset"
+#: sim_node renders and publishes the cameras at the current state (policy_node, before ``predict``).
+SERVICE_SIM_RENDER = "/robofollow/sim/render"
+
+PHASE_IDLE = "idle"
+PHASE_RESETTING = "resetting"
+PHASE_AWAITING_CONFIRM = "awaiting_confirm"
+PHASE_RUNNING = "running"
+PHASE_STOPPING = "stopping"
+PHASE_SCORING = "scoring"
+PHASE_DONE = "done"
+PHASE_FINISHED = "finished"
+PHASES = (PHASE_IDLE, PHASE_RESETTING, PHASE_AWAITING_CONFIRM, PHASE_RUNNING, PHASE_STOPPING, PHASE_SCORING,
+          PHASE_DONE, PHASE_FINISHED)
+
+#: Latched state (trial, statuses, instruction): a node that starts late still learns the current one.
+#: Depth 10, not 1: with keep-last reliability a writer may drop a sample a reader has not acknowledged
+#: yet, and a quick ``running`` → ``scoring`` must not lose ``running``.
+LATCHED = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                     history=HistoryPolicy.KEEP_LAST)
+#: Per-row state in lock-step: every sample must reach the scorer, so reliable and deep.
+STATE_STREAM = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                          durability=DurabilityPolicy.VOLATILE, history=HistoryPolicy.KEEP_LAST)
+
+#: Scored frames: a recorder that matched late (its own process, slow discovery) still gets the whole
+#: trial from the writer's history, so every recording replays exactly (a trial has at most 501 frames).
+FRAME_STREAM = QoSProfile(depth=1024, reliability=ReliabilityPolicy.RELIABLE,
+                          durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
+
+
+def encode(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, allow_nan=False)
+
+
+def decode(text: str, what: str) -> dict[str, Any]:
+    """A JSON object from a String message; anything else is a clear error naming the topic."""
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what}: not JSON ({exc})") from None
+    if not isinstance(payload, dict):
+        raise ValueError(f"{what}: expected a JSON object, got {type(payload).__name__}")
+    return payload

@@ -1,0 +1,125 @@
+"""``robofollow bringup`` as a user runs it: a real subprocess over DDS in its own domain. It runs the
+trials and prints the table, rejects bad input with exit 2 before starting anything, and stops
+cleanly on SIGTERM (in one process) and on SIGINT (one process per node), leaving a failed run.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
+TASK = "L0_pickup_red_cylinder"
+
+
+def _run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    # test/ on the path so that policy SPECs like ``test_node_policy:broken`` import in the subprocess
+    test_dir = str(Path(__file__).resolve().parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (test_dir, os.environ.get("PYTHONPATH")) if p))
+    # port 0: the live Foxglove server takes a free port, so tests never collide with a running viewer
+    return subprocess.run([*ROBOFOLLOW, "bringup", *args, "--foxglove-port", "0"], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _results(run_dir: Path) -> list:  # type: ignore[type-arg]
+    path = run_dir / "results.json"
+    try:
+        return json.loads(path.read_text()) if path.is_file() else []
+    except json.JSONDecodeError:
+        return []
+
+
+@pytest.mark.parametrize("mode", [[], ["--processes"]], ids=["one-process", "process-per-node"])
+def test_bringup_sim_runs_the_trials_and_prints_the_table(tmp_path, mode):
+    out = tmp_path / "run"
+    done = _run("sim", *mode, "--no-render", "--trials", f"tasks={TASK} rounds=2", "--max-steps", "2",
+                "--output", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "hold over ROS" in done.stdout and "S2" in done.stdout
+    results = _results(out)
+    assert [r["round"] for r in results] == [1, 2] and all(r["policy_steps"] == 2 for r in results)
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    # foxglove_node recorded every trial; each recording re-scores to the result the live trial produced
+    recordings = sorted((out / "mcap").glob("*.mcap"))
+    assert len(recordings) == 2
+    for path, live in zip(recordings, results, strict=True):
+        replay = subprocess.run([*ROBOFOLLOW, "replay", str(path), "--json"], capture_output=True, text=True,
+                                timeout=120)
+        assert replay.returncode == 0, replay.stderr
+        replayed = json.loads(replay.stdout)["result"]
+        assert (replayed["task"], replayed["intent_score"], replayed["exec_score"], replayed["frames"]) == (
+            live["task"], live["intent_score"], live["exec_score"], live["frames"])
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--trials", "colour=red"], ["trials", "colour=red"]),
+    (["--trials", "tasks=no_such_task"], ["no_such_task"]),
+    (["--policy", "no_such_policy"], ["no_such_policy"]),
+    (["--max-steps", "0"], ["--max-steps", "0"]),
+    (["--profile", "/nonexistent/profile.yaml"], ["/nonexistent/profile.yaml"]),
+])
+def test_bad_input_exits_2_with_the_field_named(tmp_path, args, words):
+    done = _run("sim", "--output", str(tmp_path / "run"), *args, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    for word in words:
+        assert word in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_failing_policy_fails_its_trials_and_is_listed(tmp_path):
+    done = _run("sim", "--no-render", "--policy", "test_node_policy:broken", "--trials", f"tasks={TASK}",
+                "--max-steps", "2", "--output", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"failed trial {TASK} r1: RuntimeError: model exploded" in done.stdout
+    assert _results(tmp_path / "run")[0]["intent_score"] == 0.0
+
+
+def test_non_empty_output_is_refused(tmp_path):
+    (tmp_path / "old.txt").write_text("keep me")
+    done = _run("sim", "--output", str(tmp_path), timeout=60)
+    assert done.returncode == 2 and "not an empty directory" in done.stderr
+    assert (tmp_path / "old.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize(("mode", "sig"), [([], signal.SIGTERM), (["--processes"], signal.SIGINT)])
+def test_signal_stops_the_graph_cleanly_and_marks_the_run_interrupted(tmp_path, mode, sig):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*ROBOFOLLOW, "bringup", "sim", *mode, "--no-render", "--no-foxglove", "--trials",
+                             f"tasks={TASK} rounds=3", "--max-steps", "1000000", "--output", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+                            start_new_session=True)
+    lines: list[str] = []
+    running = threading.Event()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "reset to L0_pickup_red_cylinder" in line:
+                running.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert running.wait(timeout=120), "".join(lines[-30:])
+        proc.send_signal(sig)
+        assert proc.stdout is not None
+        stdout = proc.stdout.read()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    reader.join(timeout=10)
+    assert proc.returncode == 128 + sig, "".join(lines[-30:])
+    assert f"stopped by signal {int(sig)}" in stdout
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "failed" and "interrupted" in run["error"]
+    assert _results(out) == []  # the endless first trial was never scored
+    assert "Traceback" not in "".join(lines)

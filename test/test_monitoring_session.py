@@ -1,0 +1,106 @@
+"""LiveSession: one MCAP per trial from message streams, without rclpy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import foxglove
+from foxglove.messages import FrameTransform, FrameTransforms
+
+from robofollow_ros.monitoring.channels import TrialChannels
+from robofollow_ros.monitoring.replay import read_recording, rescore
+from robofollow_ros.monitoring.session import LiveSession
+from robofollow_ros.scoring.frame import frame_from_dict
+from robofollow_ros.scoring.monitor import StageMonitor
+from robofollow_ros.scoring.synthetic import Puppet
+
+TASK = "L0_pickup_yellow_block_1_left"
+
+
+def _trial(session: LiveSession, trial_id: str, run_dir: Path, registry: Any) -> dict[str, Any]:
+    task = registry.eval_task(TASK)
+    session.on_trial({"id": trial_id, "task": TASK, "phase": "resetting", "run_dir": str(run_dir)})
+    session.on_trial({"id": trial_id, "task": TASK, "phase": "running", "run_dir": str(run_dir)})
+    monitor = StageMonitor(task)
+    for i, raw in enumerate(f.to_dict() for f in Puppet(task).pick("left", "yellow_block_1").frames):
+        session.on_frame({"trial": trial_id, "task": TASK, "index": i, "frame": raw})
+        monitor.update(frame_from_dict(raw, i))
+        session.on_score(monitor.live())
+    result = monitor.result()
+    session.on_score({**monitor.live(), "final": True, "trial_id": trial_id, "result": result})
+    return result
+
+
+def test_each_trial_gets_its_own_file_with_static_tf_and_result(tmp_path: Path, registry: Any) -> None:
+    session = LiveSession(TrialChannels(foxglove.Context()), registry=registry)
+    session.on_static_transforms(FrameTransforms(transforms=[FrameTransform(parent_frame_id="world",
+                                                                            child_frame_id="left_base")]))
+    first = _trial(session, "t1", tmp_path, registry)
+    second = _trial(session, "t2", tmp_path, registry)  # a new id closes t1's file
+    session.on_trial({"id": "t2", "task": TASK, "phase": "done"})
+    assert session._writer is None
+    for name, expected in (("t1", first), ("t2", second)):
+        rec = read_recording(tmp_path / "mcap" / f"{name}.mcap")
+        assert rec.truncated is None and rec.trial == name
+        assert rec.topics["/tf"] == len(rec.frames) + 1  # per-frame transforms + the static ones, in each file
+        assert rec.live_result == expected and rescore(rec) == expected
+        assert rec.topics["/robofollow/trial"] >= 2
+
+
+def test_forced_directory_and_recording_off(tmp_path: Path, registry: Any) -> None:
+    forced = LiveSession(TrialChannels(foxglove.Context()), record_dir=tmp_path / "forced", registry=registry)
+    _trial(forced, "t1", tmp_path / "run", registry)
+    forced.close()
+    assert (tmp_path / "forced" / "t1.mcap").is_file() and not (tmp_path / "run").exists()
+    off = LiveSession(TrialChannels(foxglove.Context()), record=False, registry=registry)
+    _trial(off, "t1", tmp_path / "off", registry)
+    off.close()
+    assert not (tmp_path / "off").exists()
+
+
+def test_unknown_task_still_records_but_warns(tmp_path: Path, registry: Any) -> None:
+    session = LiveSession(TrialChannels(foxglove.Context()), record_dir=tmp_path, registry=registry)
+    session.on_trial({"id": "x", "task": "no_such_task", "phase": "running"})
+    session.close()
+    rec = read_recording(tmp_path / "x.mcap")
+    assert rec.topics["/robofollow/log"] >= 1 and rec.task == "no_such_task"
+
+
+def test_streams_out_of_order_across_topics_still_give_complete_recordings(tmp_path: Path, registry: Any) -> None:
+    """A separate-process recorder can see the next trial start before this trial's tail, and frames
+    before their trial's state: every recording must still hold exactly its own trial."""
+    task = registry.eval_task(TASK)
+    session = LiveSession(TrialChannels(foxglove.Context()), registry=registry)
+    trials = {}
+    for trial_id in ("t1", "t2"):
+        monitor = StageMonitor(task)
+        msgs = []
+        for i, raw in enumerate(f.to_dict() for f in Puppet(task).pick("left", "yellow_block_1").frames):
+            monitor.update(frame_from_dict(raw, i))
+            msgs.append({"trial": trial_id, "task": TASK, "index": i, "frame": raw})
+        final = {**monitor.live(), "final": True, "trial_id": trial_id, "frames": monitor.frame_count,
+                 "result": monitor.result()}
+        trials[trial_id] = (msgs, final)
+    state = {"task": TASK, "run_dir": str(tmp_path)}
+    t1_frames, t1_final = trials["t1"]
+    t2_frames, t2_final = trials["t2"]
+    session.on_frame(t1_frames[0])  # a frame before its trial's state
+    session.on_trial({**state, "id": "t1", "phase": "running"})
+    for msg in t1_frames[1:-3]:
+        session.on_frame(msg)
+    session.on_trial({**state, "id": "t1", "phase": "done"})
+    session.on_trial({**state, "id": "t2", "phase": "running"})  # next trial before t1's tail
+    session.on_frame(t2_frames[0])
+    for msg in t1_frames[-3:]:
+        session.on_frame(msg)
+    session.on_score(t1_final)  # t1 complete: t2 starts from what was held
+    for msg in t2_frames[1:]:
+        session.on_frame(msg)
+    session.on_score(t2_final)
+    session.on_trial({**state, "id": "t2", "phase": "done"})
+    assert session._writer is None
+    for name, (msgs, final) in trials.items():
+        rec = read_recording(tmp_path / "mcap" / f"{name}.mcap")
+        assert rec.trial == name and len(rec.frames) == len(msgs)
+        assert rec.live_result == final["result"] and rescore(rec) == final["result"]

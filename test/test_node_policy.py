@@ -1,0 +1,194 @@
+"""policy_node against a stand-in for the robot side: lock-step row pacing and the privileged observation,
+a failing policy failing only its trial, and holding when joint states go stale at the control rate."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+
+from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes.conversions import joint_state_msg, joint_vector, object_markers_msg, stamp_ns
+from robofollow_ros.nodes.policy_node import PolicyNode
+from ros_harness import RosHarness
+
+SEEN: list[dict[str, Any]] = []
+
+
+class Recorder:
+    """Remembers every observation; answers 3 rows that nudge joint 1."""
+
+    def reset(self) -> None:
+        SEEN.clear()
+
+    def set_instruction(self, text: str) -> None:
+        pass
+
+    def predict(self, obs: dict[str, Any]) -> np.ndarray:
+        SEEN.append(obs)
+        vector = np.asarray(obs["joint_action"]["vector"], dtype=np.float32)
+        return np.stack([vector + 0.01 * (k + 1) for k in range(3)])
+
+
+class Broken:
+    def reset(self) -> None:
+        pass
+
+    def set_instruction(self, text: str) -> None:
+        pass
+
+    def predict(self, obs: dict[str, Any]) -> Any:
+        raise RuntimeError("model exploded")
+
+
+RELEASE_SLOW = threading.Event()
+
+
+class Slow:
+    """A model that takes its time on the second call, until the test lets it answer."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reset(self) -> None:
+        self.calls = 0
+
+    def set_instruction(self, text: str) -> None:
+        pass
+
+    def predict(self, obs: dict[str, Any]) -> np.ndarray:
+        self.calls += 1
+        if self.calls == 2:
+            RELEASE_SLOW.wait(timeout=30)
+        vector = np.asarray(obs["joint_action"]["vector"], dtype=np.float32)
+        return np.stack([vector + np.float32(0.01 * (k + 1)) for k in range(2)])
+
+
+def slow() -> Slow:
+    return Slow()
+
+
+def recorder() -> Recorder:
+    return Recorder()
+
+
+def broken() -> Broken:
+    return Broken()
+
+
+def _trial(trial_id: str, max_steps: int, per_step: int) -> String:
+    return String(data=tp.encode({"id": trial_id, "phase": "running", "task": "L0_pickup_red_cylinder",
+                                  "instruction": "pick it", "max_steps": max_steps, "actions_per_step": per_step,
+                                  "start_stamp_ns": 1000}))
+
+
+@pytest.fixture
+def robot():  # type: ignore[no-untyped-def]
+    """A fake lock-step sim: every command is answered with objects, then joint states, one stamp later."""
+    with RosHarness() as ros:
+        side = ros.node("fake_sim")
+        got: dict[str, list] = {"commands": [], "status": []}
+        answer_first = [10**9]  # commands answered before the fake sim falls silent
+        joints = side.create_publisher(JointState, "/joint_states", tp.STATE_STREAM)
+        objects = side.create_publisher(type(object_markers_msg({}, 0)), "/robofollow/objects", tp.STATE_STREAM)
+        trial = side.create_publisher(String, "/robofollow/trial", tp.LATCHED)
+        stamp = [1000]
+
+        def publish_state(vector: np.ndarray) -> None:
+            poses = {"cube": ([0.1, -0.05, 0.76 + stamp[0] * 1e-9], [1.0, 0.0, 0.0, 0.0])}
+            objects.publish(object_markers_msg(poses, stamp[0]))
+            joints.publish(joint_state_msg(vector, stamp[0]))
+
+        def on_command(msg: JointState) -> None:
+            got["commands"].append(msg)
+            if len(got["commands"]) > answer_first[0]:
+                ros.notify()
+                return
+            stamp[0] += 4_000_000
+            publish_state(joint_vector(msg))
+            ros.notify()
+
+        side.create_subscription(JointState, "/robofollow/joint_command", on_command, tp.STATE_STREAM)
+        side.create_subscription(String, tp.TOPIC_POLICY_STATUS, ros.collector(got["status"]), tp.LATCHED)
+        got["answer_first"] = answer_first
+        yield ros, got, trial, publish_state
+
+
+def _done(got):  # type: ignore[no-untyped-def]
+    states = [json.loads(m.data) for m in got["status"]]
+    return next((s for s in states if s["state"] == "done"), None)
+
+
+def test_lockstep_sends_each_row_after_the_previous_state_and_adds_privileged_obs(robot):
+    ros, got, trial, publish_state = robot
+    ros.add(PolicyNode(context=ros.context, parameter_overrides=[
+        Parameter("policy", value="test_node_policy:recorder")]))
+    trial.publish(_trial("t1", max_steps=2, per_step=2))
+    ros.wait_for(lambda: publish_state(np.zeros(14)) or bool(SEEN), what="first predict")
+    ros.wait_for(lambda: _done(got) is not None, what="policy done")
+    done = _done(got)
+    assert (done["steps"], done["rows"], done["error"]) == (2, 4, None)
+    assert len(got["commands"]) == 4  # only the first actions_per_step rows of each chunk
+    first, second = SEEN
+    assert first["instruction"] == "pick it"
+    assert first["privileged"]["task_id"] == "L0_pickup_red_cylinder"
+    assert set(first["privileged"]["objects"]) == {"cube"}
+    assert first["privileged"]["object_quats"]["cube"] == [1.0, 0.0, 0.0, 0.0]
+    assert first["observation"]["head_camera"]["rgb"] is None  # no camera in this graph
+    # the second observation is the state after row 2, with the objects of that very stamp
+    np.testing.assert_allclose(second["joint_action"]["vector"][0], 0.02, atol=1e-6)
+    assert second["privileged"]["objects"]["cube"][2] == pytest.approx(0.76 + (1000 + 2 * 4_000_000) * 1e-9, abs=1e-12)
+    assert done["last_stamp_ns"] == stamp_ns(got["commands"][-1].header.stamp) + 4_000_000
+
+
+def test_a_raising_policy_fails_its_trial_with_the_reason(robot):
+    ros, got, trial, publish_state = robot
+    ros.add(PolicyNode(context=ros.context, parameter_overrides=[Parameter("policy", value="test_node_policy:broken")]))
+    trial.publish(_trial("t2", max_steps=3, per_step=2))
+    ros.wait_for(lambda: publish_state(np.zeros(14)) or _done(got) is not None, what="policy done")
+    done = _done(got)
+    assert done["steps"] == 0 and "model exploded" in done["error"] and not got["commands"]
+
+
+def test_rate_mode_holds_the_measured_position_when_joint_states_go_stale(robot):
+    ros, got, trial, publish_state = robot
+    ros.add(PolicyNode(context=ros.context, parameter_overrides=[
+        Parameter("mode", value="rate"), Parameter("stale_s", value=1.0), Parameter("privileged", value=False),
+        Parameter("control_hz", value=100.0)]))
+    measured = np.full(14, 0.25)
+    got["answer_first"][0] = 20  # the fake sim answers 20 commands with states, then falls silent
+    trial.publish(_trial("t3", max_steps=100000, per_step=5))
+    ros.wait_for(lambda: publish_state(measured) or len(got["commands"]) > 0, what="first command")
+    ros.wait_for(lambda: _done(got) is not None, timeout=30, what="stale hold")
+    done = _done(got)
+    assert "stale" in done["error"]
+    assert len(got["commands"]) > 20
+    hold = joint_vector(got["commands"][-1])
+    np.testing.assert_allclose(hold, joint_vector(got["commands"][19]))  # the last measured vector
+
+
+def test_rate_mode_holds_while_the_policy_is_stale(robot):
+    ros, got, trial, publish_state = robot
+    RELEASE_SLOW.clear()
+    ros.add(PolicyNode(context=ros.context, parameter_overrides=[
+        Parameter("policy", value="test_node_policy:slow"), Parameter("mode", value="rate"),
+        Parameter("privileged", value=False), Parameter("control_hz", value=100.0), Parameter("stale_s", value=5.0),
+        Parameter("policy_stale_s", value=0.5)]))
+    measured = np.full(14, 0.3)
+    trial.publish(_trial("t4", max_steps=2, per_step=2))
+    # the fake arm reports `measured` until the first command, then the state each command leads to
+    ros.wait_for(lambda: (not got["commands"] and publish_state(measured)) or len(got["commands"]) >= 3,
+                 timeout=30, what="two rows, then a hold while the second predict hangs")
+    sent = [joint_vector(c) for c in got["commands"]]
+    # rows always differ; a command equal to the one before it is the hold of the state that row reached
+    assert any(np.array_equal(sent[i], sent[i - 1]) for i in range(1, len(sent)))
+    assert _done(got) is None  # the trial goes on: a slow model is held, not failed
+    RELEASE_SLOW.set()
+    ros.wait_for(lambda: publish_state(measured) or _done(got) is not None, timeout=30, what="policy done")
+    assert _done(got)["error"] is None and _done(got)["rows"] == 4

@@ -1,0 +1,39 @@
+"""``robofollow perception eval``: perception watched against SAPIEN's ground truth while the oracle plays."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from robofollow_ros.cli import main
+
+
+def test_eval_reports_accuracy_identity_speed_and_oracle_agreement(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["perception", "eval", "--scene", "scene3", "--rounds", "1", "--max-trials", "1", "--every", "2",
+                 "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for key in ("median_position_error_m", "p95_position_error_m", "identity_accuracy", "frames",
+                "frames_per_second"):
+        assert report[key] is not None, key
+    assert report["frames"] >= 3  # the settled layout, then frames while the arm moves
+    assert report["identity_checks"] >= 6 * report["frames"] - 6  # (almost) every object visible every frame
+    assert report["median_position_error_m"] < 0.01 and report["p95_position_error_m"] < 0.02
+    assert report["identity_accuracy"] >= 0.99
+    assert report["trials"] == 1 and report["oracle_agreement"] == 1.0
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--scene", "scene9"], "--scene: expected one of all, scene1, scene2, scene3, scene4, got 'scene9'"),
+    (["--rounds", "0"], "--rounds: must be >= 1, got 0"),
+    (["--rounds", "11"], "--rounds: the benchmark has 10 rounds, got 11"),
+    (["--every", "0"], "--every: must be >= 1, got 0"),
+    (["--static", "--oracle-agreement"], "--oracle-agreement: needs a policy"),
+    (["--policy", "no_such_policy_spec"], "--policy"),
+    (["--calibration", "/no/such/dir"], "--calibration: calibration file: /no/such/dir/head.yaml does not exist"),
+])
+def test_bad_input_exits_2_naming_the_field(argv: list[str], message: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["perception", "eval", *argv]) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,145 @@
+"""`robofollow eval --record` writes one MCAP per trial; `robofollow replay` re-scores it to the live result,
+also from a file cut short by truncation or by SIGKILL of the recording process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from robofollow_ros.monitoring.replay import RecordingError, comparable, read_recording, rescore
+from robofollow_ros.scoring.frame import frame_from_dict
+from robofollow_ros.scoring.monitor import score_trajectory
+
+ROBOFOLLOW = str(Path(sys.executable).with_name("robofollow"))
+TASKS = ("L0_place_yellow_block_1_behind_red_cylinder", "L0_stack_left_cube_on_red_cylinder")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ROBOFOLLOW, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("eval") / "run"
+    proc = _cli("eval", "--policy", "oracle", "--tasks", ",".join(TASKS), "--rounds", "1", "--max-steps", "2",
+                "--actions-per-step", "12", "--output", str(out), "--record")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _entries(run_dir: Path) -> dict[str, dict[str, Any]]:
+    results = json.loads((run_dir / "results.json").read_text())
+    entries = results if isinstance(results, list) else results.get("results", results.get("trials", []))
+    return {f"{e['task']}_r{e['round']}_s{e['seed']}": e for e in entries}
+
+
+def test_every_trial_is_recorded_and_replays_to_the_results_entry(run_dir: Path) -> None:
+    entries = _entries(run_dir)
+    assert len(entries) == len(TASKS)
+    for trial, entry in entries.items():
+        path = run_dir / "mcap" / f"{trial}.mcap"
+        proc = _cli("replay", str(path), "--json")
+        assert proc.returncode == 0, proc.stderr
+        replay = json.loads(proc.stdout)
+        assert replay["trial"] == trial and replay["task"] == entry["task"] and replay["truncated"] is None
+        assert replay["frames"] == entry["frames"]
+        assert replay["matches_live"] is True
+        assert comparable(replay["result"]) == {k: v for k, v in comparable(entry).items() if k in replay["result"]}
+        assert replay["result"]["intent_score"] == entry["intent_score"]
+
+
+def test_recording_holds_cameras_scene_and_trial_phases(run_dir: Path) -> None:
+    path = next((run_dir / "mcap").glob("*.mcap"))
+    rec = read_recording(path)
+    assert rec.topics["/cameras/head/compressed"] >= 1 and rec.topics["/robofollow/scene"] == len(rec.frames)
+    assert rec.topics["/robofollow/trial"] == 2 and rec.topics["/robofollow/result"] == 1
+
+
+def test_plain_output_names_scores_and_match(run_dir: Path) -> None:
+    path = next((run_dir / "mcap").glob("*.mcap"))
+    proc = _cli("replay", str(path))
+    assert proc.returncode == 0 and "live result recorded: matches the replay" in proc.stdout
+    assert "stage1_" in proc.stdout
+
+
+def test_truncated_file_replays_the_frames_before_the_cut(run_dir: Path, tmp_path: Path) -> None:
+    path = run_dir / "mcap" / f"{next(iter(_entries(run_dir)))}.mcap"
+    data = path.read_bytes()
+    full = read_recording(path)
+    seen_partial = False
+    for fraction in (0.35, 0.6, 0.85, 0.999):
+        cut = tmp_path / f"cut_{fraction}.mcap"
+        cut.write_bytes(data[: int(len(data) * fraction)])
+        rec = read_recording(cut)
+        assert rec.truncated is not None
+        assert rec.frames == full.frames[: len(rec.frames)]
+        if len(rec.frames) < len(full.frames):
+            assert rec.live_result is None  # the result comes last: a cut before it loses it
+        if rec.frames:
+            seen_partial = seen_partial or len(rec.frames) < len(full.frames)
+            frames = [frame_from_dict(f, i) for i, f in enumerate(rec.frames)]
+            assert rescore(rec) == score_trajectory(rec.task, frames)  # type: ignore[arg-type]
+    assert seen_partial
+
+
+def test_recording_killed_mid_trial_still_replays(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from robofollow_ros.monitoring.recorder import TrialRecorder\n"
+        "from robofollow_ros.scoring.synthetic import Puppet\n"
+        "from robofollow_ros.benchmark import default_registry\n"
+        f"task = default_registry().eval_task({TASKS[0]!r})\n"
+        "frames = [f.to_dict() for f in Puppet(task).pick('right', 'yellow_block_1').frames]\n"
+        "observer = TrialRecorder(Path(sys.argv[1])).for_trial('killed')\n"
+        "observer.on_start(task, 1, None)\n"
+        "i = 0\n"
+        "while True:\n"
+        "    observer.on_frame(i, frames[min(i, len(frames) - 1)], {'task': task.task_id, 'frame': i, 'stages': {}})\n"
+        "    i += 1\n"
+    )
+    path = tmp_path / "killed.mcap"
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (path.exists() and path.stat().st_size > 200_000):  # a few chunks on disk, trial still going
+            assert proc.poll() is None, "recorder exited early"
+            assert time.monotonic() < deadline, "recording did not grow"
+            time.sleep(0.05)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    rec = read_recording(path)
+    assert rec.truncated is not None and len(rec.frames) > 100 and rec.live_result is None
+    out = _cli("replay", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    replay = json.loads(out.stdout)
+    assert replay["frames"] == len(rec.frames) and replay["truncated"] and replay["matches_live"] is None
+    assert replay["result"]["frames"] == len(rec.frames)
+
+
+def test_bad_files_exit_2_naming_the_problem(tmp_path: Path) -> None:
+    missing = _cli("replay", str(tmp_path / "nope.mcap"))
+    assert missing.returncode == 2 and "nope.mcap: no such file" in missing.stderr
+    junk = tmp_path / "junk.mcap"
+    junk.write_bytes(b"not an mcap at all")
+    bad = _cli("replay", str(junk))
+    assert bad.returncode == 2 and "not an MCAP recording" in bad.stderr and "Traceback" not in bad.stderr
+    with pytest.raises(RecordingError, match="no trial state or scorer frame"):
+        rescore(read_recording(_empty_recording(tmp_path)))
+
+
+def _empty_recording(tmp_path: Path) -> Path:
+    import foxglove
+
+    path = tmp_path / "empty.mcap"
+    foxglove.open_mcap(path, context=foxglove.Context()).close()
+    return path
