@@ -1,5 +1,5 @@
 # robofollow_ros — the two commands at the top of the README, and their helpers.
-#   make demo   set up, then run the main job
+#   make demo   set up, then run the main job (sim-in-the-loop dry run over ROS, then the mirage)
 #   make test   set up, then run the whole test suite (CI runs exactly this)
 PY := .venv/bin/python
 ROBOFOLLOW := .venv/bin/robofollow
@@ -13,8 +13,7 @@ test: setup
 	$(PY) -m pytest -q
 
 demo: setup
-	$(ROBOFOLLOW) doctor
-	$(ROBOFOLLOW) tasks summary
+	$(ROBOFOLLOW) demo
 
 lint: setup
 	.venv/bin/ruff check robofollow_ros test bench

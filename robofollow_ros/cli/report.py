@@ -45,10 +45,10 @@ def _report(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"run": table, "models": models, "png": None if args.no_plot else str(png)})
         return 0
-    print(format_table(table, run_dir.name[:8] or "run"))
+    print(format_table(table, f"run {run_dir} (IS/ES/CR, %)"))
     for name, cells in models.items():
         print()
-        print(format_table(cells, name[:8]))
+        print(format_table(cells, f"published: {name} (IS/ES/CR, %)"))
     if not args.no_plot:
         print(f"\nplot: {png}")
     return 0

@@ -78,8 +78,8 @@ def with_mean(table: Table) -> Table:
 def format_table(table: Table, title: str) -> str:
     """Plain-text Table 1: one row per scene (plus mean), IS/ES/CR in percent per level."""
     table = with_mean(table)
-    head = f"{title:<8}" + "".join(f"{level + ' IS/ES/CR':>22}" for level in LEVELS)
-    lines = [head, "-" * len(head)]
+    head = f"{'scene':<8}" + "".join(f"{level + ' IS/ES/CR':>22}" for level in LEVELS)
+    lines = [title, head, "-" * len(head)]
     for scene, cells in table.items():
         parts = []
         for level in LEVELS:

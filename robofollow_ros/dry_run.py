@@ -1,0 +1,117 @@
+"""The sim-in-the-loop dry run, as users run a model: the policy served in its own process, the ROS
+graph (``robofollow bringup sim``) in another, and the headless evaluator as the reference.
+
+The ROS graph and the headless evaluator run the same core objects, so for the same tasks and seeds
+their verdicts must be equal; the dry run checks that on every trial and says where they differ.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from robofollow_ros.benchmark import LEVELS, SCENES, Registry
+from robofollow_ros.evaluation.jsonio import read_json
+from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
+
+#: The built-in default: the first task of every scene at L0 and L1 (one round), 8 trials.
+DRY_RUN_LEVELS = ("L0", "L1")
+#: Longest waits: the server to listen, and the whole ROS run.
+SERVER_START_TIMEOUT_S = 120.0
+BRINGUP_TIMEOUT_S = 1800.0
+VERDICT_FIELDS = ("intent_score", "exec_score", "completion_ok")
+
+
+def dry_run_task_ids(registry: Registry, levels: Sequence[str] = DRY_RUN_LEVELS) -> list[str]:
+    return [registry.eval_tasks(s, lv)[0].task_id for s in SCENES for lv in LEVELS if lv in levels]
+
+
+@contextmanager
+def served_policy(policy: str, log: Path) -> Iterator[str]:
+    """``robofollow serve --policy POLICY --port 0`` in its own process; yields its ``tcp://`` SPEC."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as err:
+        cmd = [sys.executable, "-m", "robofollow_ros.cli", "serve", "--policy", policy, "--port", "0"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            assert proc.stdout is not None
+            line = _read_line(proc, SERVER_START_TIMEOUT_S)
+            match = re.match(r"Policy server: (?P<host>[\w.]+):(?P<port>\d+)", line)
+            if not match:
+                raise RuntimeError(f"policy server did not start: {line.strip() or 'no output'} (log: {log})")
+            yield f"tcp://{match['host']}:{match['port']}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """First stdout line of a child, bounded in time (a thread reads; the wait is bounded)."""
+    import threading
+
+    box: list[str] = []
+    reader = threading.Thread(target=lambda: box.append(proc.stdout.readline() if proc.stdout else ""), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return box[0] if box else ""
+
+
+@dataclass
+class DryRunOutcome:
+    ros_dir: Path
+    headless_dir: Path
+    compared: int
+    differences: list[str]
+    table: str
+
+
+def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render: bool = True,
+                stream: TextIO | None = None, foxglove_port: int | None = None) -> DryRunOutcome:
+    """Serve ``policy``, run the trials over ROS against it, rerun them headless, compare verdicts."""
+    tasks = dry_run_task_ids(registry)
+    trials = f"tasks={','.join(tasks)} rounds=1"
+    ros_dir, headless_dir = output / "ros", output / "headless"
+    with served_policy(policy, output / "logs" / "policy_server.log") as spec:
+        if stream is not None:
+            stream.write(f"==> {policy} served at {spec}; robofollow bringup sim over {len(tasks)} trials\n")
+            stream.flush()
+        cmd = [sys.executable, "-m", "robofollow_ros.cli", "bringup", "sim", "--policy", spec, "--trials", trials,
+               "--output", str(ros_dir), *([] if render else ["--no-render"]),
+               *([] if foxglove_port is None else ["--foxglove-port", str(foxglove_port)])]
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stream or subprocess.DEVNULL, text=True,
+                              timeout=BRINGUP_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"robofollow bringup sim exited {done.returncode}; see the log above")
+    if stream is not None:
+        stream.write(f"==> headless reference: the same {len(tasks)} trials in-process\n")
+    run_evaluation(EvalConfig(policy=policy, output=headless_dir, tasks=tuple(tasks), rounds=1, render=False),
+                   stream=stream)
+    compared, differences = compare_verdicts(read_json(ros_dir / "results.json"),
+                                             read_json(headless_dir / "results.json"))
+    return DryRunOutcome(ros_dir, headless_dir, compared, differences, done.stdout.strip())
+
+
+def compare_verdicts(ros: list[dict[str, Any]], headless: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    """Trials compared and, for each that differs, ``task r<round>: field ros vs headless``."""
+    by_key = {(e["task"], e["round"]): e for e in headless}
+    differences = []
+    for entry in ros:
+        ref = by_key.get((entry["task"], entry["round"]))
+        if ref is None:
+            differences.append(f"{entry['task']} r{entry['round']}: no headless trial")
+            continue
+        for name in VERDICT_FIELDS:
+            if entry[name] != ref[name]:
+                differences.append(f"{entry['task']} r{entry['round']}: {name} {entry[name]} over ROS vs {ref[name]}")
+    missing = set(by_key) - {(e["task"], e["round"]) for e in ros}
+    differences += [f"{task} r{rnd}: missing over ROS" for task, rnd in sorted(missing)]
+    return len(ros), differences
