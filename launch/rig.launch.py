@@ -2,10 +2,9 @@
 
 from pathlib import Path
 
+from launch import LaunchDescription
 from launch.actions import IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
-
-from launch import LaunchDescription
 
 
 def generate_launch_description():

@@ -5,11 +5,11 @@ The nodes and their parameters come from ``config/profiles/{rig,sim}.yaml`` thro
 Arguments: use_sim, profile (a YAML path instead), trials, policy, output.
 """
 
+from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from launch import LaunchDescription
 from robofollow_ros.bringup import launch_profile
 
 ARGUMENTS = {
