@@ -64,3 +64,22 @@ def test_two_workers_give_the_results_of_one(tmp_path: Path) -> None:
     assert [r["task"] for r in runs[1]] == TASKS
     assert all(r["completion_ok"] for r in runs[1])
     assert runs[2] == runs[1]
+
+
+def test_robofollow_eval_against_robofollow_serve_gives_the_in_process_scores(tmp_path: Path) -> None:
+    """Issue 6 end to end, as users run it: two commands, two processes, real loopback TCP."""
+    from robofollow_ros.dry_run import served_policy
+
+    cli = [sys.executable, "-m", "robofollow_ros.cli", "eval", "--tasks", ",".join(TASKS[:2]), "--rounds", "1",
+           "--no-render"]
+    with served_policy("oracle", tmp_path / "server.log") as spec:
+        remote = subprocess.run([*cli, "--policy", spec, "--output", str(tmp_path / "remote")],
+                                capture_output=True, text=True, timeout=300)
+    local = subprocess.run([*cli, "--policy", "oracle", "--output", str(tmp_path / "local")],
+                           capture_output=True, text=True, timeout=300)
+    assert remote.returncode == 0 and local.returncode == 0, remote.stderr[-2000:] + local.stderr[-2000:]
+    results = {name: [scored(r) for r in json.loads((tmp_path / name / "results.json").read_text())]
+               for name in ("remote", "local")}
+    assert [r["task"] for r in results["remote"]] == TASKS[:2]
+    assert all(r["completion_ok"] for r in results["remote"])
+    assert results["remote"] == results["local"]
