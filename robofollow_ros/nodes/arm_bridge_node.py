@@ -13,9 +13,7 @@ import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Duration
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
@@ -30,6 +28,7 @@ from robofollow_ros.contract import (
     TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
 )
+from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, length, positive
 from robofollow_ros.paths import share_path
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
@@ -171,12 +170,7 @@ def _contract_vector(msg: JointState) -> np.ndarray:
 
 
 def main(args: list[str] | None = None) -> None:
-    try:
-        with rclpy.init(args=args):
-            node = ArmBridgeNode()
-            rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    run_node(ArmBridgeNode, args)
 
 
 if __name__ == "__main__":

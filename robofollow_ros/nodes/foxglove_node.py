@@ -16,11 +16,10 @@ from typing import Any
 
 import foxglove
 import numpy as np
-import rclpy
 from foxglove.messages import FrameTransform, FrameTransforms, Quaternion, Timestamp, Vector3
 from foxglove.websocket import WebSocketServer
 from rcl_interfaces.msg import Log as RosLog
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
@@ -42,6 +41,7 @@ from robofollow_ros.monitoring.channels import MonitorSettings, TrialChannels
 from robofollow_ros.monitoring.server import TRIAL_SERVICES, start_monitor_server
 from robofollow_ros.monitoring.session import LiveSession
 from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, positive
 
 _ROS_LOG_LEVELS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "fatal"}
@@ -202,17 +202,8 @@ class FoxgloveNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    try:
-        with rclpy.init(args=args):
-            node = FoxgloveNode()
-            executor = MultiThreadedExecutor(num_threads=2)  # service calls from Foxglove wait on futures
-            executor.add_node(node)
-            try:
-                executor.spin()
-            finally:
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    # two threads: service calls from Foxglove wait on futures that the other thread completes
+    run_node(FoxgloveNode, args, lambda: MultiThreadedExecutor(num_threads=2))
 
 
 if __name__ == "__main__":

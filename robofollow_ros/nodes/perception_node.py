@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image
@@ -33,6 +31,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from robofollow_ros.contract import TOPIC_OBJECTS, TOPIC_TRIAL, WORLD_FRAME, camera_image_topic
 from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
 from robofollow_ros.nodes.conversions import MessageError, image_array, object_frame, stamp_ns, time_msg, transform_msg
 from robofollow_ros.paths import share_path
@@ -214,12 +213,7 @@ def _trim(buffer: dict[int, Any]) -> None:
 
 
 def main(args: list[str] | None = None) -> None:
-    try:
-        with rclpy.init(args=args):
-            node = PerceptionNode()
-            rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    run_node(PerceptionNode, args)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ import traceback
 from typing import Any
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
@@ -36,6 +34,7 @@ from robofollow_ros.contract import (
     camera_image_topic,
 )
 from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
 from robofollow_ros.nodes.conversions import (
     MessageError,
@@ -281,12 +280,7 @@ SWITCH_INTERVAL_S = 0.0005
 
 def main(args: list[str] | None = None) -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    try:
-        with rclpy.init(args=args):
-            node = PolicyNode()
-            rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    run_node(PolicyNode, args)
 
 
 if __name__ == "__main__":

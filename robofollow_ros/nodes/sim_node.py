@@ -14,8 +14,6 @@ import threading
 from typing import Any
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -39,6 +37,7 @@ from robofollow_ros.contract import (
     camera_info_topic,
 )
 from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
 from robofollow_ros.nodes.conversions import (
     NS_PER_S,
@@ -233,12 +232,7 @@ class SimNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    try:
-        with rclpy.init(args=args):
-            node = SimNode()
-            rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    run_node(SimNode, args)
 
 
 if __name__ == "__main__":

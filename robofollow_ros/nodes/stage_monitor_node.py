@@ -15,8 +15,6 @@ import bisect
 from typing import Any
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -32,6 +30,7 @@ from robofollow_ros.contract import (
     TOPIC_TRIAL,
 )
 from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, one_of
 from robofollow_ros.nodes.conversions import (
     MessageError,
@@ -204,12 +203,7 @@ class StageMonitorNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    try:
-        with rclpy.init(args=args):
-            node = StageMonitorNode()
-            rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    run_node(StageMonitorNode, args)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from robofollow_ros.policy.expert.meaning import meaning_of_training_task
 from robofollow_ros.policy.expert.planner import ExpertPlanner
 from robofollow_ros.policy.expert.poses import PoseSnapshot, nominal_poses, poses_from_observation
 from robofollow_ros.policy.interface import Observation, PolicyError
-from robofollow_ros.policy.oracle import current_vector
+from robofollow_ros.policy.oracle import PlannerPolicy, current_vector
 
 SCENES = ("scene1", "scene2", "scene3", "scene4")
 
@@ -41,19 +41,11 @@ def text_similarity(a: str, b: str) -> float:
     return SequenceMatcher(None, words(a), words(b), autojunk=False).ratio()
 
 
-class _PlannedBaseline:
-    """Shared plumbing: a registry, kinematics and one expert planner per episode."""
+class _PlannedBaseline(PlannerPolicy):
+    """The planner plumbing plus the training tasks a baseline chooses its behaviour from."""
 
     def __init__(self, chunk_size: int = 50) -> None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-            raise ValueError(f"chunk_size: expected an integer >= 1, got {chunk_size!r}")
-        from robofollow_ros.benchmark import default_registry
-        from robofollow_ros.sim.kinematics import RigKinematics
-
-        self.chunk_size = chunk_size
-        self.registry = default_registry()
-        self.kin = RigKinematics()
-        self.planner: ExpertPlanner | None = None
+        super().__init__(chunk_size)
         self.training: list[TrainingTask] = [t for s in SCENES for t in self.registry.training_tasks(s)]
 
     def training_layout(self, task: TrainingTask) -> Layout:
@@ -62,9 +54,6 @@ class _PlannedBaseline:
     def make_planner(self, task: TrainingTask, closed_loop: bool) -> ExpertPlanner:
         return ExpertPlanner(self.kin, meaning_of_training_task(task), self.training_layout(task),
                              dict(self.registry.slot_xy), closed_loop=closed_loop)
-
-    def reset(self) -> None:
-        self.planner = None
 
     def close(self) -> None:
         self.planner = None

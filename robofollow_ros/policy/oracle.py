@@ -28,8 +28,9 @@ def current_vector(obs: Observation) -> np.ndarray:
     return vector
 
 
-class OraclePolicy:
-    """Privileged expert; one planner per episode, created at the first ``predict`` after ``reset``."""
+class PlannerPolicy:
+    """Shared plumbing of the policies that act through the expert planner (oracle, baselines):
+    the registry, the rig's kinematics and one planner per episode, dropped by ``reset``."""
 
     def __init__(self, chunk_size: int = 50) -> None:
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
@@ -41,10 +42,21 @@ class OraclePolicy:
         self.registry = default_registry()
         self.kin = RigKinematics()
         self.planner: ExpertPlanner | None = None
+
+    def reset(self) -> None:
+        self.planner = None
+
+
+class OraclePolicy(PlannerPolicy):
+    """Privileged expert; one planner per episode, created at the first ``predict`` after ``reset``."""
+
+    def __init__(self, chunk_size: int = 50) -> None:
+        super().__init__(chunk_size)
         self.task_id: str | None = None
 
     def reset(self) -> None:
-        self.planner, self.task_id = None, None
+        super().reset()
+        self.task_id = None
 
     def set_instruction(self, text: str) -> None:
         """The oracle reads the task from the registry, not from the words."""
