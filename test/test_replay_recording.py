@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -101,19 +102,20 @@ def test_recording_killed_mid_trial_still_replays(tmp_path: Path) -> None:
         "frames = [f.to_dict() for f in Puppet(task).pick('right', 'yellow_block_1').frames]\n"
         "observer = TrialRecorder(Path(sys.argv[1])).for_trial('killed')\n"
         "observer.on_start(task, 1, None)\n"
-        "i = 0\n"
+        "i, told = 0, False\n"
         "while True:\n"
         "    observer.on_frame(i, frames[min(i, len(frames) - 1)], {'task': task.task_id, 'frame': i, 'stages': {}})\n"
         "    i += 1\n"
+        "    if not told and (Path(sys.argv[1]) / 'killed.mcap').stat().st_size > 200_000:\n"
+        "        print('grown', flush=True)  # a few chunks on disk, the trial still going\n"
+        "        told = True\n"
     )
     path = tmp_path / "killed.mcap"
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)])
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (path.exists() and path.stat().st_size > 200_000):  # a few chunks on disk, trial still going
-            assert proc.poll() is None, "recorder exited early"
-            assert time.monotonic() < deadline, "recording did not grow"
-            time.sleep(0.05)
+        said: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: said.put(proc.stdout.readline() if proc.stdout else ""), daemon=True).start()
+        assert said.get(timeout=60) == "grown\n", "the recording did not grow"
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)

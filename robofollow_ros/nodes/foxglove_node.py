@@ -82,7 +82,7 @@ class FoxgloveNode(Node):
         self.server: WebSocketServer | None = None
         params = ParameterSet(self)
         serve = params.declare("serve", True, "run the Foxglove websocket server (false: record only)")
-        host = params.declare("host", "127.0.0.1", "websocket bind address (0.0.0.0 to watch from another host)")
+        host = params.declare("host", "127.0.0.1", "websocket bind address (loopback unless watched from another host)")
         port = params.declare("port", 8765, "websocket port (0 picks a free one)", _port)
         record = params.declare("record", True, "write every trial to <run_dir>/mcap/<trial>.mcap")
         output = params.declare("output_dir", "", "record into this directory instead of the trial's run_dir/mcap")
