@@ -10,6 +10,7 @@ row has arrived, so every row is executed and observed exactly once; ``rate`` (r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -18,6 +19,7 @@ import traceback
 from typing import Any
 
 import numpy as np
+from rclpy._rclpy_pybind11 import InvalidHandle
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
@@ -143,7 +145,10 @@ class PolicyNode(Node):
 
     # -- one trial -------------------------------------------------------------------------------
     def _report(self, trial_id: str, state: str, **extra: Any) -> None:
-        self.status.publish(String(data=tp.encode({"trial_id": trial_id, "state": state, **extra})))
+        if self._node_closing.is_set():  # a trial thread outliving the node's teardown has no one to tell
+            return
+        with contextlib.suppress(InvalidHandle):  # destroyed between the check and the publish
+            self.status.publish(String(data=tp.encode({"trial_id": trial_id, "state": state, **extra})))
 
     def _run_trial(self, trial: dict[str, Any], cancelled: threading.Event) -> None:
         trial_id, start = str(trial["id"]), int(trial.get("start_stamp_ns", 0))
