@@ -22,11 +22,12 @@ class RosHarness:
         self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
         self.nodes: list[Node] = []
         self._changed = threading.Condition()
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
 
     def _spin(self) -> None:
-        while self.context.ok():
+        while not self._stop.is_set() and self.context.ok():
             try:
                 self.executor.spin_once(timeout_sec=0.05)
             except Exception:
@@ -67,16 +68,16 @@ class RosHarness:
 
     def close(self) -> None:
         """Destroy every node even if one fails to, so no node outlives its test and talks to the next."""
+        self._stop.set()  # the spin thread must not wait on entities being destroyed
+        self._thread.join(timeout=5)
+        self.executor.shutdown(timeout_sec=5)  # and no callback may still run in the executor's pool
         errors: list[BaseException] = []
         for node in self.nodes:
             try:
-                self.executor.remove_node(node)
                 node.destroy_node()
             except Exception as exc:  # collected, re-raised once the rest are down
                 errors.append(exc)
         rclpy.shutdown(context=self.context)
-        self._thread.join(timeout=5)
-        self.executor.shutdown()
         if errors:
             raise errors[0]
 

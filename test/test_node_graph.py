@@ -82,6 +82,10 @@ def test_one_trial_end_to_end_over_dds(graph):
     assert frames == sorted(set(frames)) and frames[-1] == 15  # live updates in frame order, up to the last
     assert set(final[0]) >= {"task", "scene", "level", "intent", "exec", "complete", "stages", "trial_id"}
 
+    # the watcher's copies may still be in flight when the manager finishes: wait for them, then look
+    ros.wait_for(lambda: len(got["joints"]) >= 16 and got["clock"] and got["tf"] and got["objects"],
+                 what="every joint state, clock, TF and object message")
+    ros.wait_for(lambda: got["clock"][-1].clock == got["joints"][-1].header.stamp, what="the last /clock")
     stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in got["joints"]]
     assert len(stamps) == 16 and stamps == sorted(set(stamps))  # frame 0 + 15 rows, strictly later each
     assert list(got["joints"][0].name) == list(JOINT_NAMES)
