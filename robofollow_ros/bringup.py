@@ -31,6 +31,7 @@ import yaml
 
 from robofollow_ros.nodes.catalog import NODE_ENTRY_POINTS
 from robofollow_ros.paths import share_path
+from robofollow_ros.yamlio import read_yaml_mapping
 
 PROFILES = ("sim", "rig")
 TRIAL_MANAGER = "trial_manager_node"
@@ -87,13 +88,8 @@ def _check_value(value: Any, where: str) -> None:
 
 def load_profile(name_or_path: str | Path) -> Profile:
     path = profile_path(name_or_path)
-    if not path.is_file():
-        raise ProfileError(f"profile: {path} does not exist (expected sim, rig or a YAML file)")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"profile {path}: not valid YAML ({exc})") from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
+    data = read_yaml_mapping(path, "profile", ProfileError, hint="expected sim, rig or a YAML file")
+    if not isinstance(data.get("nodes"), list) or not data["nodes"]:
         raise ProfileError(f"profile {path}: expected a mapping with a non-empty 'nodes' list")
     nodes: list[NodeSpec] = []
     for i, entry in enumerate(data["nodes"]):

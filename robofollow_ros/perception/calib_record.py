@@ -36,6 +36,7 @@ from robofollow_ros.perception.calib_solve import (
     hand_eye,
     refine_hand_eye,
 )
+from robofollow_ros.yamlio import read_yaml_mapping
 
 RECORDING_FILE = "recording.yaml"
 
@@ -78,14 +79,7 @@ def write_recording(directory: Path, camera: str, mode: str, hand_link: str, boa
 
 def read_recording(directory: Path) -> Recording:
     path = directory / RECORDING_FILE
-    if not path.is_file():
-        raise RecordingError(f"recording: {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise RecordingError(f"{path}: not valid YAML ({exc})") from None
-    if not isinstance(data, dict):
-        raise RecordingError(f"{path}: expected a mapping")
+    data = read_yaml_mapping(path, "recording", RecordingError)
     camera = data.get("camera")
     if camera not in CAMERA_NAMES:
         raise RecordingError(f"{path}: camera: expected one of {CAMERA_NAMES}, got {camera!r}")

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from robofollow_ros.contract import CAMERA_NAMES, WORLD_FRAME
+from robofollow_ros.yamlio import read_yaml_mapping
 
 
 class CalibrationError(ValueError):
@@ -148,12 +148,4 @@ class CameraModel:
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise CalibrationError(f"calibration file: {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise CalibrationError(f"calibration file: {path} is not valid YAML ({exc})") from exc
-    if not isinstance(data, dict):
-        raise CalibrationError(f"calibration file: {path} must hold a mapping, got {type(data).__name__}")
-    return data
+    return read_yaml_mapping(path, "calibration file", CalibrationError)

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from robofollow_ros.contract import ARMS
+from robofollow_ros.yamlio import read_yaml_mapping
 
 CommandKind = Literal["joint_trajectory", "forward_command", "joint_state"]
 COMMAND_KINDS: tuple[str, ...] = ("joint_trajectory", "forward_command", "joint_state")
@@ -110,10 +109,4 @@ def parse_driver_config(data: dict[str, Any], source: str = "<config>") -> Drive
 
 def load_driver_config(path: str | Path) -> DriverConfig:
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"driver_config: file {str(path)!r} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({exc})") from None
-    return parse_driver_config(data, str(path))
+    return parse_driver_config(read_yaml_mapping(path, "driver_config"), str(path))
