@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchdoc import write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- BEGIN foxglove -->", "<!-- END foxglove -->"
 TASK = "L0_place_yellow_block_1_behind_red_cylinder"
 CAMERA_TOPIC = "/cameras/head/compressed"
 
@@ -239,12 +239,7 @@ def main() -> int:
         sim = sim_trial(Path(tmp))
     text = table(sim, cap)
     print(text)
-    doc = DOC.read_text(encoding="utf-8")
-    if BEGIN not in doc:
-        doc = doc.rstrip("\n") + f"\n\n{BEGIN}\n{END}\n"
-    head, rest = doc.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
+    write_section("foxglove", text)
     return 0
 
 

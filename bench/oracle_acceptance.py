@@ -20,9 +20,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from benchdoc import write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- BEGIN oracle -->", "<!-- END oracle -->"
 SCENES = ("scene1", "scene2", "scene3", "scene4")
 LEVELS = ("L0", "L1", "L2", "L3")
 
@@ -140,13 +140,7 @@ def main() -> int:
     ]
     text = "\n".join(doc)
     print(text)
-    current = DOC.read_text()
-    if BEGIN in current and END in current:
-        head, rest = current.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        DOC.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
-    else:
-        DOC.write_text(current.rstrip("\n") + f"\n\n{BEGIN}\n{text}\n{END}\n")
+    write_section("oracle", text)
     return 0
 
 

@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from benchdoc import write_section
+
 from robofollow_ros.decisions.chat_client import ChatClient
 from robofollow_ros.decisions.deciders import ChatDecider, ReferenceDecider
 from robofollow_ros.decisions.evaluate import run_evaluation
@@ -32,9 +34,6 @@ from robofollow_ros.decisions.execute import execute_decision
 from robofollow_ros.decisions.generator import generate_suite
 from robofollow_ros.decisions.suite_io import load_suite, write_suite
 from robofollow_ros.decisions.validate import validate_suite
-
-DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- BEGIN owda -->", "<!-- END owda -->"
 
 
 def _timed(fn, repeats: int) -> tuple[float, object]:  # type: ignore[no-untyped-def]
@@ -153,13 +152,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if not args.no_write:
-        current = DOC.read_text()
-        if BEGIN in current and END in current:
-            head, rest = current.split(BEGIN, 1)
-            tail = rest.split(END, 1)[1]
-            DOC.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
-        else:
-            DOC.write_text(current.rstrip("\n") + f"\n\n{BEGIN}\n{text}\n{END}\n")
+        write_section("owda", text)
     return 0
 
 

@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -24,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import cv2
+from benchdoc import write_section
 
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.tracker import Perception
 from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 ROBOFOLLOW = str(Path(sys.executable).with_name("robofollow"))
 LAYOUTS = (("scene1", "default"), ("scene2", "default"), ("scene3", "default"), ("scene4", "scene4.1"))
 
@@ -137,12 +136,7 @@ def main() -> None:
         f"Slowest scene with depth: {min(depth_fps):.0f} frames/s.",
     ])
     print(table)
-    text = DOCS.read_text(encoding="utf-8")
-    if "<!-- BEGIN perception -->" not in text:
-        text = text.rstrip("\n") + "\n\n<!-- BEGIN perception -->\n<!-- END perception -->\n"
-    new = re.sub(r"(<!-- BEGIN perception -->\n).*?(<!-- END perception -->)",
-                 lambda m: m.group(1) + table + "\n" + m.group(2), text, flags=re.S)
-    DOCS.write_text(new, encoding="utf-8")
+    write_section("perception", table)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import websockets.sync.client
+from benchdoc import write_section
 from openpi_client import msgpack_numpy as openpi_msgpack
 
 from robofollow_ros.policy.drills import make_observation
@@ -34,9 +34,7 @@ from robofollow_ros.policy.robofollow_wire import decode_message, encode_message
 from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy, wire_observation
 from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 BLOCK = 20  # codec calls per timed block
-BEGIN, END = "<!-- BEGIN protocols -->", "<!-- END protocols -->"
 
 
 def timed_ms(fn: Callable[[], object], calls: int, warmup: int = 10) -> list[float]:
@@ -154,10 +152,6 @@ def _verdict(ok: bool) -> str:
     return "**met**" if ok else "**not met**"
 
 
-def write_section(table: str) -> None:
-    text = DOC.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    DOC.write_text(text[:start] + "\n" + table + "\n" + text[end:])
 
 
 def main() -> None:
@@ -168,7 +162,7 @@ def main() -> None:
     table = render(round_trips(args.calls), codec_rows(args.calls), args.calls)
     print(table)
     if not args.no_write:
-        write_section(table)
+        write_section("protocols", table)
 
 
 if __name__ == "__main__":

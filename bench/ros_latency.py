@@ -23,10 +23,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchdoc import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- BEGIN ros -->", "<!-- END ros -->"
 RATE_HZ = 30.0
 WARMUP_FRAMES = 30
 
@@ -186,12 +185,6 @@ def render(node: list[dict[str, float]], floor: list[dict[str, float]], own_ms: 
     return head + "\n\n" + "\n".join(rows)
 
 
-def write_section(table: str) -> None:
-    text = DOC.read_text()
-    if BEGIN not in text:
-        text = text.rstrip("\n") + f"\n\n{BEGIN}\n{END}\n"
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    DOC.write_text(text[:start] + "\n" + table + "\n" + text[end:])
 
 
 def main() -> None:
@@ -213,7 +206,7 @@ def main() -> None:
     table = render(node, floor, own, args.seconds, load)
     print(table)
     if not args.no_write:
-        write_section(table)
+        write_section("ros", table)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,11 @@ Rewrites the ``scoring`` section of docs/benchmarks.md and prints the same table
 from __future__ import annotations
 
 import platform
-import re
 import statistics
 import sys
 import time
-from pathlib import Path
+
+from benchdoc import write_section
 
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.scoring import StageMonitor, score_trajectory
@@ -25,7 +25,6 @@ from robofollow_ros.scoring.synthetic import Puppet
 
 SIZES = (500, 5_000, 50_000)
 NAIVE_MEASURED = (500, 5_000)
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 
 def trial_s1(reg) -> Puppet:  # type: ignore[no-untyped-def]
@@ -128,11 +127,8 @@ def main() -> int:
               "(the live-score JSON the ROS node publishes), mean per frame."]
     table = "\n".join(lines)
     print(table)
-    if DOC.exists() and "--no-write" not in sys.argv:
-        text = DOC.read_text(encoding="utf-8")
-        new = re.sub(r"(<!-- BEGIN scoring -->\n).*?(<!-- END scoring -->)",
-                     lambda m: m.group(1) + table + "\n" + m.group(2), text, flags=re.S)
-        DOC.write_text(new, encoding="utf-8")
+    if "--no-write" not in sys.argv:
+        write_section("scoring", table)
     return 0
 
 

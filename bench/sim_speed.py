@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import time
-from pathlib import Path
 
 import numpy as np
+from benchdoc import write_section
 
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.contract import ARM_SLICE, GRIPPER_INDEX
@@ -20,7 +19,6 @@ from robofollow_ros.sim.kinematics import TOP_DOWN_QUAT_WXYZ, RigKinematics, top
 from robofollow_ros.sim.world import PHYSICS_HZ, SimWorld
 
 REPEATS = 3
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 
 def _targets(kin: RigKinematics, world: SimWorld) -> list[np.ndarray]:
@@ -92,10 +90,7 @@ def main() -> None:
         *rows,
     ])
     print(table)
-    text = DOCS.read_text(encoding="utf-8")
-    new = re.sub(r"(<!-- BEGIN sim -->\n).*?(<!-- END sim -->)", lambda m: m.group(1) + table + "\n" + m.group(2),
-                 text, flags=re.S)
-    DOCS.write_text(new, encoding="utf-8")
+    write_section("sim", table)
 
 
 if __name__ == "__main__":
