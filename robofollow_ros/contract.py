@@ -35,6 +35,8 @@ BASE_FRAMES: Final = {arm: f"{arm}_base" for arm in ARMS}
 TCP_FRAMES: Final = {arm: f"{arm}_tcp" for arm in ARMS}
 CAMERA_NAMES: Final = ("head", "left_wrist", "right_wrist")
 CAMERA_FRAMES: Final = {name: f"{name}_camera" for name in CAMERA_NAMES}
+#: Each camera's optical frame (REP 103: +z forward, +x right, +y down); images carry this frame id.
+CAMERA_OPTICAL_FRAMES: Final = {name: f"{frame}_optical" for name, frame in CAMERA_FRAMES.items()}
 #: RoboFollow's observation keys for each camera (``observation.<key>.rgb``).
 CAMERA_OBS_KEYS: Final = {"head": "head_camera", "left_wrist": "left_camera", "right_wrist": "right_camera"}
 DEFAULT_IMAGE_SIZE: Final = (320, 240)  # width, height
@@ -48,6 +50,12 @@ TOPIC_SCORE: Final = "/robofollow/score"
 TOPIC_TRIAL: Final = "/robofollow/trial"
 #: Every frame the stage monitor scored (JSON ``{"trial", "task", "index", "frame"}``): replay re-scores these.
 TOPIC_FRAME: Final = "/robofollow/frame"
+#: The rig's URDF as a latched ``std_msgs/String`` (robot_state_publisher's topic), for RViz and Foxglove.
+TOPIC_ROBOT_DESCRIPTION: Final = "/robot_description"
+TOPIC_TF: Final = "/tf"
+TOPIC_TF_STATIC: Final = "/tf_static"
+#: Simulated time (``rosgraph_msgs/Clock``) published by the sim; nodes run with ``use_sim_time``.
+TOPIC_CLOCK: Final = "/clock"
 SERVICE_TRIAL_START: Final = "/robofollow/trial/start"
 SERVICE_TRIAL_STOP: Final = "/robofollow/trial/stop"
 SERVICE_TRIAL_NEXT: Final = "/robofollow/trial/next"

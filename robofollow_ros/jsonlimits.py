@@ -1,0 +1,116 @@
+"""Bounded JSON: parse untrusted JSON without letting its *shape* cost unbounded memory or time.
+
+``json.loads`` bounds nothing but the input length. 127 MiB of ``[{},{},...]`` becomes ~40 million
+Python dicts (gigabytes), ``10**400`` becomes an integer that later overflows deep inside NumPy,
+and 100k-deep nesting raises ``RecursionError`` from the C scanner. Every reader of JSON that
+comes from a socket or a user file goes through :func:`loads_bounded` instead, which rejects such
+input *before* building it, with one line naming what was too big.
+
+How it stays cheap: the structural characters ``{ [ ,`` are counted with ``bytes.count`` (C speed)
+before parsing. Base64 payloads never contain them, so a legitimate 1 MB observation costs three
+scans, and the counts are an upper bound even when strings contain those characters (then the
+input is merely judged more strictly). Depth is measured on the structural tokens only, and only
+when there are more containers than the depth limit. Numbers are checked as they are parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["JsonLimitError", "JsonLimits", "loads_bounded"]
+
+
+class JsonLimitError(ValueError):
+    """JSON that is malformed or exceeds a :class:`JsonLimits` bound; the message names which."""
+
+
+@dataclass(frozen=True)
+class JsonLimits:
+    """Bounds on one JSON document. Defaults suit a trajectory file or a policy request."""
+
+    max_bytes: int = 128 * 1024 * 1024
+    #: Deepest nesting of objects and arrays.
+    max_depth: int = 64
+    #: Objects plus arrays in the whole document (an upper bound is counted).
+    max_containers: int = 1_000_000
+    #: Commas in the whole document: bounds the number of elements and members.
+    max_commas: int = 10_000_000
+    #: Digits of an integer literal (``10**400`` has 401).
+    max_int_digits: int = 64
+    #: Accept the non-standard ``NaN`` / ``Infinity`` literals that Python's encoder writes.
+    allow_nan: bool = False
+
+
+_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def _max_depth(data: bytes, limit: int) -> int:
+    depth = deepest = 0
+    for match in _STRUCTURE.finditer(data):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return deepest
+
+
+def loads_bounded(data: bytes | bytearray | memoryview | str, limits: JsonLimits = JsonLimits(),
+                  what: str = "JSON", object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+    """Parse ``data`` as JSON within ``limits``; raise :class:`JsonLimitError` naming ``what`` otherwise.
+
+    ``object_hook`` is passed to :func:`json.loads` (the wire decoder turns arrays into NumPy there);
+    exceptions it raises propagate unchanged.
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if len(raw) > limits.max_bytes:
+        raise JsonLimitError(f"{what}: {len(raw):,} bytes exceed the limit of {limits.max_bytes:,}")
+    containers = raw.count(b"{") + raw.count(b"[")
+    if containers > limits.max_containers:
+        raise JsonLimitError(f"{what}: {containers:,} objects/arrays exceed the limit of {limits.max_containers:,}")
+    commas = raw.count(b",")
+    if commas > limits.max_commas:
+        raise JsonLimitError(f"{what}: {commas:,} elements exceed the limit of {limits.max_commas:,}")
+    if containers > limits.max_depth:
+        depth = _max_depth(raw, limits.max_depth)
+        if depth > limits.max_depth:
+            raise JsonLimitError(f"{what}: nesting deeper than {limits.max_depth} levels")
+
+    def parse_int(text: str) -> int:
+        digits = len(text) - (text[0] == "-")
+        if digits > limits.max_int_digits:
+            raise JsonLimitError(f"{what}: an integer with {digits} digits exceeds {limits.max_int_digits} digits")
+        return int(text)
+
+    def parse_float(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise JsonLimitError(f"{what}: the number {text[:40]} is out of range for a float")
+        return value
+
+    def parse_constant(text: str) -> float:
+        if not limits.allow_nan:
+            raise JsonLimitError(f"{what}: {text} is not valid JSON (non-finite numbers are not allowed)")
+        return float(text)
+
+    try:
+        text = raw.decode("utf-8")  # json.loads(bytes) takes the slow 'surrogatepass' path
+        return json.loads(text, object_hook=object_hook, parse_int=parse_int, parse_float=parse_float,
+                          parse_constant=parse_constant)
+    except JsonLimitError:
+        raise
+    except RecursionError as exc:
+        raise JsonLimitError(f"{what}: nesting too deep") from exc
+    except UnicodeDecodeError as exc:
+        raise JsonLimitError(f"{what}: not UTF-8 (byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise JsonLimitError(f"{what}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
