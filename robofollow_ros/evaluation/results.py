@@ -238,7 +238,7 @@ def resume_writer(run_dir: str | Path, *, arguments: Mapping[str, Any],
                               "it is not a run this evaluator started")
         if leftovers:
             with RunDirLock(run_dir), output_errors(run_dir):
-                for name in leftovers:  # a store created before the kill, with no trial in it
+                for name in _STORE_FILES:  # a store created before the kill, with no trial in it
                     (run_dir / name).unlink(missing_ok=True)
         return RunWriter(run_dir, arguments=arguments, selected_tasks=selected_tasks,
                          expected_trials=expected_trials, stepper=stepper, metadata_extra=metadata_extra)

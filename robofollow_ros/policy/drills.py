@@ -110,7 +110,7 @@ def faulty(**kwargs: Any) -> FaultyPolicy:
     return FaultyPolicy(**kwargs)
 
 
-DEATH_MODES = ("abort", "exit", "os_exit", "sigkill", "oom", "sleep")
+DEATH_MODES = ("abort", "exit", "os_exit", "sigkill", "oom", "sleep", "freeze")
 
 
 class DyingPolicy(HoldPolicy):
@@ -157,6 +157,8 @@ class DyingPolicy(HoldPolicy):
             os._exit(3)
         if self.mode == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.mode == "freeze":
+            os.kill(os.getpid(), signal.SIGSTOP)
         if self.mode == "sleep":
             time.sleep(self.sleep_s)
             return
@@ -170,3 +172,37 @@ class DyingPolicy(HoldPolicy):
 def dying(**kwargs: Any) -> DyingPolicy:
     """Factory for ``module:function`` specs."""
     return DyingPolicy(**kwargs)
+
+
+class GatedPolicy:
+    """Another policy (``inner`` SPEC) that waits at every ``predict`` until ``<gate>/open`` exists, leaving
+    ``<gate>/<pid>.waiting`` meanwhile: a test (or an operator) can hold workers mid-trial, e.g. to take a
+    cluster node away while it is running one, then let everything go on exactly as ``inner`` would."""
+
+    def __init__(self, gate: str, inner: str = "hold", timeout_s: float = 600.0) -> None:
+        from robofollow_ros.policy.spec import load_policy
+
+        self.gate, self.timeout_s = Path(gate), timeout_s
+        self.inner = load_policy(inner, validate=False)
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def set_instruction(self, text: str) -> None:
+        self.inner.set_instruction(text)
+
+    def predict(self, obs: Observation) -> Any:
+        opened = self.gate / "open"
+        if not opened.exists():
+            (self.gate / f"{os.getpid()}.waiting").touch()
+            deadline = time.monotonic() + self.timeout_s
+            while not opened.exists():
+                if time.monotonic() > deadline:
+                    raise PolicyError(f"gate: {opened} did not appear within {self.timeout_s:g} s")
+                time.sleep(0.02)
+        return self.inner.predict(obs)
+
+
+def gated(**kwargs: Any) -> GatedPolicy:
+    """Factory for ``module:function`` specs."""
+    return GatedPolicy(**kwargs)
