@@ -80,7 +80,8 @@ def test_a_second_evaluator_is_refused_with_the_holder_named(tmp_path: Path) -> 
         assert second.returncode == EXIT_OUTPUT_UNUSABLE, second.stderr
         errors = _error_lines(second.stderr)
         assert len(errors) == 1 and "Traceback" not in second.stderr
-        assert f"in use by pid {first.pid}" in errors[0] and "eval --policy robofollow_ros.policy.drills:dying" in errors[0]
+        assert f"in use by pid {first.pid}" in errors[0]
+        assert "eval --policy robofollow_ros.policy.drills:dying" in errors[0]  # the holder's command line
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)
@@ -123,8 +124,9 @@ CHILD = textwrap.dedent("""
 def test_a_kill_at_any_point_leaves_a_directory_that_resume_completes(tmp_path: Path, point: str) -> None:
     run_dir = tmp_path / "run"
     target, condition = KILL_POINTS[point]
-    child = subprocess.run([sys.executable, "-c", CHILD, target, condition, "eval", "--policy", "hold", *SELECTION,
-                            "--backend", "inline", "--output", str(run_dir)], capture_output=True, text=True, timeout=280)
+    argv = ["eval", "--policy", "hold", *SELECTION, "--backend", "inline", "--output", str(run_dir)]
+    child = subprocess.run([sys.executable, "-c", CHILD, target, condition, *argv], capture_output=True, text=True,
+                           timeout=280)
     assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
     written = [p.name for p in run_dir.iterdir() if p.name != ".robofollow.lock" and not p.name.endswith(".tmp")]
     if written:  # a new run must not take over a directory a killed run wrote results into
@@ -197,7 +199,7 @@ def test_a_full_disk_gets_one_line_and_resume_completes_once_there_is_room(tmp_p
             while True:  # fill the filesystem to the last byte
                 fh.write(b"\0" * 65536)
         recorded = json.loads((run_dir / "results.json").read_text())
-        out, err = proc.communicate(timeout=280)
+        _, err = proc.communicate(timeout=280)
         assert proc.returncode == EXIT_OUTPUT_UNUSABLE, err[-3000:]
         errors = _error_lines(err)
         assert len(errors) == 1 and "Traceback" not in err

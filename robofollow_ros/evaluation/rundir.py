@@ -37,6 +37,10 @@ _SQLITE_UNUSABLE = ("disk is full", "readonly database", "unable to open databas
                     "attempt to write a readonly")
 
 
+class RunDirError(ValueError):
+    """The output directory cannot hold a new run (RoboFollow needs a new or empty directory)."""
+
+
 class OutputUnusableError(Exception):
     """The run directory cannot be written: held by another process, read-only, or the disk is full."""
 
@@ -178,8 +182,6 @@ def prepare_new_run_dir(run_dir: Path) -> RunDirLock:
     Raises ``results.RunDirError`` (bad input) for a directory with content, and
     :class:`OutputUnusableError` when it cannot be created or is locked by a live writer.
     """
-    from robofollow_ros.evaluation.results import RunDirError
-
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirError(f"run_dir: {run_dir} exists and is not an empty directory")
     if meaningful_entries(run_dir):

@@ -24,7 +24,8 @@ from robofollow_ros.benchmark import EvalTask, default_registry
 from robofollow_ros.evaluation.episode import EpisodeSettings
 from robofollow_ros.evaluation.jsonio import write_bytes_atomic
 from robofollow_ros.evaluation.progress import Progress
-from robofollow_ros.evaluation.results import RunWriter, resume_writer
+from robofollow_ros.evaluation.results import RunWriter
+from robofollow_ros.evaluation.resume import resume_writer
 from robofollow_ros.evaluation.rundir import output_errors
 from robofollow_ros.evaluation.selection import TrialKey, select_tasks, trial_keys
 from robofollow_ros.evaluation.trial_worker import DEFAULT_POLICY_TIMEOUT_S, TrialOutcome, TrialWorker, WorkerSpec
