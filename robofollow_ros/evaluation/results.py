@@ -79,6 +79,7 @@ class RunWriter:
         try:
             self.run_id = str(uuid.uuid4())
             self.results: list[dict[str, Any]] = []
+            self._keys: set[tuple[str, int]] = set()  # (task, round) of every recorded trial
             self.run: dict[str, Any] = {
                 "status": "running",
                 "started_utc": utc_now(),
@@ -114,7 +115,7 @@ class RunWriter:
 
     def recorded(self, task_id: str, round_index: int) -> bool:
         """True when this (task, round) is already in the run (a resumed or re-delivered trial)."""
-        return any(e["task"] == task_id and e.get("round") == round_index for e in self.results)
+        return (task_id, round_index) in self._keys
 
     def record_trial(self, result: Mapping[str, Any], *, task: EvalTask, round_index: int, seed: int,
                      video: str | None = None) -> dict[str, Any]:
@@ -138,6 +139,7 @@ class RunWriter:
         with output_errors(self.run_dir, len(self.results)):
             self.store.insert_trial(self.run_id, self._next_index(), entry)
         self.results.append(entry)
+        self._keys.add((task.task_id, int(round_index)))
         self.results.sort(key=self._position)
         with output_errors(self.run_dir, len(self.results)):
             write_json_atomic(self.run_dir / RESULTS_FILE, self.results)

@@ -62,6 +62,7 @@ def resume_writer(run_dir: str | Path, *, arguments: Mapping[str, Any],
         with output_errors(run_dir):
             writer.store = RunStore(run_dir / STORE_FILE)
         writer.results = sorted(writer.store.trials(run_ids=[writer.run_id]), key=writer._position)
+        writer._keys = {(e["task"], int(e["round"])) for e in writer.results}
         run.update(status="running", completed_trials=len(writer.results))
         run.setdefault("resumed_utc", []).append(utc_now())
         run["resume_arguments"] = dict(arguments)
