@@ -93,7 +93,8 @@ class LocalPool:
     def _start(self, replacing: bool = False) -> _Slot:
         ours, theirs = self._ctx.Pipe(duplex=True)
         spec = replacement(self.spec) if replacing else self.spec
-        proc = self._ctx.Process(target=worker_main, args=(theirs, spec), name="robofollow-worker", daemon=True)
+        # Not daemonic, so that a policy may start processes of its own; close() and PDEATHSIG end workers.
+        proc = self._ctx.Process(target=worker_main, args=(theirs, spec), name="robofollow-worker", daemon=False)
         proc.start()
         theirs.close()
         slot = _Slot(proc, ours)

@@ -15,6 +15,7 @@ resumes where it stopped, on any backend.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -70,7 +71,7 @@ class EvalConfig:
             raise ValueError(f"--backend: {self.backend!r} is not one of {', '.join(BACKENDS)}")
         if self.workers < (0 if self.backend == "ray" else 1):
             raise ValueError(f"--workers: must be >= 1, got {self.workers}")
-        if not self.policy_timeout_s > 0:
+        if not 0 < self.policy_timeout_s < math.inf:
             raise ValueError(f"--policy-timeout: must be a positive number of seconds, got {self.policy_timeout_s}")
         if self.ray_address is not None and self.backend != "ray":
             raise ValueError("--ray-address: only with --backend ray")

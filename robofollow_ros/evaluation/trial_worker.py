@@ -15,6 +15,7 @@ replaces it (a process or an actor) or, inline, builds a fresh policy.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ class WorkerSpec:
     probe_remote: bool = True
 
     def __post_init__(self) -> None:
-        if not self.policy_timeout_s > 0:
+        if not 0 < self.policy_timeout_s < math.inf:
             raise ValueError(f"--policy-timeout: must be a positive number of seconds, got {self.policy_timeout_s}")
 
 
