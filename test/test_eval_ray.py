@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from robofollow_ros.evaluation.runner import EvalConfig, RunOutcome, run_evaluation
+from test_cli_tasks import ROBOFOLLOW
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -72,9 +74,15 @@ class _StopAfter(io.StringIO):
 
 def test_ray_and_local_agree_verdict_for_verdict_and_resume_across_backends(
         tmp_path: Path, cluster: Any, reference: list[dict[str, Any]]) -> None:
-    outcome = run_evaluation(config(tmp_path / "ray", backend="ray", workers=0, ray_address=cluster.address))
+    outcome = run_evaluation(config(tmp_path / "ray", backend="ray", workers=0, ray_address=cluster.address,
+                                    record=True))
     assert scored(tmp_path / "ray") == reference
     assert outcome.failed_trials == [] and outcome.requeued_trials == 0
+    # --record on Ray: the actors send their MCAPs back and the driver writes them; a replay re-scores one
+    recordings = sorted((tmp_path / "ray" / "mcap").glob("*.mcap"))
+    assert len(recordings) == len(reference)
+    replay = subprocess.run([ROBOFOLLOW, "replay", str(recordings[0])], capture_output=True, text=True, timeout=120)
+    assert replay.returncode == 0 and "matches the replay" in replay.stdout, replay.stdout + replay.stderr
 
     # A local run stopped after two trials is finished by Ray, and the other way round.
     for first, then in (("local", "ray"), ("ray", "local")):

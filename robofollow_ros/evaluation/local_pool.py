@@ -27,7 +27,13 @@ from typing import Any
 from robofollow_ros.evaluation.episode import unexecuted_result
 from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.evaluation.trial_worker import TrialOutcome, WorkerSpec, replacement
-from robofollow_ros.evaluation.worker_errors import WorkerStartError, death_reason, oom_kills, start_failure
+from robofollow_ros.evaluation.worker_errors import (
+    START_DIED,
+    WorkerStartError,
+    death_reason,
+    oom_kills,
+    start_failure,
+)
 
 
 def _die_with_parent() -> None:
@@ -113,7 +119,7 @@ class LocalPool:
             self._kill_overdue()
             for slot in [s for s in self._slots if s.ready and s.key is None]:
                 if pending:
-                    self._assign(slot, pending.popleft())
+                    self._assign(slot, pending)
                 else:
                     self._stop(slot)
 
@@ -148,7 +154,7 @@ class LocalPool:
             reason = f"no result within {self.trial_deadline_s:g} s; the worker was killed"
         if not slot.ready:
             self.close()
-            raise WorkerStartError("died", f"a worker process {reason} while starting (loading the policy "
+            raise WorkerStartError(START_DIED, f"a worker process {reason} while starting (loading the policy "
                                            "and the simulator)")
         dead_key = slot.key
         self._discard(slot)
@@ -166,9 +172,14 @@ class LocalPool:
                 slot.overdue = True
                 slot.proc.kill()  # its sentinel fires; _service reports the trial on the next turn
 
-    def _assign(self, slot: _Slot, key: TrialKey) -> None:
+    def _assign(self, slot: _Slot, pending: collections.deque[TrialKey]) -> None:
+        key = pending.popleft()
+        try:
+            slot.conn.send(key)
+        except OSError:  # it died while idle: the trial goes back, the sentinel reports the death
+            pending.appendleft(key)
+            return
         slot.key, slot.started, slot.oom_before = key, time.monotonic(), oom_kills()
-        slot.conn.send(key)
 
     def _retire(self, slot: _Slot, pending: collections.deque[TrialKey]) -> None:
         slot.proc.join(30)
