@@ -80,6 +80,8 @@ def test_non_empty_output_is_refused_with_a_hint(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["--scene", "scene9"], "--scene"), (["--levels", "L5"], "--levels"), (["--tasks", "L0_nope"], "L0_nope"),
     (["--policy", "nonsense://x"], "policy spec"), (["--kwargs", "[1]"], "--kwargs"),
+    (["--policy-timeout", "0"], "--policy-timeout"), (["--policy-timeout", "nan"], "--policy-timeout"),
+    (["--ray-address", "auto"], "--ray-address: only with --backend ray"), (["--workers", "0"], "--workers"),
 ])
 def test_bad_arguments_exit_2_naming_the_field(tmp_path, args, message):
     base = {"--policy": "hold", "--scene": "scene1", "--levels": "L0", "--rounds": "1", "--output": str(tmp_path / "o")}

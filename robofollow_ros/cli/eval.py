@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_OUTPUT_UNUSABLE,
+    EXIT_POLICY_UNREACHABLE,
+    EXIT_TRIALS_FAILED,
+    CliError,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -31,7 +39,15 @@ def register(subparsers: Any) -> None:
     render.add_argument("--no-render", dest="render", action="store_false", help="physics only, no images")
     p.set_defaults(render=True)
     p.add_argument("--stepper", choices=("topp", "direct"), default="topp", help="how each row is executed")
-    p.add_argument("--workers", type=int, default=1, help="parallel worker processes (default 1)")
+    p.add_argument("--workers", type=int, help="parallel workers: processes (local, default 1) or Ray actors "
+                                                "(ray, default one per CPU of the cluster)")
+    p.add_argument("--backend", choices=("local", "ray", "inline"), default="local",
+                   help="local: supervised worker processes (default); ray: Ray actors on a cluster; "
+                        "inline: in this process (debuggers)")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="Ray cluster to join: auto, HOST:6379 or ray://HOST:10001 (default: start Ray here)")
+    p.add_argument("--policy-timeout", type=float, default=300.0, metavar="S",
+                   help="bound of every policy call, in-process or remote; an overrun fails the trial (default 300)")
     p.add_argument("--output", required=True, type=Path, help="new or empty run directory")
     p.add_argument("--resume", action="store_true", help="continue a killed run in --output")
     p.add_argument("--json", action="store_true", help="print the summary as JSON at the end")
@@ -58,25 +74,43 @@ def build_config(args: argparse.Namespace) -> Any:
             rounds=args.rounds, limit=args.limit,
             tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else (),
             settings=EpisodeSettings(args.max_steps, args.actions_per_step), render=args.render,
-            stepper=args.stepper, workers=args.workers, resume=args.resume, record=args.record,
+            stepper=args.stepper, workers=_workers(args), resume=args.resume, record=args.record,
+            backend=args.backend, ray_address=args.ray_address, policy_timeout_s=args.policy_timeout,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
+
+
+def _workers(args: argparse.Namespace) -> int:
+    if args.workers is not None:
+        return int(args.workers)
+    return 0 if args.backend == "ray" else 1
+
+
+#: Exit status of each way a worker can fail to start (evaluation.worker_errors kinds).
+START_EXIT = {"bad_spec": EXIT_BAD_INPUT, "unreachable": EXIT_POLICY_UNREACHABLE, "died": EXIT_POLICY_UNREACHABLE,
+              "other": EXIT_INTERNAL}
 
 
 def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import UnknownTaskError
     from robofollow_ros.evaluation.report import format_table, run_table
     from robofollow_ros.evaluation.results import RunDirError
+    from robofollow_ros.evaluation.rundir import OutputUnusableError
     from robofollow_ros.evaluation.runner import run_evaluation
+    from robofollow_ros.evaluation.worker_errors import WorkerStartError
     from robofollow_ros.policy.spec import PolicySpecError
 
     config = build_config(args)
     try:
         outcome = run_evaluation(config, stream=sys.stderr)
+    except OutputUnusableError as exc:
+        raise CliError(str(exc), EXIT_OUTPUT_UNUSABLE) from None
     except RunDirError as exc:
         hint = "" if args.resume else " (add --resume to continue a killed run there)"
         raise CliError(f"{exc}{hint}") from None
+    except WorkerStartError as exc:
+        raise CliError(str(exc), START_EXIT.get(exc.kind, EXIT_INTERNAL)) from None
     except (UnknownTaskError, PolicySpecError, ValueError) as exc:
         raise CliError(str(exc)) from None
     if args.json:
@@ -85,6 +119,10 @@ def _eval(args: argparse.Namespace) -> int:
         print(format_table(run_table(outcome.summary), title=args.policy))
         if outcome.skipped:
             print(f"resumed: {outcome.skipped} trials were already recorded, {outcome.recorded} ran now")
+        if outcome.requeued_trials:
+            print(f"{outcome.requeued_trials} trial(s) ran again after their Ray node was lost")
         for trial, reason in outcome.failed_trials:
             print(f"failed trial {trial}: {reason}")
-    return 0
+    # Trials that could not be executed (policy errors, timeouts, dead workers) are recorded as such;
+    # the exit status tells them apart from a run whose every trial ran and was scored.
+    return EXIT_TRIALS_FAILED if outcome.failed_trials else EXIT_OK

@@ -1,4 +1,5 @@
-"""``robofollow report RUN_DIR [--compare MODEL ...]``: Table 1 of a run and a comparison plot."""
+"""``robofollow report RUN_DIR [--compare MODEL ...]``: Table 1 of a run and a comparison plot;
+``robofollow report --compare-runs RUN_A RUN_B``: two runs of the same trials compared pair by pair."""
 
 from __future__ import annotations
 
@@ -12,10 +13,16 @@ from robofollow_ros.cli._common import CliError, print_json
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("report", help="scene x level IS/ES/CR table of a run, and a PNG beside published models")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory holding results.json")
+    p.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help="a run directory holding results.json")
+    p.add_argument("--compare-runs", nargs=2, metavar=("RUN_A", "RUN_B"), type=Path,
+                   help="compare two runs of the same trials, paired by (task, seed): IS/ES differences with "
+                        "paired-bootstrap 95%% intervals and an exact McNemar test on completion")
+    p.add_argument("--bootstrap", type=int, default=10_000, metavar="N", help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--compare", nargs="+", default=[], metavar="MODEL",
                    help="published model ids or names from results.csv (e.g. PI05 PI0)")
-    p.add_argument("--png", metavar="PATH", help="where to write the plot (default RUN_DIR/report.png)")
+    p.add_argument("--png", metavar="PATH", help="where to write the plot (default RUN_DIR/report.png; with "
+                                                 "--compare-runs ./compare_<A>_vs_<B>.png)")
     p.add_argument("--no-plot", action="store_true", help="print the table only")
     p.add_argument("--json", action="store_true", help="print the cells as JSON")
     p.set_defaults(func=_report)
@@ -25,6 +32,12 @@ def _report(args: argparse.Namespace) -> int:
     from robofollow_ros.evaluation.report import format_table, plot_comparison, published_table, run_table
     from robofollow_ros.scoring.summary import summarize
 
+    if args.compare_runs:
+        if args.run_dir or args.compare:
+            raise CliError("--compare-runs: give either RUN_DIR (with --compare) or --compare-runs RUN_A RUN_B")
+        return _compare_runs(args)
+    if not args.run_dir:
+        raise CliError("RUN_DIR: missing; give a run directory, or --compare-runs RUN_A RUN_B")
     run_dir = Path(args.run_dir)
     results_path = run_dir / "results.json"
     if not results_path.is_file():
@@ -49,6 +62,36 @@ def _report(args: argparse.Namespace) -> int:
     for name, cells in models.items():
         print()
         print(format_table(cells, f"published: {name} (IS/ES/CR, %)"))
+    if not args.no_plot:
+        print(f"\nplot: {png}")
+    return 0
+
+
+def _compare_runs(args: argparse.Namespace) -> int:
+    from robofollow_ros.evaluation.compare import (
+        compare_runs,
+        comparison_json,
+        format_comparison,
+        load_run_trials,
+        plot_comparison,
+    )
+
+    run_a, run_b = args.compare_runs
+    names = (str(run_a), str(run_b))
+    if args.bootstrap < 1:
+        raise CliError(f"--bootstrap: must be >= 1, got {args.bootstrap}")
+    try:
+        cells = compare_runs(load_run_trials(run_a), load_run_trials(run_b), n_resamples=args.bootstrap,
+                             seed=args.seed, names=names)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    png = Path(args.png) if args.png else Path(f"compare_{run_a.name}_vs_{run_b.name}.png")
+    if not args.no_plot:
+        plot_comparison(png, cells, names)
+    if args.json:
+        print_json({**comparison_json(cells, names), "png": None if args.no_plot else str(png)})
+        return 0
+    print(format_comparison(cells, names))
     if not args.no_plot:
         print(f"\nplot: {png}")
     return 0

@@ -2,8 +2,8 @@
 
 Order per trial: fresh world (layout, seed) → ``policy.reset()`` → ``set_instruction`` → frame 0 →
 up to ``max_steps`` × (``predict`` → execute the first ``actions_per_step`` rows, one frame each).
-A policy that raises or returns a bad chunk fails *this* trial with the reason recorded; it never
-takes the run down.
+A policy that raises, calls ``sys.exit``, overruns its timeout (``policy.guard``) or returns a bad
+chunk fails *this* trial with the reason recorded; it never takes the run down.
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
     try:
         policy.reset()
         policy.set_instruction(task.instruction)
-    except Exception as exc:  # any policy failure fails this trial, not the run
-        error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3)
+    except POLICY_FAILURES as exc:  # any policy failure fails this trial, not the run
+        error, detail = policy_failure(exc), traceback.format_exc(limit=3)
     record()
     for _ in range(settings.max_steps if error is None else 0):
         obs = world.observation()
@@ -97,8 +97,8 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
             observer.on_observation(obs)
         try:
             actions = validate_actions(policy.predict(obs))
-        except Exception as exc:  # a raising, hanging (timeout) or malformed policy
-            error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3)
+        except POLICY_FAILURES as exc:  # a raising, exiting, hanging (timeout) or malformed policy
+            error, detail = policy_failure(exc), traceback.format_exc(limit=3)
             break
         steps += 1
         for row in actions[: settings.actions_per_step]:
@@ -112,6 +112,25 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
     if observer is not None:
         observer.on_end(result, monitor.live())
     return result
+
+
+#: What a policy call may raise that fails its trial: any error, and ``sys.exit`` inside the policy
+#: (an in-process model must not end the evaluator). KeyboardInterrupt still stops the run.
+POLICY_FAILURES = (Exception, SystemExit)
+
+
+def policy_failure(exc: BaseException) -> str:
+    """The one-line reason a policy call failed, as recorded in ``policy_error``."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the policy called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def unexecuted_result(task: EvalTask, reason: str) -> dict[str, Any]:
+    """The entry of a trial that could not run to its end (its worker died or was stopped): failed, zero."""
+    result = _empty_result(task)
+    result.update(policy_steps=0, wall_s=0.0)
+    return fail_result(result, reason)
 
 
 def privileged_state(task: EvalTask, frame: dict[str, Any]) -> dict[str, Any]:

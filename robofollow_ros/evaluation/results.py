@@ -27,18 +27,16 @@ from typing import Any
 
 from robofollow_ros.benchmark import EvalTask
 from robofollow_ros.evaluation.jsonio import write_json_atomic
+from robofollow_ros.evaluation.rundir import OutputUnusableError, RunDirError, output_errors, prepare_new_run_dir
 from robofollow_ros.evaluation.store import RunStore
 from robofollow_ros.scoring.summary import summarize
 
 RUN_FILE, RESULTS_FILE, SUMMARY_FILE, STORE_FILE = "run.json", "results.json", "summary.json", "results.sqlite"
+__all__ = ["RESULTS_FILE", "RUN_FILE", "STORE_FILE", "SUMMARY_FILE", "DuplicateTrialError", "RunDirError", "RunWriter"]
 
 #: Packages whose versions run.json records (RoboFollow's list, plus what this package uses instead).
 VERSION_PACKAGES = ("numpy", "sapien", "torch", "mplib", "toppra", "h5py", "transforms3d", "imageio",
                     "imageio-ffmpeg", "nvidia-curobo", "warp-lang", "opencv-python", "rclpy")
-
-
-class RunDirError(ValueError):
-    """The output directory cannot hold a new run (RoboFollow needs a new or empty directory)."""
 
 
 def utc_now() -> str:
@@ -66,59 +64,92 @@ def code_sha256() -> str:
 
 
 class RunWriter:
-    """Writes one run directory; see the module docstring for the calling pattern."""
+    """Writes one run directory; see the module docstring for the calling pattern.
+
+    The writer holds the directory's lock (``rundir.RunDirLock``) from construction until the run
+    is finished. Files are written in an order that a kill at any moment leaves resumable:
+    ``run.json`` first (atomically), then the SQLite store, then ``results.json``.
+    """
 
     def __init__(self, run_dir: str | Path, *, arguments: Mapping[str, Any],
                  selected_tasks: Sequence[tuple[str, str]], expected_trials: int, stepper: str = "direct",
                  store_path: str | Path | None = None, metadata_extra: Mapping[str, Any] | None = None) -> None:
         self.run_dir = Path(run_dir)
-        if self.run_dir.exists() and (not self.run_dir.is_dir() or any(self.run_dir.iterdir())):
-            raise RunDirError(f"run_dir: {self.run_dir} exists and is not an empty directory")
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.run_id = str(uuid.uuid4())
-        self.results: list[dict[str, Any]] = []
-        self.run: dict[str, Any] = {
-            "status": "running",
-            "started_utc": utc_now(),
-            "metric_version": "strict",
-            "gate_mode": "strict",
-            "runtime": "fixed",
-            "completion_metric_version": "legacy-final-layout-v1",
-            "completion_aggregation": "task-macro",
-            "stepper": stepper,
-            "arguments": dict(arguments),
-            "selected_tasks": [{"scene": s, "task": t} for s, t in selected_tasks],
-            "expected_trials": int(expected_trials),
-            "run_id": self.run_id,
-            "code_sha256": code_sha256(),
-            "versions": package_versions(),
-            "python": platform.python_version(),
-            **dict(metadata_extra or {}),
-        }
-        self.store = RunStore(store_path or self.run_dir / STORE_FILE)
-        self._write_run()
-        write_json_atomic(self.run_dir / RESULTS_FILE, [])
+        self.lock = prepare_new_run_dir(self.run_dir)
+        try:
+            self.run_id = str(uuid.uuid4())
+            self.results: list[dict[str, Any]] = []
+            self._keys: set[tuple[str, int]] = set()  # (task, round) of every recorded trial
+            self.run: dict[str, Any] = {
+                "status": "running",
+                "started_utc": utc_now(),
+                "metric_version": "strict",
+                "gate_mode": "strict",
+                "runtime": "fixed",
+                "completion_metric_version": "legacy-final-layout-v1",
+                "completion_aggregation": "task-macro",
+                "stepper": stepper,
+                "arguments": dict(arguments),
+                "selected_tasks": [{"scene": s, "task": t} for s, t in selected_tasks],
+                "expected_trials": int(expected_trials),
+                "run_id": self.run_id,
+                "code_sha256": code_sha256(),
+                "versions": package_versions(),
+                "python": platform.python_version(),
+                **dict(metadata_extra or {}),
+            }
+            with output_errors(self.run_dir, 0):
+                write_json_atomic(self.run_dir / RUN_FILE, self.run)
+                self.store = RunStore(store_path or self.run_dir / STORE_FILE)
+                self.store.upsert_run(self.run_id, self.run, str(self.run_dir))
+                write_json_atomic(self.run_dir / RESULTS_FILE, [])
+        except BaseException:
+            self.lock.release()
+            raise
+        self._positions = plan_positions(self.run)
 
     def _write_run(self) -> None:
-        write_json_atomic(self.run_dir / RUN_FILE, self.run)
-        self.store.upsert_run(self.run_id, self.run, str(self.run_dir))
+        with output_errors(self.run_dir, len(self.results)):
+            write_json_atomic(self.run_dir / RUN_FILE, self.run)
+            self.store.upsert_run(self.run_id, self.run, str(self.run_dir))
+
+    def recorded(self, task_id: str, round_index: int) -> bool:
+        """True when this (task, round) is already in the run (a resumed or re-delivered trial)."""
+        return (task_id, round_index) in self._keys
 
     def record_trial(self, result: Mapping[str, Any], *, task: EvalTask, round_index: int, seed: int,
                      video: str | None = None) -> dict[str, Any]:
-        """Add one scored trial (a ``StageMonitor.result()``); returns the stored results.json entry."""
+        """Add one scored trial (a ``StageMonitor.result()``); returns the stored results.json entry.
+
+        Trials may arrive in any order (several workers); ``results.json`` lists them in the order of
+        the run's plan (``selected_tasks`` then round), so every backend writes the same file. A
+        (task, round) already recorded is refused: a run holds every trial exactly once.
+        """
         if self.run["status"] != "running":
             raise RuntimeError(f"run {self.run_id} is {self.run['status']}; no more trials")
         if result.get("task") != task.task_id:
             raise ValueError(f"result.task: {result.get('task')!r} does not match task {task.task_id!r}")
+        if self.recorded(task.task_id, int(round_index)):
+            raise DuplicateTrialError(f"trial {task.task_id} round {round_index} is already recorded in {self.run_dir}")
         entry = dict(result)
         if video is not None:
             entry["video"] = video
         entry.update(scene=task.scene, layout=task.layout, seed=int(seed), round=int(round_index),
                      level_tag=task.level, base_task_type=task.base_task_type)
-        self.store.insert_trial(self.run_id, len(self.results), entry)
+        with output_errors(self.run_dir, len(self.results)):
+            self.store.insert_trial(self.run_id, self._next_index(), entry)
         self.results.append(entry)
-        write_json_atomic(self.run_dir / RESULTS_FILE, self.results)
+        self._keys.add((task.task_id, int(round_index)))
+        self.results.sort(key=self._position)
+        with output_errors(self.run_dir, len(self.results)):
+            write_json_atomic(self.run_dir / RESULTS_FILE, self.results)
         return entry
+
+    def _next_index(self) -> int:
+        return len(self.results)
+
+    def _position(self, entry: Mapping[str, Any]) -> tuple[int, int]:
+        return self._positions.get(entry["task"], len(self._positions)), int(entry.get("round") or 0)
 
     def summary(self) -> dict[str, Any]:
         return summarize(self.results, status=self.run["status"])
@@ -132,9 +163,17 @@ class RunWriter:
 
     def _finish(self, status: str) -> None:
         self.run.update(status=status, finished_utc=utc_now(), completed_trials=len(self.results))
-        write_json_atomic(self.run_dir / SUMMARY_FILE, self.summary())
-        self._write_run()
+        try:
+            with output_errors(self.run_dir, len(self.results)):
+                write_json_atomic(self.run_dir / SUMMARY_FILE, self.summary())
+            self._write_run()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the store and drop the lock without changing the run's status (it stays resumable)."""
         self.store.close()
+        self.lock.release()
 
     def __enter__(self) -> RunWriter:
         return self
@@ -145,36 +184,21 @@ class RunWriter:
             return
         if exc is None:
             self.complete()
-        else:
+            return
+        if isinstance(exc, OutputUnusableError | KeyboardInterrupt):
+            # Nothing more can be written (or the user stopped it): leave the run "running", so that
+            # --resume continues it, and keep the caller's error the one that is reported.
+            self.close()
+            return
+        try:
             self.fail("".join(traceback.format_exception(exc_type, exc, tb)))
+        except OutputUnusableError:
+            self.close()
 
 
-def resume_writer(run_dir: str | Path, *, arguments: Mapping[str, Any],
-                  selected_tasks: Sequence[tuple[str, str]], expected_trials: int) -> RunWriter:
-    """Reopen a run killed mid-way (even by SIGKILL) to add the trials it has not recorded yet.
+class DuplicateTrialError(ValueError):
+    """A (task, round) that the run already holds was recorded again."""
 
-    SQLite is the source of truth: a trial is committed there before ``results.json`` is rewritten,
-    so the store holds every finished trial; ``results.json`` is rebuilt from it. The selection must
-    be the one the run started with, or the resumed results would mix two protocols.
-    """
-    from robofollow_ros.evaluation.jsonio import read_json
 
-    run_dir = Path(run_dir)
-    run_file = run_dir / RUN_FILE
-    if not run_file.is_file():
-        raise RunDirError(f"--resume: {run_dir} holds no {RUN_FILE}; nothing to resume")
-    run = read_json(run_file)
-    wanted = [{"scene": s, "task": t} for s, t in selected_tasks]
-    if run.get("selected_tasks") != wanted or run.get("expected_trials") != expected_trials:
-        raise RunDirError(f"--resume: {run_dir} was started with a different selection of tasks or rounds "
-                          f"({run.get('expected_trials')} trials); use a new --output for a new selection")
-    writer = RunWriter.__new__(RunWriter)
-    writer.run_dir, writer.run_id, writer.run = run_dir, run["run_id"], run
-    writer.store = RunStore(run_dir / STORE_FILE)
-    writer.results = writer.store.trials(run_ids=[writer.run_id])
-    run.update(status="running", completed_trials=len(writer.results))
-    run.setdefault("resumed_utc", []).append(utc_now())
-    run["resume_arguments"] = dict(arguments)
-    writer._write_run()
-    write_json_atomic(run_dir / RESULTS_FILE, writer.results)
-    return writer
+def plan_positions(run: Mapping[str, Any]) -> dict[str, int]:
+    return {item["task"]: i for i, item in enumerate(run.get("selected_tasks") or [])}

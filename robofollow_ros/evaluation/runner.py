@@ -1,26 +1,41 @@
-"""The headless evaluator: a protocol of trials over SAPIEN, in one process or several.
+"""The headless evaluator: a protocol of trials over SAPIEN, on one of three backends.
 
-Each worker process owns one simulator and one policy; every trial starts from a fresh scene built
-from its seed, so a trial's result does not depend on which worker ran it or what ran before, and
-``--workers N`` gives the results of ``--workers 1``. Results are recorded in trial order as they
-arrive, each in its own SQLite transaction, so a run killed at any moment resumes where it stopped.
+* ``local`` (default): supervised worker processes on this machine (``local_pool``); a worker
+  that dies fails only its trial and is replaced.
+* ``ray``: Ray actors on a cluster (``ray_pool``); a lost node's trials run again elsewhere.
+* ``inline``: in this process, for debuggers and profilers (a policy that kills the process
+  kills the run; ``--resume`` then continues it).
+
+Workers keep a SimWorld and a policy across trials, but every trial starts from a fresh scene
+built from its seed (``trial_worker``), so the backends and any ``--workers`` give the same
+verdicts. Results stream back to this driver, which alone writes the run directory: each trial
+in its own SQLite transaction (the source of truth) as it arrives, so a run killed at any moment
+resumes where it stopped, on any backend.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from robofollow_ros.benchmark import EvalTask, default_registry
-from robofollow_ros.evaluation.episode import EpisodeSettings, run_episode
+from robofollow_ros.evaluation.episode import EpisodeSettings
+from robofollow_ros.evaluation.jsonio import write_bytes_atomic
 from robofollow_ros.evaluation.progress import Progress
-from robofollow_ros.evaluation.results import RunWriter, resume_writer
+from robofollow_ros.evaluation.results import RunWriter
+from robofollow_ros.evaluation.resume import resume_writer
+from robofollow_ros.evaluation.rundir import output_errors
 from robofollow_ros.evaluation.selection import TrialKey, select_tasks, trial_keys
-from robofollow_ros.policy.interface import close_policy
-from robofollow_ros.policy.spec import load_policy
+from robofollow_ros.evaluation.trial_worker import DEFAULT_POLICY_TIMEOUT_S, TrialOutcome, TrialWorker, WorkerSpec
+from robofollow_ros.evaluation.worker_errors import START_OTHER, WorkerStartError, start_failure
+
+BACKENDS = ("local", "ray", "inline")
+#: Besides the policy's own time (timeout × calls), what a trial may take in the simulator before
+#: its worker is judged stuck and killed.
+SIM_ALLOWANCE_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -38,19 +53,44 @@ class EvalConfig:
     settings: EpisodeSettings = field(default_factory=EpisodeSettings)
     render: bool = False
     stepper: str = "topp"
+    #: Worker processes (local) or actors (ray; 0 = one per CPU of the cluster).
     workers: int = 1
     resume: bool = False
     #: Record every trial to ``<output>/mcap/<trial>.mcap`` (``--record``; monitoring.recorder).
     record: bool = False
+    backend: str = "local"
+    #: ``--ray-address``: None starts a private Ray instance; ``auto``, ``HOST:PORT`` or ``ray://HOST:10001``.
+    ray_address: str | None = None
+    #: Bound of every policy call, in-process or remote (``--policy-timeout``, evaluate.py's default).
+    policy_timeout_s: float = DEFAULT_POLICY_TIMEOUT_S
+    #: A trial running longer than this has its worker killed; None: policy time + ``SIM_ALLOWANCE_S``.
+    trial_deadline_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"--backend: {self.backend!r} is not one of {', '.join(BACKENDS)}")
+        if self.workers < (0 if self.backend == "ray" else 1):
             raise ValueError(f"--workers: must be >= 1, got {self.workers}")
+        if not 0 < self.policy_timeout_s < math.inf:
+            raise ValueError(f"--policy-timeout: must be a positive number of seconds, got {self.policy_timeout_s}")
+        if self.ray_address is not None and self.backend != "ray":
+            raise ValueError("--ray-address: only with --backend ray")
 
     def arguments(self) -> dict[str, Any]:
         args = asdict(self)
         args["output"] = str(self.output)
         return args
+
+    def worker_spec(self) -> WorkerSpec:
+        mcap = str(Path(self.output) / "mcap") if self.record and self.backend != "ray" else None
+        return WorkerSpec(policy=self.policy, policy_kwargs=dict(self.policy_kwargs), render=self.render,
+                          stepper=self.stepper, settings=self.settings, policy_timeout_s=self.policy_timeout_s,
+                          record_dir=mcap, ship_recordings=self.record and self.backend == "ray")
+
+    def deadline_s(self) -> float:
+        if self.trial_deadline_s is not None:
+            return self.trial_deadline_s
+        return self.policy_timeout_s * (self.settings.max_steps + 2) + SIM_ALLOWANCE_S
 
 
 @dataclass
@@ -58,86 +98,102 @@ class RunOutcome:
     run_dir: Path
     recorded: int
     skipped: int
+    #: (trial id, reason) of every trial that could not be executed (policy error, timeout, dead worker).
     failed_trials: list[tuple[str, str]]
     summary: dict[str, Any]
+    #: Workers started in place of dead or retired ones; trials re-queued after a lost Ray node.
+    replaced_workers: int = 0
+    requeued_trials: int = 0
 
 
-# -- worker side ---------------------------------------------------------------------------------
-_STATE: dict[str, Any] = {}
+class Backend(Protocol):
+    replaced: int
+
+    def results(self, keys: Sequence[TrialKey]) -> Iterator[TrialOutcome]: ...
+
+    def close(self) -> None: ...
 
 
-def _init_worker(policy: str, kwargs: dict[str, Any], render: bool, stepper: str, settings: EpisodeSettings,
-                 record_dir: Path | None = None) -> None:
-    from robofollow_ros.sim.world import SimWorld
+class InlinePool:
+    """The driver's own process as the only worker (``--backend inline``)."""
 
-    _STATE.update(world=SimWorld(render=render, stepper=stepper),  # type: ignore[arg-type]
-                  policy=load_policy(policy, kwargs), settings=settings)
-    if record_dir is not None:
-        from robofollow_ros.monitoring.recorder import TrialRecorder
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.replaced = 0
+        self._worker: TrialWorker | None = None
 
-        _STATE["recorder"] = TrialRecorder(record_dir)
-
-
-def _run_trial(key: TrialKey) -> tuple[TrialKey, dict[str, Any]]:
-    task = default_registry().eval_task(key.task_id)
-    recorder = _STATE.get("recorder")
-    observer = recorder.for_trial(key.trial_id, key.round) if recorder is not None else None
-    return key, run_episode(_STATE["world"], _STATE["policy"], task, key.seed, _STATE["settings"],
-                            observer=observer)
-
-
-def _close_worker() -> None:
-    recorder = _STATE.pop("recorder", None)
-    if recorder is not None:
-        recorder.close()
-    if "policy" in _STATE:
-        close_policy(_STATE.pop("policy"))
-    world = _STATE.pop("world", None)
-    if world is not None:
-        world.close()
-
-
-def _results(config: EvalConfig, keys: Sequence[TrialKey]) -> Iterator[tuple[TrialKey, dict[str, Any]]]:
-    init_args = (config.policy, config.policy_kwargs, config.render, config.stepper, config.settings,
-                 Path(config.output) / "mcap" if config.record else None)
-    if config.workers == 1 or len(keys) <= 1:
-        _init_worker(*init_args)
+    def results(self, keys: Sequence[TrialKey]) -> Iterator[TrialOutcome]:
+        if not keys:
+            return
         try:
-            for key in keys:
-                yield _run_trial(key)
-        finally:
-            _close_worker()
-        return
-    # spawn: SAPIEN and DDS do not survive fork; each worker imports and builds its own world.
-    ctx = mp.get_context("spawn")
-    with ctx.Pool(min(config.workers, len(keys)), initializer=_init_worker, initargs=init_args) as pool:
-        yield from pool.imap(_run_trial, keys, chunksize=1)
+            self._worker = TrialWorker(self.spec)
+        except (Exception, SystemExit) as exc:
+            raise WorkerStartError(*start_failure(exc)) from exc
+        for key in keys:
+            outcome = self._worker.run(key)
+            if outcome.retire:  # a stuck call cannot be stopped in-process: leave it, build a new policy
+                self._worker.renew_policy()
+                self.replaced += 1
+            yield outcome
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
 
 
-# -- driver side ---------------------------------------------------------------------------------
+def make_backend(config: EvalConfig) -> Backend:
+    spec = config.worker_spec()
+    if config.backend == "inline":
+        return InlinePool(spec)
+    if config.backend == "ray":
+        try:
+            from robofollow_ros.evaluation.ray_pool import RayPool
+        except ImportError as exc:  # ray is in requirements.txt; a trimmed install may lack it
+            raise WorkerStartError(START_OTHER, f"--backend ray: cannot import ray ({exc}); pip install ray") from None
+        return RayPool(spec, config.workers, config.ray_address, config.deadline_s())
+    from robofollow_ros.evaluation.local_pool import LocalPool
+
+    return LocalPool(spec, config.workers, config.deadline_s())
+
+
+def open_writer(config: EvalConfig, tasks: Sequence[EvalTask], expected: int) -> RunWriter:
+    selected = [(t.scene, t.task_id) for t in tasks]
+    extra = {"model": config.policy}
+    if config.resume:
+        return resume_writer(config.output, arguments=config.arguments(), selected_tasks=selected,
+                             expected_trials=expected, stepper=config.stepper, metadata_extra=extra)
+    return RunWriter(config.output, arguments=config.arguments(), selected_tasks=selected, expected_trials=expected,
+                     stepper=config.stepper, metadata_extra=extra)
+
+
 def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutcome:
     """Run (or resume) an evaluation and write its results; see the module docstring."""
     registry = default_registry()
     tasks: list[EvalTask] = select_tasks(registry, config.scenes, config.levels, config.limit, config.tasks or None)
     keys = trial_keys(tasks, config.rounds)
-    selected = [(t.scene, t.task_id) for t in tasks]
-    if config.resume:
-        writer = resume_writer(config.output, arguments=config.arguments(), selected_tasks=selected,
-                               expected_trials=len(keys))
-    else:
-        writer = RunWriter(config.output, arguments=config.arguments(), selected_tasks=selected,
-                           expected_trials=len(keys), stepper=config.stepper,
-                           metadata_extra={"model": config.policy})
-    done = {(e["task"], e["round"]) for e in writer.results}
-    todo = [k for k in keys if (k.task_id, k.round) not in done]
-    progress = Progress(len(keys), stream=stream, already_done=len(keys) - len(todo))
+    writer = open_writer(config, tasks, len(keys))
     failed: list[tuple[str, str]] = []
     with writer:
-        for key, result in _results(config, todo):
-            task = registry.eval_task(key.task_id)
-            writer.record_trial(result, task=task, round_index=key.round, seed=key.seed)
-            if "policy_error" in result:
-                failed.append((key.trial_id, result["policy_error"]))
-            progress.advance(failed="policy_error" in result,
-                             note=f"{key.task_id[:48]} IS {result['intent_score']:.2f} ES {result['exec_score']:.2f}")
-    return RunOutcome(Path(config.output), len(todo), len(keys) - len(todo), failed, writer.summary())
+        todo = [k for k in keys if not writer.recorded(k.task_id, k.round)]
+        progress = Progress(len(keys), stream=stream, already_done=len(keys) - len(todo))
+        backend = make_backend(config)
+        try:
+            for outcome in backend.results(todo):
+                key, result = outcome.key, outcome.result
+                if writer.recorded(key.task_id, key.round):
+                    continue  # delivered twice: a run holds each trial once
+                if outcome.recording is not None:
+                    with output_errors(Path(config.output), len(writer.results)):
+                        (Path(config.output) / "mcap").mkdir(exist_ok=True)
+                        write_bytes_atomic(Path(config.output) / "mcap" / f"{key.trial_id}.mcap", outcome.recording)
+                writer.record_trial(result, task=registry.eval_task(key.task_id), round_index=key.round, seed=key.seed)
+                if "policy_error" in result:
+                    failed.append((key.trial_id, str(result["policy_error"]).splitlines()[0]))
+                progress.advance(failed="policy_error" in result,
+                                 note=f"{key.task_id[:48]} IS {result['intent_score']:.2f} "
+                                      f"ES {result['exec_score']:.2f}")
+        finally:
+            backend.close()
+    return RunOutcome(Path(config.output), len(todo), len(keys) - len(todo), failed, writer.summary(),
+                      replaced_workers=backend.replaced, requeued_trials=getattr(backend, "requeued", 0))

@@ -46,6 +46,8 @@ CREATE TABLE IF NOT EXISTS trials (
 );
 CREATE INDEX IF NOT EXISTS trials_by_group ON trials (scene, level);
 CREATE INDEX IF NOT EXISTS trials_by_task ON trials (task);
+-- a run holds each (task, round) once, whichever worker, node or resume delivered it
+CREATE UNIQUE INDEX IF NOT EXISTS trials_once ON trials (run_id, task, round);
 CREATE TABLE IF NOT EXISTS stage_scores (
     run_id        TEXT NOT NULL,
     trial_index   INTEGER NOT NULL,

@@ -7,13 +7,18 @@ give the evaluator a clean error, never a crash.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from robofollow_ros.contract import ACTION_DIM, CAMERA_OBS_KEYS, GRIPPER_INDEX
+from robofollow_ros.policy.hold import HoldPolicy
 from robofollow_ros.policy.interface import Observation, PolicyError
 
 
@@ -103,3 +108,101 @@ def recording(**kwargs: Any) -> RecordingPolicy:
 def faulty(**kwargs: Any) -> FaultyPolicy:
     """Factory for ``module:function`` specs."""
     return FaultyPolicy(**kwargs)
+
+
+DEATH_MODES = ("abort", "exit", "os_exit", "sigkill", "oom", "sleep", "freeze")
+
+
+class DyingPolicy(HoldPolicy):
+    """Holds still, except on ``task`` (every task when None) where ``predict`` ends badly:
+
+    ``abort`` (SIGABRT), ``exit`` (``sys.exit(3)`` inside the policy), ``os_exit`` (the process exits
+    with status 3), ``sigkill`` (the process kills itself), ``oom`` (moves itself into the memory
+    cgroup ``cgroup`` when given, then allocates until the kernel's OOM killer ends it), ``sleep``
+    (sleeps ``sleep_s``, past any sane policy timeout). With ``once_marker`` it misbehaves only while
+    that file does not exist (it creates it first), so the worker that replaces it runs normally.
+    """
+
+    def __init__(self, mode: str = "abort", task: str | None = None, once_marker: str | None = None,
+                 cgroup: str | None = None, sleep_s: float = 3600.0) -> None:
+        if mode not in DEATH_MODES:
+            raise ValueError(f"mode: {mode!r} is not one of {DEATH_MODES}")
+        if mode == "oom" and not cgroup:  # never eat a shared machine's memory: only a bounded cgroup's
+            raise ValueError("cgroup: mode 'oom' needs a memory cgroup directory with a limit")
+        super().__init__()
+        self.mode, self.task, self.once_marker, self.cgroup, self.sleep_s = mode, task, once_marker, cgroup, sleep_s
+
+    def predict(self, obs: Observation) -> np.ndarray:
+        task_id = (obs.get("privileged") or {}).get("task_id")
+        if (self.task is None or task_id == self.task) and self._armed():
+            self._misbehave()
+        return super().predict(obs)
+
+    def _armed(self) -> bool:
+        if self.once_marker is None:
+            return True
+        try:
+            fd = os.open(self.once_marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        os.close(fd)
+        return True
+
+    def _misbehave(self) -> None:
+        if self.mode == "abort":
+            os.abort()
+        if self.mode == "exit":
+            sys.exit(3)
+        if self.mode == "os_exit":
+            os._exit(3)
+        if self.mode == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.mode == "freeze":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        if self.mode == "sleep":
+            time.sleep(self.sleep_s)
+            return
+        if self.cgroup:
+            Path(self.cgroup, "cgroup.procs").write_text(f"{os.getpid()}\n")
+        hog = []
+        while True:  # touch every page, so the memory is really used
+            hog.append(np.ones(16 * 1024 * 1024, dtype=np.uint8))
+
+
+def dying(**kwargs: Any) -> DyingPolicy:
+    """Factory for ``module:function`` specs."""
+    return DyingPolicy(**kwargs)
+
+
+class GatedPolicy:
+    """Another policy (``inner`` SPEC) that waits at every ``predict`` until ``<gate>/open`` exists, leaving
+    ``<gate>/<pid>.waiting`` meanwhile: a test (or an operator) can hold workers mid-trial, e.g. to take a
+    cluster node away while it is running one, then let everything go on exactly as ``inner`` would."""
+
+    def __init__(self, gate: str, inner: str = "hold", timeout_s: float = 600.0) -> None:
+        from robofollow_ros.policy.spec import load_policy
+
+        self.gate, self.timeout_s = Path(gate), timeout_s
+        self.inner = load_policy(inner, validate=False)
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def set_instruction(self, text: str) -> None:
+        self.inner.set_instruction(text)
+
+    def predict(self, obs: Observation) -> Any:
+        opened = self.gate / "open"
+        if not opened.exists():
+            (self.gate / f"{os.getpid()}.waiting").touch()
+            deadline = time.monotonic() + self.timeout_s
+            while not opened.exists():
+                if time.monotonic() > deadline:
+                    raise PolicyError(f"gate: {opened} did not appear within {self.timeout_s:g} s")
+                time.sleep(0.02)
+        return self.inner.predict(obs)
+
+
+def gated(**kwargs: Any) -> GatedPolicy:
+    """Factory for ``module:function`` specs."""
+    return GatedPolicy(**kwargs)

@@ -1,0 +1,179 @@
+"""``robofollow report --compare-runs RUN_A RUN_B``: two policies on the same trials, pair by pair.
+
+Trials are paired by (task, seed); both runs must hold exactly the same trials, or the comparison
+is refused with one line naming what is missing (an unpaired comparison would mix the protocol's
+difficulty into the difference). Per scene × level, and over all pairs: the mean IS and ES of each
+run, the difference B − A with a paired-bootstrap 95 % interval, the completion counts and the
+exact McNemar p-value on completion (``paired_stats``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.benchmark import LEVELS, SCENES
+from robofollow_ros.evaluation.paired_stats import mcnemar_exact, paired_bootstrap_ci
+from robofollow_ros.evaluation.report import SCENE_LABEL
+
+Pair = tuple[Mapping[str, Any], Mapping[str, Any]]
+#: Unpaired trials listed in the refusal, at most.
+_LISTED = 5
+
+
+class UnpairedRunsError(ValueError):
+    """The two runs do not hold the same (task, seed) trials."""
+
+
+@dataclass(frozen=True)
+class CellComparison:
+    cell: str  # "S1/L0", or "all"
+    pairs: int
+    is_a: float
+    is_b: float
+    is_diff: float
+    is_ci95: tuple[float, float]
+    es_a: float
+    es_b: float
+    es_diff: float
+    es_ci95: tuple[float, float]
+    complete_a: int
+    complete_b: int
+    only_a: int  # pairs completed by A only
+    only_b: int  # pairs completed by B only
+    mcnemar_p: float
+
+
+def load_run_trials(run_dir: Path) -> list[dict[str, Any]]:
+    """A run's results.json entries; raises ValueError with one line when it is not a run."""
+    path = Path(run_dir) / "results.json"
+    if not path.is_file():
+        raise ValueError(f"--compare-runs: {run_dir} has no results.json")
+    try:
+        trials = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--compare-runs: {path} is not valid JSON ({exc})") from None
+    if not isinstance(trials, list) or not all(isinstance(t, dict) and "task" in t and "seed" in t for t in trials):
+        raise ValueError(f"--compare-runs: {path} is not a list of RoboFollow trials with task and seed")
+    return trials
+
+
+def _by_key(trials: Sequence[Mapping[str, Any]], name: str) -> dict[tuple[str, int], Mapping[str, Any]]:
+    out: dict[tuple[str, int], Mapping[str, Any]] = {}
+    for t in trials:
+        key = (str(t["task"]), int(t["seed"]))
+        if key in out:
+            raise UnpairedRunsError(f"--compare-runs: {name} holds trial {key[0]} seed {key[1]} twice")
+        out[key] = t
+    return out
+
+
+def _listing(keys: Sequence[tuple[str, int]]) -> str:
+    shown = ", ".join(f"{task} seed {seed}" for task, seed in keys[:_LISTED])
+    return shown + (f" and {len(keys) - _LISTED} more" if len(keys) > _LISTED else "")
+
+
+def pair_trials(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]],
+                names: tuple[str, str] = ("RUN_A", "RUN_B")) -> list[Pair]:
+    """Pairs in A's order; refuses runs that do not hold the same (task, seed) trials."""
+    ka, kb = _by_key(a, names[0]), _by_key(b, names[1])
+    missing_b = [k for k in ka if k not in kb]
+    missing_a = [k for k in kb if k not in ka]
+    if missing_a or missing_b:
+        parts = []
+        if missing_b:
+            parts.append(f"{len(missing_b)} trial(s) of {names[0]} are missing from {names[1]} ({_listing(missing_b)})")
+        if missing_a:
+            parts.append(f"{len(missing_a)} trial(s) of {names[1]} are missing from {names[0]} ({_listing(missing_a)})")
+        raise UnpairedRunsError("--compare-runs: the runs are not paired: " + "; ".join(parts))
+    return [(ka[k], kb[k]) for k in ka]
+
+
+def compare_cell(cell: str, pairs: Sequence[Pair], n_resamples: int, seed: int) -> CellComparison:
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    is_a = [float(x["intent_score"]) for x, _ in pairs]
+    is_b = [float(y["intent_score"]) for _, y in pairs]
+    es_a = [float(x["exec_score"]) for x, _ in pairs]
+    es_b = [float(y["exec_score"]) for _, y in pairs]
+    done = [(bool(x["completion_ok"]), bool(y["completion_ok"])) for x, y in pairs]
+    only_a = sum(1 for ca, cb in done if ca and not cb)
+    only_b = sum(1 for ca, cb in done if cb and not ca)
+    is_d = [b - a for a, b in zip(is_a, is_b, strict=True)]
+    es_d = [b - a for a, b in zip(es_a, es_b, strict=True)]
+    return CellComparison(
+        cell=cell, pairs=len(pairs), is_a=mean(is_a), is_b=mean(is_b), is_diff=mean(is_d),
+        is_ci95=paired_bootstrap_ci(is_d, n_resamples, seed), es_a=mean(es_a), es_b=mean(es_b), es_diff=mean(es_d),
+        es_ci95=paired_bootstrap_ci(es_d, n_resamples, seed + 1), complete_a=sum(ca for ca, _ in done),
+        complete_b=sum(cb for _, cb in done), only_a=only_a, only_b=only_b, mcnemar_p=mcnemar_exact(only_a, only_b))
+
+
+def compare_runs(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, n_resamples: int = 10_000,
+                 seed: int = 0, names: tuple[str, str] = ("RUN_A", "RUN_B")) -> list[CellComparison]:
+    """One comparison per scene × level present (paper order), then ``all``."""
+    pairs = pair_trials(a, b, names)
+    cells: list[CellComparison] = []
+    for scene in SCENES:
+        for level in LEVELS:
+            group = [p for p in pairs if p[0].get("scene") == scene and p[0].get("level_tag") == level]
+            if group:
+                cells.append(compare_cell(f"{SCENE_LABEL[scene]}/{level}", group, n_resamples, seed))
+    if pairs:
+        cells.append(compare_cell("all", pairs, n_resamples, seed))
+    return cells
+
+
+def format_comparison(cells: Sequence[CellComparison], names: tuple[str, str]) -> str:
+    a, b = names
+    head = (f"{'cell':<7}{'pairs':>6}  {'IS A→B (Δ, 95% CI)':<34}{'ES A→B (Δ, 95% CI)':<34}"
+            f"{'complete A/B':>13}{'A only/B only':>15}{'McNemar p':>11}")
+    lines = [f"paired comparison: A = {a}, B = {b} (differences are B − A, in points of 100)", head, "-" * len(head)]
+    for c in cells:
+        is_txt = (f"{100 * c.is_a:5.1f}→{100 * c.is_b:5.1f} ({100 * c.is_diff:+6.1f}, "
+                  f"{100 * c.is_ci95[0]:+6.1f}..{100 * c.is_ci95[1]:+6.1f})")
+        es_txt = (f"{100 * c.es_a:5.1f}→{100 * c.es_b:5.1f} ({100 * c.es_diff:+6.1f}, "
+                  f"{100 * c.es_ci95[0]:+6.1f}..{100 * c.es_ci95[1]:+6.1f})")
+        lines.append(f"{c.cell:<7}{c.pairs:>6}  {is_txt:<34}{es_txt:<34}{f'{c.complete_a}/{c.complete_b}':>13}"
+                     f"{f'{c.only_a}/{c.only_b}':>15}{c.mcnemar_p:>11.4f}")
+    return "\n".join(lines)
+
+
+def comparison_json(cells: Sequence[CellComparison], names: tuple[str, str]) -> dict[str, Any]:
+    return {"run_a": names[0], "run_b": names[1], "difference": "B - A", "cells": [asdict(c) for c in cells]}
+
+
+def plot_comparison(path: str | Path, cells: Sequence[CellComparison], names: tuple[str, str]) -> None:
+    """ΔIS and ΔES with their intervals per cell, and completion counts with the McNemar p above."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = list(range(len(cells)))
+    fig, axes = plt.subplots(3, 1, figsize=(max(8, 0.9 * len(cells) + 3), 10), sharex=True)
+    for ax, metric in zip(axes[:2], ("is", "es"), strict=True):
+        diff = [100 * getattr(c, f"{metric}_diff") for c in cells]
+        lo = [d - 100 * getattr(c, f"{metric}_ci95")[0] for d, c in zip(diff, cells, strict=True)]
+        hi = [100 * getattr(c, f"{metric}_ci95")[1] - d for d, c in zip(diff, cells, strict=True)]
+        ax.errorbar(xs, diff, yerr=[lo, hi], fmt="o", capsize=4)
+        ax.axhline(0.0, color="grey", lw=0.8)
+        ax.set_ylabel(f"Δ{metric.upper()} (B − A, points)")
+        ax.grid(axis="y", alpha=0.3)
+    width = 0.38
+    series = ((-width / 2, "complete_a", f"A: {names[0]}"), (width / 2, "complete_b", f"B: {names[1]}"))
+    for shift, attr, label in series:
+        axes[2].bar([x + shift for x in xs], [100 * getattr(c, attr) / c.pairs for c in cells], width, label=label)
+    for x, c in zip(xs, cells, strict=True):
+        axes[2].text(x, 102, f"p={c.mcnemar_p:.2g}", ha="center", fontsize="small")
+    axes[2].set_ylim(0, 112)
+    axes[2].set_ylabel("completed trials (%)")
+    axes[2].legend(loc="lower right", fontsize="small")
+    axes[2].set_xticks(xs, [c.cell for c in cells])
+    fig.suptitle("Paired comparison: 95 % paired-bootstrap intervals; exact McNemar p on completion")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,226 @@
+"""``--backend ray``: trials on Ray actors, each owning one ``TrialWorker`` (a SimWorld and a policy).
+
+Ray places the actors on the cluster's nodes and carries keys out and results back; this module
+only keeps every live actor busy with one trial at a time and streams results to the driver as
+they finish (the driver alone writes the run directory). What it decides on top of Ray:
+
+* An actor whose **node is lost** (removed, preempted, crashed) did nothing wrong: its trial goes
+  back to the queue and runs again elsewhere (a trial is recorded only when its result arrives, so
+  nothing is lost or duplicated), and a replacement actor is requested; it starts when the cluster
+  has a free CPU again, so a node that joins mid-run is used too.
+* An actor whose **process dies** on a live node (abort, OOM, a policy that kills its process)
+  fails only that trial with the reason, as the local backend does, and is replaced.
+* A trial past ``trial_deadline_s`` gets its actor killed and fails with that reason.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from robofollow_ros.evaluation.episode import unexecuted_result
+from robofollow_ros.evaluation.selection import TrialKey
+from robofollow_ros.evaluation.trial_worker import TrialOutcome, WorkerSpec, replacement
+from robofollow_ros.evaluation.worker_errors import START_DIED, WorkerStartError, start_failure
+
+#: A trial whose node is lost more often than this fails (a cluster that keeps losing nodes).
+MAX_NODE_LOSSES_PER_TRIAL = 3
+#: How long the run may wait with no actor able to start (no free CPU anywhere) before it stops.
+START_TIMEOUT_S = 900.0
+_NODE_DIED = "because its node has died"
+
+
+class TrialActor:
+    """The actor class (wrapped with ``ray.remote`` at run time, so importing this needs no Ray)."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        from robofollow_ros.evaluation.trial_worker import TrialWorker
+
+        self.worker: Any = None
+        self.error: tuple[str, str] | None = None
+        try:
+            self.worker = TrialWorker(spec)
+        except BaseException as exc:
+            self.error = start_failure(exc)
+
+    def ready(self) -> dict[str, Any]:
+        import ray
+
+        return {"error": self.error, "node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+
+    def run(self, key: TrialKey) -> TrialOutcome:
+        return self.worker.run(key)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+
+def connect(address: str | None) -> bool:
+    """Join (``auto``, ``HOST:PORT``, ``ray://HOST:10001``) or start a Ray instance; True if we started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
+             namespace="robofollow")
+    return True
+
+
+class RayPool:
+    """See the module docstring; :meth:`results` yields one :class:`TrialOutcome` per key, as they finish."""
+
+    def __init__(self, spec: WorkerSpec, workers: int, address: str | None, trial_deadline_s: float,
+                 cpus_per_worker: float = 1.0) -> None:
+        import ray
+
+        self.ray = ray
+        self.spec, self.workers, self.trial_deadline_s = spec, workers, trial_deadline_s
+        self.cpus_per_worker = cpus_per_worker
+        self._owns_ray = connect(address)
+        self._cls = ray.remote(num_cpus=cpus_per_worker, max_restarts=0, max_task_retries=0)(TrialActor)
+        self._starting: dict[Any, Any] = {}  # ready() ref -> actor
+        self._idle: list[tuple[Any, dict[str, Any]]] = []
+        self._inflight: dict[Any, tuple[Any, dict[str, Any], TrialKey, float]] = {}
+        self._overdue: set[Any] = set()
+        self.requeued = 0
+        self.replaced = 0
+
+    def _spawn(self, replacing: bool = False) -> None:
+        actor: Any = self._cls.remote(replacement(self.spec) if replacing else self.spec)
+        self._starting[actor.ready.remote()] = actor
+
+    def target_workers(self, n_keys: int) -> int:
+        if self.workers > 0:
+            return min(self.workers, n_keys)
+        cpus = float(self.ray.cluster_resources().get("CPU", 1.0))
+        return max(1, min(n_keys, int(cpus // self.cpus_per_worker)))
+
+    def results(self, keys: Sequence[TrialKey]) -> Iterator[TrialOutcome]:
+        pending = collections.deque(keys)
+        losses: collections.Counter[TrialKey] = collections.Counter()
+        for _ in range(self.target_workers(len(pending))):
+            self._spawn()
+        waiting_since = time.monotonic()
+        while pending or self._inflight:
+            refs = [*self._inflight, *self._starting]
+            if not refs:
+                self._spawn(replacing=True)
+                continue
+            done, _ = self.ray.wait(refs, num_returns=1, timeout=1.0)
+            for ref in done:
+                if ref in self._starting:
+                    self._on_started(ref, self._starting.pop(ref))
+                else:
+                    yield from self._on_finished(ref, pending, losses)
+            self._kill_overdue()
+            while self._idle and pending:
+                actor, info = self._idle.pop()
+                key = pending.popleft()
+                self._inflight[actor.run.remote(key)] = (actor, info, key, time.monotonic())
+            if self._inflight or not self._starting:
+                waiting_since = time.monotonic()
+            elif time.monotonic() - waiting_since > START_TIMEOUT_S:
+                raise WorkerStartError(START_DIED, f"no Ray worker could start within {START_TIMEOUT_S:g} s "
+                                                   "(does the cluster have a free CPU for each worker?)")
+
+    def _on_started(self, ref: Any, actor: Any) -> None:
+        try:
+            info = self.ray.get(ref)
+        except self.ray.exceptions.RayActorError as exc:
+            if self._node_lost(exc, None):
+                self._spawn(replacing=True)
+                return
+            raise WorkerStartError(START_DIED, f"a Ray worker died while starting: {_first_line(exc)}") from None
+        if info["error"] is not None:
+            self.ray.kill(actor)
+            raise WorkerStartError(*info["error"])
+        self._idle.append((actor, info))
+
+    def _on_finished(self, ref: Any, pending: collections.deque[TrialKey],
+                     losses: collections.Counter[TrialKey]) -> Iterator[TrialOutcome]:
+        actor, info, key, _ = self._inflight.pop(ref)
+        try:
+            outcome: TrialOutcome = self.ray.get(ref)
+        except self.ray.exceptions.RayActorError as exc:
+            self._replace(actor)
+            if ref in self._overdue:
+                reason = f"no result within {self.trial_deadline_s:g} s; the Ray worker was killed"
+            elif self._node_lost(exc, info):
+                losses[key] += 1
+                if losses[key] <= MAX_NODE_LOSSES_PER_TRIAL:
+                    self.requeued += 1
+                    pending.appendleft(key)  # not the trial's fault: run it again on another node
+                    return
+                reason = f"its Ray node was lost {losses[key]} times"
+            else:
+                reason = f"Ray worker process died: {_death_detail(exc)}"
+            yield TrialOutcome(key, unexecuted_result(_registry().eval_task(key.task_id), reason))
+            return
+        # any other error (a simulator or scorer bug inside the actor) propagates: the run stops
+        yield outcome
+        if outcome.retire:
+            self._replace(actor)
+        else:
+            self._idle.append((actor, info))
+
+    def _node_lost(self, exc: BaseException, info: dict[str, Any] | None) -> bool:
+        if _NODE_DIED in str(exc) or isinstance(exc, self.ray.exceptions.ActorUnavailableError):
+            return True
+        if info is None:
+            return False
+        alive = {n["NodeID"]: n["Alive"] for n in self.ray.nodes()}
+        return not alive.get(info["node"], False)
+
+    def _replace(self, actor: Any) -> None:
+        self.ray.kill(actor, no_restart=True)
+        self.replaced += 1
+        self._spawn(replacing=True)
+
+    def _kill_overdue(self) -> None:
+        now = time.monotonic()
+        for ref, (actor, _, _, started) in self._inflight.items():
+            if ref not in self._overdue and now - started > self.trial_deadline_s:
+                self._overdue.add(ref)
+                self.ray.kill(actor, no_restart=True)
+
+    def close(self) -> None:
+        actors = [a for a, _ in self._idle] + list(self._starting.values()) + [v[0] for v in self._inflight.values()]
+        for actor in actors:
+            with contextlib.suppress(Exception):  # an actor that is already gone
+                self.ray.kill(actor, no_restart=True)
+        self._idle.clear()
+        self._starting.clear()
+        self._inflight.clear()
+        if self._owns_ray:
+            self.ray.shutdown()
+
+    def __enter__(self) -> RayPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _death_detail(exc: BaseException) -> str:
+    """The most telling line of Ray's actor-death message (its exit detail when it gives one)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if "exit detail" in line.lower() or "killed" in line.lower() or "memory" in line.lower():
+            return line
+    return lines[-1] if lines else type(exc).__name__
+
+
+def _registry() -> Any:
+    from robofollow_ros.benchmark import default_registry
+
+    return default_registry()

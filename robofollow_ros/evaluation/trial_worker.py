@@ -1,0 +1,168 @@
+"""One worker of the evaluator: a SimWorld and a policy kept across trials.
+
+The same class serves every backend: the driver's own process (``--backend inline``), a supervised
+worker process (``local``, ``evaluation.local_pool``) and a Ray actor (``ray``,
+``evaluation.ray_pool``). Every trial starts from a fresh scene built from its seed, so a result
+does not depend on which worker ran it or what it ran before; that is what makes the backends
+agree verdict for verdict.
+
+Every policy call is bounded by ``policy_timeout_s`` (``robofollow eval --policy-timeout``), for
+in-process and remote policies alike (``policy.guard.TimeoutGuardedPolicy``). Python cannot stop a
+thread, so a call that overran keeps running; the worker then reports ``retire`` and its owner
+replaces it (a process or an actor) or, inline, builds a fresh policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.benchmark import default_registry
+from robofollow_ros.evaluation.episode import EpisodeSettings, policy_failure, run_episode
+from robofollow_ros.evaluation.selection import TrialKey
+from robofollow_ros.evaluation.worker_errors import PolicyStartError
+from robofollow_ros.policy.guard import TimeoutGuardedPolicy
+from robofollow_ros.policy.interface import close_policy
+from robofollow_ros.policy.spec import load_policy
+
+#: The official evaluate.py default for ``--policy-timeout`` (seconds), which covers a first model compilation.
+DEFAULT_POLICY_TIMEOUT_S = 300.0
+REMOTE_SCHEMES = ("tcp://", "openpi://")
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What every worker of a run is built from (picklable: it travels to processes and actors)."""
+
+    policy: str
+    policy_kwargs: dict[str, Any] = field(default_factory=dict)
+    render: bool = False
+    stepper: str = "topp"
+    settings: EpisodeSettings = field(default_factory=EpisodeSettings)
+    policy_timeout_s: float = DEFAULT_POLICY_TIMEOUT_S
+    #: Record MCAPs here (a path the worker can write: the run's ``mcap/`` on this machine).
+    record_dir: str | None = None
+    #: Record to a private temporary directory and return the bytes (Ray: the driver alone writes the run).
+    ship_recordings: bool = False
+    #: Reach a remote policy (connect + reset) before the first trial. Workers that replace dead ones
+    #: skip it: a server that is briefly busy must fail at most a trial, not stop a run under way.
+    probe_remote: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 < self.policy_timeout_s < math.inf:
+            raise ValueError(f"--policy-timeout: must be a positive number of seconds, got {self.policy_timeout_s}")
+
+
+@dataclass
+class TrialOutcome:
+    """What a worker hands back for one trial."""
+
+    key: TrialKey
+    result: dict[str, Any]
+    #: A policy call is still stuck past its timeout: replace this worker before its next trial.
+    retire: bool = False
+    #: The trial's MCAP file (only with ``ship_recordings``).
+    recording: bytes | None = None
+
+
+def policy_kwargs_for(spec: WorkerSpec) -> dict[str, Any]:
+    """A remote client's own socket timeout follows the policy timeout, as evaluate.py passes it to its
+    client, set a little above it so that the whole-call bound is the one that speaks (one reason)."""
+    kwargs = dict(spec.policy_kwargs)
+    if spec.policy.strip().startswith(REMOTE_SCHEMES):
+        kwargs.setdefault("timeout_s", spec.policy_timeout_s * 1.1 + 1.0)
+    return kwargs
+
+
+def replacement(spec: WorkerSpec) -> WorkerSpec:
+    """The spec of a worker started in place of one that died or retired."""
+    return dataclasses.replace(spec, probe_remote=False)
+
+
+def build_policy(spec: WorkerSpec) -> TimeoutGuardedPolicy:
+    return TimeoutGuardedPolicy(load_policy(spec.policy, policy_kwargs_for(spec)), spec.policy_timeout_s)
+
+
+def start_policy(spec: WorkerSpec) -> TimeoutGuardedPolicy:
+    """Build the policy; a remote one is reached before the first trial (connect + reset, as a trial
+    starts), so that an unreachable server stops the run at once instead of failing every trial."""
+    try:
+        policy = build_policy(spec)
+    except (Exception, SystemExit) as exc:
+        raise PolicyStartError(f"policy {spec.policy!r} could not be built: {policy_failure(exc)}") from exc
+    if spec.probe_remote and spec.policy.strip().startswith(REMOTE_SCHEMES):
+        try:
+            policy.reset()
+        except (Exception, SystemExit) as exc:
+            close_in_background(policy)
+            raise PolicyStartError(f"policy server {spec.policy} unreachable: {policy_failure(exc)}") from exc
+    return policy
+
+
+def close_in_background(policy: TimeoutGuardedPolicy) -> None:
+    """Close a policy whose call is stuck without waiting on it (its close may wait for that call)."""
+    threading.Thread(target=policy.close, name="policy-close", daemon=True).start()
+
+
+class TrialWorker:
+    """Owns one simulator and one policy; :meth:`run` runs and scores one trial."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        from robofollow_ros.sim.world import SimWorld
+
+        self.spec = spec
+        self.registry = default_registry()
+        self.policy = start_policy(spec)
+        try:
+            self.world = SimWorld(render=spec.render, stepper=spec.stepper)  # type: ignore[arg-type]
+        except BaseException:
+            close_policy(self.policy)
+            raise
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.recorder = None
+        record_dir = spec.record_dir
+        if spec.ship_recordings:
+            self._tmp = tempfile.TemporaryDirectory(prefix="robofollow-mcap-")
+            record_dir = self._tmp.name
+        if record_dir is not None:
+            from robofollow_ros.monitoring.recorder import TrialRecorder
+
+            self.recorder = TrialRecorder(Path(record_dir))
+
+    def run(self, key: TrialKey) -> TrialOutcome:
+        task = self.registry.eval_task(key.task_id)
+        observer = self.recorder.for_trial(key.trial_id, key.round) if self.recorder is not None else None
+        result = run_episode(self.world, self.policy, task, key.seed, self.spec.settings, observer=observer)
+        recording = None
+        if self.spec.ship_recordings and self.recorder is not None:
+            path = self.recorder.path_of(key.trial_id)
+            if path.is_file():
+                recording = path.read_bytes()
+                path.unlink()
+        return TrialOutcome(key, result, retire=self.policy_stuck(), recording=recording)
+
+    def policy_stuck(self) -> bool:
+        """True while a policy call that overran its timeout is still running."""
+        return not self.policy.wait_idle(0.0)
+
+    def renew_policy(self) -> None:
+        """Inline only: leave a stuck policy to its daemon thread and build a fresh one."""
+        close_in_background(self.policy)
+        self.policy = build_policy(self.spec)
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+        if self.policy_stuck():
+            close_in_background(self.policy)
+        else:
+            close_policy(self.policy)
+        self.world.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
