@@ -151,7 +151,7 @@ class FoxgloveProbe:
             pass
         finally:
             self.closed = True
-            self.close_frame_received = self._ws.close_rcvd is not None
+            self.close_frame_received = getattr(self._ws.protocol, "close_rcvd", None) is not None
             self.close_code = self._ws.close_code
 
     def _on_text(self, msg: dict[str, Any]) -> None:
