@@ -100,7 +100,7 @@ def test_topics_and_services_are_the_contracts(layout: dict[str, Any]) -> None:
     known = set(topics.TOPICS)
     panels = layout["configById"]
     used: set[str] = set()
-    for panel_id, config in panels.items():
+    for config in panels.values():
         used |= set(config.get("topics", {}))
         used |= {t["cameraInfoTopic"] for t in config.get("topics", {}).values() if "cameraInfoTopic" in t}
         mode = config.get("imageMode", {})
@@ -144,7 +144,8 @@ def test_every_plotted_and_state_path_resolves_on_a_recording(layout: dict[str, 
         for _, channel, _, msg in make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages():
             last[channel.topic] = msg
     panels = layout["configById"]
-    plotted = [_resolve(last[p["value"].split(".")[0]], p["value"].split(".", 1)[1]) for p in panels["Plot!scores"]["paths"]]
+    plotted = [_resolve(last[p["value"].split(".")[0]], p["value"].split(".", 1)[1])
+               for p in panels["Plot!scores"]["paths"]]
     assert all(isinstance(v, float) for v in plotted) and plotted[0] == monitor.result()["intent_score"]
     for series in panels["StateTransitions!stages"]["paths"]:
         topic, path = series["value"].split(".", 1)

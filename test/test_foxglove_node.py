@@ -70,7 +70,8 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
     probe = FoxgloveProbe(f"ws://127.0.0.1:{node.server.port}")
     try:
         _run(probe.connect(), loop)
-        _run(probe.wait_for(lambda: len(probe.channels) >= len(topics.TOPICS) and len(probe.services) == 4, 10, "advertisements"), loop)
+        _run(probe.wait_for(lambda: len(probe.channels) >= len(topics.TOPICS) and len(probe.services) == 4, 10,
+                            "advertisements"), loop)
         _run(probe.subscribe(), loop)
         _run(probe.wait_for(lambda: node.channels.live.channels[topics.SCORE].has_sinks(), 10, "subscriptions"), loop)
 
