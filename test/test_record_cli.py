@@ -106,6 +106,18 @@ def test_record_writes_the_graph_into_a_ros2_bag_until_interrupted(tmp_path: Pat
     assert got["/cameras/head/camera_info"][0].k[2] == 16.0  # type: ignore[attr-defined]
 
 
+def test_a_taken_port_exits_6(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([*ROBOFOLLOW, "record", str(tmp_path / "a.mcap"), "--serve", "--port", str(port),
+                               "--duration", "1"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 6 and f"--port: cannot serve on {port}" in done.stderr, done.stderr
+
+
 def test_bad_arguments_exit_2_naming_the_field(tmp_path: Path) -> None:
     existing = tmp_path / "x.mcap"
     existing.write_bytes(b"")
