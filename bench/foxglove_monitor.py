@@ -1,4 +1,4 @@
-"""Cost and delivered rates of live Foxglove monitoring (issue 8), with one viewer subscribed to everything.
+"""Cost and delivered rates of live Foxglove monitoring (issues 8, 15), with one viewer subscribed to everything.
 
 Two measurements, each with the viewer (``monitoring.ws_client.FoxgloveProbe``) in its own process so
 its CPU is not counted, and monitoring recording to MCAP at the same time:
@@ -7,13 +7,15 @@ its CPU is not counted, and monitoring recording to MCAP at the same time:
    node publishes them). Run twice on the same seed: rendering only, then rendering + monitoring;
    the difference in process CPU per wall second is what monitoring costs.
 2. **capacity at rig rates**: three 320×240 cameras offered at 30 Hz (capped at 15 Hz per camera),
-   scorer frame + live score + 3-D scene + TF + joints at 50 Hz, for 10 s; CPU of this process
+   scorer frame + live score (+ plotted stages and states) + 3-D scene + link TF + joints at 50 Hz,
+   for 10 s, all as ROS 2 CDR into a rosbag2-compatible MCAP and the live view; CPU of this process
    (all threads, incl. the SDK's) per wall second, and rates the viewer received.
 
 Goal: cameras ≥ 10 Hz, score ≥ 20 Hz for one viewer, under a third of a core.
 Rewrites the ``foxglove`` section of docs/benchmarks.md.
 
-    .venv/bin/python bench/foxglove_monitor.py
+    .venv/bin/python bench/foxglove_monitor.py            # the figures (quiet machine)
+    .venv/bin/python bench/foxglove_monitor.py --smoke    # a quick run, nothing written
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from benchdoc import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "L0_place_yellow_block_1_behind_red_cylinder"
-CAMERA_TOPIC = "/cameras/head/compressed"
+CAMERA_TOPIC = "/cameras/head/image_raw/compressed"
 
 
 # -- the viewer, in its own process ----------------------------------------------------------------
@@ -42,7 +44,7 @@ def _viewer(url: str, ready: Any, stop: Any, results: Any) -> None:
     async def main() -> dict[str, Any]:
         probe = FoxgloveProbe(url)
         await probe.connect()
-        await probe.wait_for(lambda: len(probe.channels) >= 11, 20, "advertisements")
+        await probe.wait_for(lambda: len(probe.channels) >= 20, 20, "advertisements")
         await probe.subscribe()
         ready.set()
         while not stop.is_set():
@@ -104,7 +106,7 @@ class _RenderEveryRow:
             self.inner.on_end(result, live)
 
 
-def sim_trial(tmp: Path) -> dict[str, Any]:
+def sim_trial(tmp: Path, max_steps: int = 10) -> dict[str, Any]:
     from robofollow_ros.benchmark import default_registry
     from robofollow_ros.evaluation.episode import EpisodeSettings, run_episode
     from robofollow_ros.monitoring.recorder import TrialRecorder
@@ -115,7 +117,7 @@ def sim_trial(tmp: Path) -> dict[str, Any]:
     task = default_registry().eval_task(TASK)
     world = SimWorld(render=True)
     policy = load_policy("oracle", {})
-    settings = EpisodeSettings(max_steps=10, actions_per_step=50)
+    settings = EpisodeSettings(max_steps=max_steps, actions_per_step=50)
 
     def run(observer: Any) -> tuple[float, float, dict[str, Any]]:
         wall0, cpu0 = time.monotonic(), time.process_time()
@@ -125,7 +127,7 @@ def sim_trial(tmp: Path) -> dict[str, Any]:
     run(_RenderEveryRow(world, None))  # warm-up (shader compilation, caches)
     base_wall, base_cpu, base = run(_RenderEveryRow(world, None))
     recorder = TrialRecorder(tmp / "mcap")
-    server = start_monitor_server(recorder.context, port=0)
+    server = start_monitor_server(recorder.channels, port=0)
     viewer = Viewer(server.port)
     mon_wall, mon_cpu, mon = run(_RenderEveryRow(world, recorder.for_trial("bench_sim", 1)))
     stats = viewer.finish()
@@ -143,14 +145,14 @@ def sim_trial(tmp: Path) -> dict[str, Any]:
 
 # -- 2. capacity at rig rates ------------------------------------------------------------------------
 def capacity(tmp: Path, seconds: float = 10.0, state_hz: float = 50.0, camera_hz: float = 30.0) -> dict[str, Any]:
-    import foxglove
-
     from robofollow_ros.benchmark import default_registry
     from robofollow_ros.contract import CAMERA_NAMES
+    from robofollow_ros.monitoring import rosmsg, topics
     from robofollow_ros.monitoring.channels import TrialChannels
-    from robofollow_ros.monitoring.recorder import open_trial_mcap
+    from robofollow_ros.monitoring.robot import RobotModel
     from robofollow_ros.monitoring.scene import SceneBuilder
     from robofollow_ros.monitoring.server import start_monitor_server
+    from robofollow_ros.monitoring.trial_log import TrialLog
     from robofollow_ros.scoring.frame import frame_from_dict
     from robofollow_ros.scoring.monitor import StageMonitor
     from robofollow_ros.scoring.synthetic import Puppet
@@ -164,11 +166,13 @@ def capacity(tmp: Path, seconds: float = 10.0, state_hz: float = 50.0, camera_hz
     world.close()
     frames = [f.to_dict() for f in Puppet(task).pick("right", "yellow_block_1").hold(5).frames]
 
-    ctx = foxglove.Context()
-    channels = TrialChannels(ctx)
-    channels.set_scene(SceneBuilder(task, reg.layout_of(task), reg.slot_xy))
-    server = start_monitor_server(ctx, port=0)
-    writer = open_trial_mcap(tmp / "capacity.mcap", ctx)
+    channels = TrialChannels()
+    log = TrialLog(channels)
+    log.set_scene(SceneBuilder(task, reg.layout_of(task), reg.slot_xy))
+    robot = RobotModel()
+    vector = robot.kinematics.home_vector()
+    server = start_monitor_server(channels, port=0)
+    channels.open_recording(tmp / "capacity.mcap")
     viewer = Viewer(server.port)
     monitor = StageMonitor(task)
     start, cpu0 = time.monotonic(), time.process_time()
@@ -177,9 +181,10 @@ def capacity(tmp: Path, seconds: float = 10.0, state_hz: float = 50.0, camera_hz
         if now >= next_state:
             raw = frames[min(i, len(frames) - 1)]
             monitor.update(frame_from_dict(raw, i))
-            channels.log_frame("capacity", TASK, i, raw)
-            channels.log_score(monitor.live())
-            channels.log_joints([0.1] * 14)
+            log.frame("capacity", TASK, i, raw)
+            log.score(monitor.live())
+            channels.log_joints(vector)
+            channels.send(topics.TF, rosmsg.tf_message(robot.link_transforms(vector, time.time_ns())))
             i += 1
             next_state += 1 / state_hz
         if now >= next_camera:
@@ -189,7 +194,7 @@ def capacity(tmp: Path, seconds: float = 10.0, state_hz: float = 50.0, camera_hz
         time.sleep(max(0.0, min(next_state, next_camera) - time.monotonic()))
     wall, cpu = time.monotonic() - start, time.process_time() - cpu0
     stats = viewer.finish()
-    writer.close()
+    channels.close_recording()
     server.stop()
     # What the scorer itself costs here (not monitoring): measured alone for the same frames.
     m2, c0 = StageMonitor(task), time.process_time()
@@ -219,7 +224,7 @@ def table(sim: dict[str, Any], cap: dict[str, Any]) -> str:
         f"camera rate delivered | {cap['camera_hz']:.1f} Hz per camera | ≥ 10 Hz | {ok(cap['camera_hz'] >= 10)} |",
         f"| capacity — live score rate delivered | {cap['score_hz']:.1f} Hz (scene {cap['scene_hz']:.1f}, "
         f"joints {cap['joints_hz']:.1f}) | ≥ 20 Hz | {ok(cap['score_hz'] >= 20)} |",
-        f"| capacity — CPU of monitoring (JPEG, scene, JSON, websocket, MCAP; scorer excluded) | "
+        f"| capacity — CPU of monitoring (JPEG, CDR, scene, link TF, websocket, MCAP; scorer excluded) | "
         f"{cap['core']:.3f} core | < 0.333 | {ok(cap['core'] < 1 / 3)} |",
         f"| capacity — MCAP size | {cap['mcap_mb']:.1f} MB for {cap['seconds']:.0f} s | | |",
         f"| sim trial (oracle, {sim['frames']} frames, 3 cameras rendered per row on the CPU) — extra CPU of "
@@ -233,15 +238,17 @@ def table(sim: dict[str, Any], cap: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    smoke = "--smoke" in argv  # a quick check that the bench runs; figures not written
     with tempfile.TemporaryDirectory() as tmp:
-        cap = capacity(Path(tmp))
-        sim = sim_trial(Path(tmp))
+        cap = capacity(Path(tmp), seconds=2.0 if smoke else 10.0)
+        sim = sim_trial(Path(tmp), max_steps=1 if smoke else 10)
     text = table(sim, cap)
     print(text)
-    write_section("foxglove", text)
+    if not smoke:
+        write_section("foxglove", text)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -172,8 +172,12 @@ def build_nodes(profile: Profile, context: Any) -> list[Any]:
     return nodes
 
 
-def run_in_process(profile: Profile, stop: threading.Event) -> BringupOutcome:
-    """All nodes in one process and one executor (still over DDS); returns when the trials end or ``stop``."""
+def run_in_process(profile: Profile, stop: threading.Event,
+                   on_finished: Callable[[BringupOutcome], None] | None = None) -> BringupOutcome:
+    """All nodes in one process and one executor (still over DDS); returns when the trials end or ``stop``.
+
+    With ``on_finished``, the trials' end calls it and the graph keeps running until ``stop`` (the live
+    Foxglove view stays up to inspect the final state)."""
     import rclpy
     from rclpy.context import Context
     from rclpy.executors import MultiThreadedExecutor
@@ -193,7 +197,12 @@ def run_in_process(profile: Profile, stop: threading.Event) -> BringupOutcome:
         finished = manager is not None and manager.finished.is_set()
         summary = manager.summary() if manager is not None else None
         run_dir = manager.run_dir if manager is not None else None
-        return BringupOutcome(finished, run_dir, summary)
+        outcome = BringupOutcome(finished, run_dir, summary)
+        if on_finished is not None and finished and not stop.is_set():
+            on_finished(outcome)
+            while not stop.is_set():
+                executor.spin_once(timeout_sec=0.1)
+        return outcome
     finally:
         # Let callbacks already handed to the thread pool finish before their nodes go away.
         for node in nodes:
@@ -204,8 +213,10 @@ def run_in_process(profile: Profile, stop: threading.Event) -> BringupOutcome:
         rclpy.shutdown(context=context)
 
 
-def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | None = None) -> BringupOutcome:
-    """One process per node (``python -m <module> --ros-args --params-file``); ends with the trial manager."""
+def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | None = None,
+                     on_finished: Callable[[BringupOutcome], None] | None = None) -> BringupOutcome:
+    """One process per node (``python -m <module> --ros-args --params-file``); ends with the trial manager,
+    or with ``on_finished``, calls it then and keeps the other nodes running until ``stop``."""
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, encoding="utf-8") as params:
         yaml.safe_dump(ros_params_file(profile), params)
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -223,6 +234,10 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
                 break  # a node died: stop the rest
             stop.wait(0.2)
         finished = manager is not None and manager.poll() == 0 and not stop.is_set()
+        if on_finished is not None and finished:
+            on_finished(_outcome_from_files(profile, finished))
+            while not stop.is_set() and all(p.poll() is None for n, p in procs.items() if n != TRIAL_MANAGER):
+                stop.wait(0.2)
     finally:
         for proc in procs.values():
             if proc.poll() is None:

@@ -85,7 +85,7 @@ def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render
             stream.write(f"==> {policy} served at {spec}; robofollow bringup sim over {len(tasks)} trials\n")
             stream.flush()
         cmd = [sys.executable, "-m", "robofollow_ros.cli", "bringup", "sim", "--policy", spec, "--trials", trials,
-               "--output", str(ros_dir), *([] if render else ["--no-render"]),
+               "--output", str(ros_dir), "--exit-when-done", *([] if render else ["--no-render"]),
                *([] if foxglove_port is None else ["--foxglove-port", str(foxglove_port)])]
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stream or subprocess.DEVNULL, text=True,
                               timeout=BRINGUP_TIMEOUT_S)

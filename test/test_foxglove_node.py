@@ -1,5 +1,7 @@
-"""foxglove_node in a real rclpy graph: test publishers feed it, a Foxglove protocol client watches, the
-Foxglove services reach a stub trial manager, and the trial's MCAP replays to the published result."""
+"""foxglove_node in a real rclpy graph: test publishers stand in for the rest of the graph (the ROS contract:
+robot description, TF, cameras with camera_info, trial streams), a Foxglove protocol client watches, the
+Foxglove services reach a stub trial manager, and the trial's recording is a ROS 2 bag that rosbags reads
+and that replays to the published result."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ import numpy as np
 import pytest
 from geometry_msgs.msg import TransformStamped
 from rclpy.parameter import Parameter
-from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import Image, JointState
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
@@ -33,6 +35,7 @@ from robofollow_ros.scoring.synthetic import Puppet
 from ros_harness import RosHarness
 
 TASK = "L0_place_yellow_block_1_behind_red_cylinder"
+URDF = "<robot name='test_rig'><link name='world'/></robot>"
 
 
 @pytest.fixture()
@@ -67,11 +70,19 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
     probe = FoxgloveProbe(f"ws://127.0.0.1:{node.server.port}")
     try:
         _run(probe.connect(), loop)
-        _run(probe.wait_for(lambda: len(probe.channels) >= 11 and len(probe.services) == 4, 10, "advertisements"), loop)
+        _run(probe.wait_for(lambda: len(probe.channels) >= len(topics.TOPICS) and len(probe.services) == 4, 10,
+                            "advertisements"), loop)
         _run(probe.subscribe(), loop)
-        _run(probe.wait_for(lambda: node.channels.score.has_sinks(), 10, "subscriptions"), loop)
+        _run(probe.wait_for(lambda: node.channels.live.channels[topics.SCORE].has_sinks(), 10, "subscriptions"), loop)
 
         pub = ros.node("test_publishers")
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
+        pub.create_publisher(String, "/robot_description", latched).publish(String(data=URDF))
+        static = TransformStamped(child_frame_id="head_camera_optical")
+        static.header.frame_id = "head_camera"
+        pub.create_publisher(TFMessage, "/tf_static", latched).publish(TFMessage(transforms=[static]))
+        info_pub = pub.create_publisher(CameraInfo, "/cameras/head/camera_info", qos_profile_sensor_data)
         trial_pub = pub.create_publisher(String, "/robofollow/trial", tp.LATCHED)
         score_pub = pub.create_publisher(String, "/robofollow/score", tp.LATCHED)
         frame_pub = pub.create_publisher(String, topics.FRAME, tp.FRAME_STREAM)
@@ -79,6 +90,9 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
         joint_pub = pub.create_publisher(JointState, "/joint_states", tp.STATE_STREAM)
         tf_pub = pub.create_publisher(TFMessage, "/tf", tp.STATE_STREAM)
         obj_pub = pub.create_publisher(MarkerArray, "/robofollow/objects", tp.STATE_STREAM)
+        _run(probe.wait_for(lambda: probe.messages("/robot_description") and probe.messages("/tf_static"), 20,
+                            "the latched robot model forwarded"), loop)
+        assert probe.decode(probe.messages("/robot_description")[0]).data == URDF
         trial = {"id": "ros_trial_1", "task": TASK, "scene": "scene1", "level": "L0", "phase": "running"}
         trial_pub.publish(String(data=json.dumps(trial)))
         ros.wait_for(lambda: node.session.trial_id == "ros_trial_1", 10, "the trial state")
@@ -98,23 +112,34 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
         score_pub.publish(String(data=json.dumps(final)))
         rgb = np.zeros((240, 320, 3), np.uint8)
         rgb[:, :, 1] = 180
-        image_pub.publish(Image(height=240, width=320, encoding="rgb8", step=960, data=rgb.tobytes()))
+        image = Image(height=240, width=320, encoding="rgb8", step=960, data=rgb.tobytes())
+        image.header.frame_id = "head_camera_optical"
+        image.header.stamp.sec = 42
+        info = CameraInfo(width=320, height=240, k=[200.0, 0, 160, 0, 200, 120, 0, 0, 1])
+        info.header = image.header
+        info_pub.publish(info)
+        image_pub.publish(image)
         joint_pub.publish(JointState(name=list(JOINT_NAMES), position=[0.5] * 14))
         transform = TransformStamped(child_frame_id="left_base")
         transform.header.frame_id = "world"
         tf_pub.publish(TFMessage(transforms=[transform]))
 
+        def final() -> bool:
+            return any(json.loads(probe.decode(m).data).get("final") for m in probe.messages(topics.SCORE))
+
         _run(probe.wait_for(lambda: all(probe.messages(t) for t in (
-            topics.camera_topic("head"), topics.JOINT_STATES, topics.TF, topics.SCENE, topics.FRAME))
-            and any(probe.decode(m).get("final") for m in probe.messages(topics.SCORE)), 20, "every stream"), loop)
-        image = probe.decode(probe.messages(topics.camera_topic("head"))[0])
-        assert image.format == "jpeg" and image.frame_id == "head_camera"
+            topics.camera_topic("head"), topics.calibration_topic("head"), topics.JOINT_STATES, topics.TF,
+            topics.SCENE, topics.FRAME)) and final(), 20, "every stream"), loop)
+        jpeg = probe.decode(probe.messages(topics.camera_topic("head"))[0])
+        assert jpeg.format == "jpeg" and jpeg.header.frame_id == "head_camera_optical" and jpeg.header.stamp.sec == 42
+        calibration = probe.decode(probe.messages(topics.calibration_topic("head"))[0])
+        assert calibration.frame_id == "head_camera_optical" and list(calibration.K)[:3] == [200.0, 0.0, 160.0]
         joints = probe.decode(probe.messages(topics.JOINT_STATES)[0])
-        assert joints["by_name"]["right_gripper"] == 0.5
+        assert list(joints.position) == [0.5] * 14
         children = {t.child_frame_id for m in probe.messages(topics.TF) for t in probe.decode(m).transforms}
         assert "left_base" in children
         scene = probe.decode(probe.messages(topics.SCENE)[-1])
-        assert "object/red_cylinder" in {e.id for e in scene.entities}
+        assert "object/red_cylinder" in {m.ns for m in scene.markers}
 
         start = _run(probe.call_service("/robofollow/trial/start", {}), loop)
         assert start == {"success": True, "message": "start handled"}
@@ -125,7 +150,7 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
         assert missing["success"] is False and "not available" in missing["message"]
 
         trial_pub.publish(String(data=json.dumps({**trial, "phase": "done"})))
-        ros.wait_for(lambda: node.session._writer is None, 10, "the recording to close")
+        ros.wait_for(lambda: not node.session.recording_open, 10, "the recording to close")
     finally:
         _run(probe.close(), loop)
         loop.call_soon_threadsafe(loop.stop)
@@ -134,6 +159,17 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
     rec = read_recording(node.session.recording)
     assert rec.truncated is None and rec.trial == "ros_trial_1" and len(rec.frames) == len(frames)
     assert rec.live_result is not None and comparable(rescore(rec)) == comparable(rec.live_result)
+    # the recording is a ROS 2 bag with what the graph carried (robot model re-logged at the trial's start)
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_KILTED)
+    with Reader(node.session.recording) as reader:
+        got = {c.topic: store.deserialize_cdr(raw, c.msgtype) for c, _, raw in reader.messages()}
+    assert got["/robot_description"].data == URDF
+    assert got["/tf_static"].transforms[0].child_frame_id == "head_camera_optical"
+    assert got["/cameras/head/camera_info"].k[2] == 160.0
+    assert got["/cameras/head/image_raw/compressed"].header.frame_id == "head_camera_optical"
 
 
 def test_bad_parameters_and_images_are_rejected_with_the_field() -> None:

@@ -1,142 +1,246 @@
-"""TrialChannels and SceneBuilder: what they log, with which schemas, read back from a real MCAP file."""
+"""A headless trial recording is a ROS 2 bag: read back by independent readers (rosbags, mcap_ros2, rclpy).
+
+Nothing here decodes with our own code: ``rosbags`` opens the file as a ROS 2 bag, ``mcap_ros2``
+decodes every message from the schema text stored in the file, and rclpy deserializes every message
+with the ROS typesupport of the installed wheels; the type hashes are compared with the hashes the
+ROS build wrote into the wheels' type descriptions.
+"""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 import cv2
-import foxglove
 import numpy as np
 import pytest
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+import yaml
 from mcap.reader import make_reader
+from mcap_ros2.decoder import DecoderFactory
 
+from robofollow_ros.contract import CAMERA_OPTICAL_FRAMES, JOINT_NAMES
 from robofollow_ros.monitoring import topics
 from robofollow_ros.monitoring.channels import MonitorSettings, TrialChannels
-from robofollow_ros.monitoring.recorder import open_trial_mcap
-from robofollow_ros.monitoring.scene import SceneBuilder
+from robofollow_ros.monitoring.recorder import TrialRecorder
+from robofollow_ros.scoring.frame import frame_from_dict
 from robofollow_ros.scoring.monitor import StageMonitor
 from robofollow_ros.scoring.synthetic import Puppet
 
 TASK = "L0_place_yellow_block_1_behind_red_cylinder"
+VENV = Path(__file__).resolve().parents[1] / ".venv"
 
 
-def _decoder(schema: Any) -> Any:
-    """A protobuf class built from the FileDescriptorSet stored in the file (not from our code)."""
-    fds = descriptor_pb2.FileDescriptorSet.FromString(schema.data)
-    pool = descriptor_pool.DescriptorPool()
-    for proto in fds.file:
-        pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(schema.name))
+class HomeWorld:
+    """What the recorder reads from a world: its rig and the measured joint vector (home, then moving)."""
+
+    def __init__(self) -> None:
+        from robofollow_ros.sim.rig_config import load_rig_config
+
+        self.rig = load_rig_config()
+        self.vector = self.rig.home_vector()
+
+    def joint_vector(self) -> np.ndarray:
+        return self.vector
 
 
-def _read(path: Path) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    with path.open("rb") as f:
-        for schema, channel, message in make_reader(f).iter_messages():
-            assert schema is not None, f"{channel.topic}: no schema"
-            if channel.message_encoding == "json":
-                assert schema.encoding == "jsonschema"
-                decoded: Any = json.loads(message.data)
-            else:
-                assert (channel.message_encoding, schema.encoding) == ("protobuf", "protobuf")
-                decoded = _decoder(schema).FromString(message.data)
-            out.setdefault(channel.topic, []).append(decoded)
-    return out
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]], dict[str, Any]]:
+    from robofollow_ros.benchmark import default_registry
 
-
-@pytest.fixture()
-def logged(tmp_path: Path, registry: Any) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    registry = default_registry()
     task = registry.eval_task(TASK)
     frames = [f.to_dict() for f in Puppet(task).pick("right", "yellow_block_1").hold(3).frames]
-    ctx = foxglove.Context()
-    channels = TrialChannels(ctx)
-    channels.set_scene(SceneBuilder(task, registry.layout_of(task), registry.slot_xy))
-    monitor = StageMonitor(task)
-    path = tmp_path / "t.mcap"
-    writer = open_trial_mcap(path, ctx)
-    channels.log_trial({"trial": "t", "task": TASK, "phase": "running"})
+    recorder = TrialRecorder(tmp_path_factory.mktemp("rec"), registry=registry)
+    world = HomeWorld()
+    observer = recorder.for_trial("t", 1)
+    observer.on_start(task, 7, world)
     image = np.zeros((240, 320, 3), np.uint8)
     image[:, :, 0] = 200  # red in RGB
-    assert channels.log_image("head", image, time_ns=1)
-    from robofollow_ros.scoring.frame import frame_from_dict
+    observer.on_observation({"observation": {"head_camera": {"rgb": image}}})
+    monitor = StageMonitor(task)
     for i, raw in enumerate(frames):
+        world.vector = world.vector.copy()
+        world.vector[7] += 0.01  # right_joint1 turns: link1's transform must follow
+        observer.on_command(world.vector)
         monitor.update(frame_from_dict(raw, i))
-        channels.log_frame("t", TASK, i, raw)
-        channels.log_joints(np.arange(14) * 0.1)
-        channels.log_score(monitor.live())
-    channels.log_line("warning", "hello")
-    writer.close()
-    return _read(path), frames
+        observer.on_frame(i, raw, monitor.live())
+    observer.on_end(monitor.result(), monitor.live())
+    return recorder.path_of("t"), frames, monitor.result()
 
 
-def test_every_channel_is_recorded_with_its_schema(logged: Any) -> None:
-    msgs, frames = logged
-    assert {topics.camera_topic("head"), topics.SCENE, topics.TF, topics.JOINT_STATES, topics.SCORE, topics.TRIAL,
-            topics.FRAME, topics.LOG} <= set(msgs)
-    assert [m["frame"] for m in msgs[topics.FRAME]] == frames
-    assert [m["index"] for m in msgs[topics.FRAME]] == list(range(len(frames)))
-    score = msgs[topics.SCORE][-1]
-    assert score["frame"] == len(frames) - 1 and "stage1_source_select" in score["stages"]
-    assert {"intent", "exec", "intent_max"} <= set(score["stages"]["stage1_source_select"])
-    joints = msgs[topics.JOINT_STATES][0]
-    assert joints["name"][6] == "left_gripper" and joints["by_name"]["right_gripper"] == pytest.approx(1.3)
-    log = msgs[topics.LOG][0]
-    assert log.message == "hello" and log.level == 3  # Warning
+def _mcap(path: Path) -> list[tuple[Any, Any, Any, Any]]:
+    """(schema, channel, message, decoded) for every message, decoded by mcap_ros2 from the stored schema."""
+    with path.open("rb") as f:
+        return [(s, c, m, d) for s, c, m, d in make_reader(f, decoder_factories=[DecoderFactory()])
+                .iter_decoded_messages()]
 
 
-def test_camera_is_a_decodable_jpeg_of_the_image(logged: Any) -> None:
-    msgs, _ = logged
-    image = msgs[topics.camera_topic("head")][0]
-    assert image.format == "jpeg" and image.frame_id == "head_camera"
-    bgr = cv2.imdecode(np.frombuffer(image.data, np.uint8), cv2.IMREAD_COLOR)
-    assert bgr.shape == (240, 320, 3)
-    assert abs(int(bgr[120, 160, 2]) - 200) < 8 and int(bgr[120, 160, 0]) < 8  # still red
+def test_rosbags_opens_it_as_a_ros2_bag_and_deserializes_every_message(recording: Any) -> None:
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    path, frames, _ = recording
+    store = get_typestore(Stores.ROS2_KILTED)
+    with Reader(path) as reader:
+        counts: dict[str, int] = {}
+        for connection, _stamp, raw in reader.messages():
+            store.deserialize_cdr(raw, connection.msgtype)
+            counts[connection.topic] = counts.get(connection.topic, 0) + 1
+        assert sum(counts.values()) == reader.message_count
+        types = {c.topic: c.msgtype for c in reader.connections}
+        qos = {c.topic: c.ext.offered_qos_profiles[0] for c in reader.connections}
+    assert types[topics.JOINT_STATES] == "sensor_msgs/msg/JointState"
+    assert types[topics.TF] == types[topics.TF_STATIC] == "tf2_msgs/msg/TFMessage"
+    assert types[topics.ROBOT_DESCRIPTION] == "std_msgs/msg/String"
+    assert types[topics.camera_topic("head")] == "sensor_msgs/msg/CompressedImage"
+    assert counts[topics.JOINT_STATES] == counts[topics.TF] == counts[topics.FRAME] == len(frames)
+    assert counts[topics.ROBOT_DESCRIPTION] == counts[topics.TF_STATIC] == 1
+    assert counts[topics.JOINT_COMMAND] == len(frames) and counts[topics.RESULT] == 1
+    assert qos[topics.TF_STATIC].durability.name == "TRANSIENT_LOCAL"  # latched again on `ros2 bag play`
+    assert qos[topics.JOINT_STATES].durability.name == "VOLATILE"
 
 
-def test_scene_has_table_objects_highlights_region_and_ee(logged: Any, registry: Any) -> None:
-    msgs, frames = logged
-    update = msgs[topics.SCENE][-1]
-    ids = {e.id: e for e in update.entities}
-    layout = registry.layout_of(registry.eval_task(TASK))
-    assert {"table", "ee/left", "ee/right", "region/target", "region/operation_area"} <= set(ids)
-    assert {f"object/{n}" for n in layout.names} <= set(ids)
-    source, target = ids["object/yellow_block_1"], ids["object/red_cylinder"]
-    assert source.texts[0].text == "source: yellow_block_1" and target.texts[0].text == "target: red_cylinder"
-    cube = source.cubes[0]
-    assert cube.pose.position.z == pytest.approx(frames[-1]["objects"]["yellow_block_1"][2])
-    rgb = layout.object("red_cylinder").color_rgb
-    colour = target.cylinders[0].color
-    assert (colour.r, colour.g, colour.b) == pytest.approx(rgb)
-    assert len(ids["region/target"].lines[0].points) > 3  # the "behind" relation sector
-    tf = msgs[topics.TF][-1]
-    assert {t.child_frame_id for t in tf.transforms} >= {"yellow_block_1", "left_ee", "right_ee"}
+def test_every_message_decodes_from_the_schema_in_the_file_and_with_ros_typesupport(recording: Any) -> None:
+    import importlib
+
+    from rclpy.serialization import deserialize_message
+
+    path, _, _ = recording
+    decoded = _mcap(path)
+    assert decoded and all(s.encoding == "ros2msg" and c.message_encoding == "cdr" for s, c, _, _ in decoded)
+    for schema, channel, message, theirs in decoded:
+        package, _, kind = schema.name.split("/")
+        ros = deserialize_message(message.data, getattr(importlib.import_module(f"{package}.msg"), kind))
+        if channel.topic == topics.JOINT_STATES:  # the two decoders agree
+            assert list(ros.position) == list(theirs.position) and list(ros.name) == list(theirs.name)
+    with path.open("rb") as f:
+        reader = make_reader(f)
+        assert reader.get_header().profile == "ros2"
 
 
-def test_cameras_are_rate_limited_per_camera() -> None:
-    ctx = foxglove.Context()
-    channels = TrialChannels(ctx, MonitorSettings(camera_max_hz=10.0))
-    writer = foxglove.open_mcap(io.BytesIO(), context=ctx)  # a sink, so images are encoded
+def test_type_hashes_are_those_of_the_installed_ros_interfaces(recording: Any) -> None:
+    path, _, _ = recording
+    with path.open("rb") as f:
+        summary = make_reader(f).get_summary()
+    assert summary is not None
+    schemas = summary.schemas
+    checked = 0
+    for channel in summary.channels.values():
+        name = schemas[channel.schema_id].name
+        package, _, kind = name.split("/")
+        files = list(VENV.glob(f"**/share/{package}/msg/{kind}.json"))
+        assert files, f"no type description for {name} in the venv"
+        description = json.loads(files[0].read_text())
+        wanted = {h["type_name"]: h["hash_string"] for h in description["type_hashes"]}[name]
+        assert channel.metadata["topic_type_hash"] == wanted, name
+        checked += 1
+    assert checked >= 10
+
+
+def test_rosbag2_metadata_record_matches_the_file(recording: Any) -> None:
+    """What rosbag2's MCAP storage reads for `ros2 bag info`: the `rosbag2` record and the channel QoS."""
+    path, _, _ = recording
+    with path.open("rb") as f:
+        reader = make_reader(f)
+        records = [m for m in reader.iter_metadata() if m.name == "rosbag2"]
+        summary = reader.get_summary()
+    assert summary is not None and summary.statistics is not None and len(records) == 1
+    meta = yaml.safe_load(records[0].metadata["serialized_metadata"])
+    assert meta["version"] == 9 and meta["storage_identifier"] == "mcap" and meta["ros_distro"] == "kilted"
+    assert meta["message_count"] == summary.statistics.message_count
+    by_topic = {t["topic_metadata"]["name"]: t for t in meta["topics_with_message_count"]}
+    for channel_id, channel in summary.channels.items():
+        entry = by_topic[channel.topic]
+        assert entry["message_count"] == summary.statistics.channel_message_counts.get(channel_id, 0)
+        assert entry["topic_metadata"]["type"] == summary.schemas[channel.schema_id].name
+        profiles = yaml.safe_load(channel.metadata["offered_qos_profiles"])
+        assert profiles == entry["topic_metadata"]["offered_qos_profiles"]
+        assert profiles[0]["reliability"] == "reliable" and profiles[0]["liveliness"] == "automatic"
+    span = meta["duration"]["nanoseconds"]
+    assert span == summary.statistics.message_end_time - summary.statistics.message_start_time
+
+
+def test_robot_is_described_and_its_links_move_with_the_joints(recording: Any) -> None:
+    path, frames, _ = recording
+    by_topic: dict[str, list[Any]] = {}
+    for _, channel, _, msg in _mcap(path):
+        by_topic.setdefault(channel.topic, []).append(msg)
+    urdf = by_topic[topics.ROBOT_DESCRIPTION][0].data
+    assert urdf.startswith("<?xml") or "<robot" in urdf
+    static = {(t.header.frame_id, t.child_frame_id) for t in by_topic[topics.TF_STATIC][0].transforms}
+    assert {("world", "left_base"), ("world", "right_base"), ("head_camera", "head_camera_optical"),
+            ("right_link6", "right_tcp")} <= static
+    first, last = by_topic[topics.TF][0], by_topic[topics.TF][-1]
+    link1 = [next(t for t in m.transforms if t.child_frame_id == "right_link1") for m in (first, last)]
+    assert link1[0].header.frame_id == "right_base"
+    # quaternion of a yaw about z: the angle grew by 0.01 rad per frame
+    angles = [2 * np.arctan2(t.transform.rotation.z, t.transform.rotation.w) for t in link1]
+    assert angles[1] - angles[0] == pytest.approx(0.01 * (len(frames) - 1), abs=1e-6)
+    objects = {t.child_frame_id for t in last.transforms if t.header.frame_id == "world"}
+    assert {"object/yellow_block_1", "object/red_cylinder"} <= objects
+    joints = by_topic[topics.JOINT_STATES][-1]
+    assert list(joints.name) == list(JOINT_NAMES) and len(joints.position) == 14
+
+
+def test_camera_is_a_jpeg_in_the_optical_frame_with_its_calibration(recording: Any) -> None:
+    path, _, _ = recording
+    msgs = {c.topic: d for _, c, _, d in _mcap(path)}
+    image, info = msgs[topics.camera_topic("head")], msgs[topics.calibration_topic("head")]
+    assert image.format == "jpeg" and image.header.frame_id == CAMERA_OPTICAL_FRAMES["head"]
+    bgr = cv2.imdecode(np.frombuffer(bytes(image.data), np.uint8), cv2.IMREAD_COLOR)
+    assert bgr.shape == (240, 320, 3) and abs(int(bgr[120, 160, 2]) - 200) < 8  # still red
+    assert info.header.frame_id == image.header.frame_id
+    assert (info.header.stamp.sec, info.header.stamp.nanosec) == (image.header.stamp.sec, image.header.stamp.nanosec)
+    assert (info.width, info.height) == (320, 240) and info.k[2] == 160 and info.k[5] == 120
+
+
+def test_scene_score_and_states_are_what_the_panels_read(recording: Any, registry: Any) -> None:
+    path, frames, result = recording
+    by_topic: dict[str, list[Any]] = {}
+    for _, channel, _, msg in _mcap(path):
+        by_topic.setdefault(channel.topic, []).append(msg)
+    markers = by_topic[topics.SCENE][-1].markers
+    assert markers[0].action == 3  # DELETEALL, then this frame's markers
+    ns = {m.ns for m in markers}
+    assert {"table", "object/yellow_block_1", "object/red_cylinder", "region/target", "ee/right"} <= ns
+    labels = [m.text for m in markers if m.type == 9]
+    assert "source: yellow_block_1" in labels and "target: red_cylinder" in labels
+    stage_values = by_topic[topics.STAGES][-1].data
+    assert stage_values[0] == pytest.approx(result["intent_score"]) and len(stage_values) == 8
+    assert stage_values[2] == pytest.approx(result["phases"][0]["intent_score"])
+    status = by_topic[topics.STATUS][-1].status
+    assert [s.name for s in status] == ["trial", "stage 1", "stage 2", "stage 3", "completion"]
+    assert status[0].message == "done" and status[1].hardware_id == "stage1_source_select"
+    assert status[1].message == "done" and status[2].message == "missed"  # picked, never placed
+    assert status[4].message == "incomplete"
+    scores = [json.loads(m.data) for m in by_topic[topics.SCORE]]
+    assert scores[-1]["final"] is True and [s["frame"] for s in scores[:-1]] == list(range(len(frames)))
+    phases = [json.loads(m.data)["phase"] for m in by_topic[topics.TRIAL]]
+    assert phases == ["running", "done"]
+    assert any("started" in m.msg for m in by_topic[topics.ROSOUT])
+
+
+def test_cameras_are_rate_limited_per_camera(tmp_path: Path) -> None:
+    channels = TrialChannels(MonitorSettings(camera_max_hz=10.0))
+    channels.open_recording(tmp_path / "a.mcap")  # a sink, so images are encoded
     image = np.zeros((24, 32, 3), np.uint8)
     jitter = [0, 3_000_000, -2_000_000]  # ms-scale arrival jitter must not cost throughput
     stamps = [i * 33_333_334 + jitter[i % 3] + 10_000_000 for i in range(60)]  # 30 Hz for 2 s
     sent = [channels.log_image("head", image, time_ns=t) for t in stamps]
     assert sum(sent) == 20 and sent[0] and not sent[1] and not sent[2] and sent[3]
     assert channels.log_image("left_wrist", image, time_ns=stamps[1])  # cameras limited independently
-    fast = TrialChannels(foxglove.Context(), MonitorSettings(camera_max_hz=15.0))
-    writer2 = foxglove.open_mcap(io.BytesIO(), context=fast.context)
-    sent = [fast.log_image("head", image, time_ns=t) for t in stamps]
-    assert sum(sent) == 30  # 15 Hz cap on a jittery 30 Hz stream: every second image
-    writer2.close()
-    writer.close()
+    channels.close_recording()
+    fast = TrialChannels(MonitorSettings(camera_max_hz=15.0))
+    fast.open_recording(tmp_path / "b.mcap")
+    assert sum(fast.log_image("head", image, time_ns=t) for t in stamps) == 30  # every second image
+    fast.close_recording()
 
 
-def test_nothing_is_encoded_without_a_sink() -> None:
-    channels = TrialChannels(foxglove.Context())
+def test_nothing_is_encoded_without_a_listener() -> None:
+    channels = TrialChannels()
     assert not channels.log_image("head", np.zeros((4, 4, 3), np.uint8))
+    assert not channels.wants(topics.SCENE)
 
 
 def test_bad_settings_and_levels_name_the_field() -> None:
@@ -145,11 +249,8 @@ def test_bad_settings_and_levels_name_the_field() -> None:
     with pytest.raises(ValueError, match=r"jpeg_quality: must be in 1\.\.100, got 101"):
         MonitorSettings(jpeg_quality=101)
     with pytest.raises(ValueError, match=r"level: expected one of .* got 'loud'"):
-        TrialChannels(foxglove.Context()).log_line("loud", "x")
+        TrialChannels().log_line("loud", "x")
     with pytest.raises(ValueError, match="camera: unknown camera 'top'"):
         topics.camera_topic("top")
-
-
-def test_json_schemas_are_valid_json_schema_documents() -> None:
-    for schema in (topics.SCORE_SCHEMA, topics.TRIAL_SCHEMA, topics.FRAME_SCHEMA, topics.JOINT_STATES_SCHEMA):
-        assert schema["type"] == "object" and set(schema["required"]) <= set(schema["properties"])
+    with pytest.raises(ValueError, match="topic /joint_states: carries sensor_msgs/msg/JointState, got a std_msgs"):
+        TrialChannels().publish(topics.JOINT_STATES, "std_msgs/msg/String", b"")

@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import foxglove
-from foxglove.messages import FrameTransform, FrameTransforms
-
+from robofollow_ros.monitoring import rosmsg, topics
 from robofollow_ros.monitoring.channels import TrialChannels
 from robofollow_ros.monitoring.replay import read_recording, rescore
 from robofollow_ros.monitoring.session import LiveSession
@@ -33,45 +31,48 @@ def _trial(session: LiveSession, trial_id: str, run_dir: Path, registry: Any) ->
 
 
 def test_each_trial_gets_its_own_file_with_static_tf_and_result(tmp_path: Path, registry: Any) -> None:
-    session = LiveSession(TrialChannels(foxglove.Context()), registry=registry)
-    session.on_static_transforms(FrameTransforms(transforms=[FrameTransform(parent_frame_id="world",
-                                                                            child_frame_id="left_base")]))
+    channels = TrialChannels()
+    session = LiveSession(channels, registry=registry)
+    # the graph latches these once; every recording must still start with them
+    channels.send(topics.TF_STATIC, rosmsg.tf_message([rosmsg.transform(0, "world", "left_base", (0, 0, 0),
+                                                                        (1, 0, 0, 0))]))
+    channels.send(topics.ROBOT_DESCRIPTION, rosmsg.string("<robot name='r'/>"))
     first = _trial(session, "t1", tmp_path, registry)
     second = _trial(session, "t2", tmp_path, registry)  # a new id closes t1's file
     session.on_trial({"id": "t2", "task": TASK, "phase": "done"})
-    assert session._writer is None
+    assert not session.recording_open
     for name, expected in (("t1", first), ("t2", second)):
         rec = read_recording(tmp_path / "mcap" / f"{name}.mcap")
         assert rec.truncated is None and rec.trial == name
-        assert rec.topics["/tf"] == len(rec.frames) + 1  # per-frame transforms + the static ones, in each file
+        assert rec.topics["/tf_static"] == rec.topics["/robot_description"] == 1  # in each file
         assert rec.live_result == expected and rescore(rec) == expected
         assert rec.topics["/robofollow/trial"] >= 2
 
 
 def test_forced_directory_and_recording_off(tmp_path: Path, registry: Any) -> None:
-    forced = LiveSession(TrialChannels(foxglove.Context()), record_dir=tmp_path / "forced", registry=registry)
+    forced = LiveSession(TrialChannels(), record_dir=tmp_path / "forced", registry=registry)
     _trial(forced, "t1", tmp_path / "run", registry)
     forced.close()
     assert (tmp_path / "forced" / "t1.mcap").is_file() and not (tmp_path / "run").exists()
-    off = LiveSession(TrialChannels(foxglove.Context()), record=False, registry=registry)
+    off = LiveSession(TrialChannels(), record=False, registry=registry)
     _trial(off, "t1", tmp_path / "off", registry)
     off.close()
     assert not (tmp_path / "off").exists()
 
 
 def test_unknown_task_still_records_but_warns(tmp_path: Path, registry: Any) -> None:
-    session = LiveSession(TrialChannels(foxglove.Context()), record_dir=tmp_path, registry=registry)
+    session = LiveSession(TrialChannels(), record_dir=tmp_path, registry=registry)
     session.on_trial({"id": "x", "task": "no_such_task", "phase": "running"})
     session.close()
     rec = read_recording(tmp_path / "x.mcap")
-    assert rec.topics["/robofollow/log"] >= 1 and rec.task == "no_such_task"
+    assert rec.topics["/rosout"] >= 1 and rec.task == "no_such_task"
 
 
 def test_streams_out_of_order_across_topics_still_give_complete_recordings(tmp_path: Path, registry: Any) -> None:
     """A separate-process recorder can see the next trial start before this trial's tail, and frames
     before their trial's state: every recording must still hold exactly its own trial."""
     task = registry.eval_task(TASK)
-    session = LiveSession(TrialChannels(foxglove.Context()), registry=registry)
+    session = LiveSession(TrialChannels(), registry=registry)
     trials = {}
     for trial_id in ("t1", "t2"):
         monitor = StageMonitor(task)
@@ -99,7 +100,7 @@ def test_streams_out_of_order_across_topics_still_give_complete_recordings(tmp_p
         session.on_frame(msg)
     session.on_score(t2_final)
     session.on_trial({**state, "id": "t2", "phase": "done"})
-    assert session._writer is None
+    assert not session.recording_open
     for name, (msgs, final) in trials.items():
         rec = read_recording(tmp_path / "mcap" / f"{name}.mcap")
         assert rec.trial == name and len(rec.frames) == len(msgs)

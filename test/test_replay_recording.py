@@ -60,8 +60,56 @@ def test_every_trial_is_recorded_and_replays_to_the_results_entry(run_dir: Path)
 def test_recording_holds_cameras_scene_and_trial_phases(run_dir: Path) -> None:
     path = next((run_dir / "mcap").glob("*.mcap"))
     rec = read_recording(path)
-    assert rec.topics["/cameras/head/compressed"] >= 1 and rec.topics["/robofollow/scene"] == len(rec.frames)
+    assert rec.topics["/cameras/head/image_raw/compressed"] >= 1 and rec.topics["/robofollow/scene"] == len(rec.frames)
     assert rec.topics["/robofollow/trial"] == 2 and rec.topics["/robofollow/result"] == 1
+
+
+def test_every_eval_recording_opens_with_rosbags_with_joints_tf_and_robot(run_dir: Path) -> None:
+    """The independent reader: rosbags opens each file as a ROS 2 bag and deserializes every message."""
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_KILTED)
+    paths = sorted((run_dir / "mcap").glob("*.mcap"))
+    assert len(paths) == len(TASKS)
+    for path in paths:
+        with Reader(path) as reader:
+            seen: dict[str, int] = {}
+            for connection, _stamp, raw in reader.messages():
+                store.deserialize_cdr(raw, connection.msgtype)
+                seen[connection.topic] = seen.get(connection.topic, 0) + 1
+        assert seen["/joint_states"] > 0 and seen["/tf"] > 0 and seen["/tf_static"] == 1
+        assert seen["/robot_description"] == 1 and seen["/robofollow/joint_command"] > 0
+        assert seen["/cameras/head/camera_info"] == seen["/cameras/head/image_raw/compressed"] > 0
+
+
+def test_an_earlier_foxglove_schema_recording_still_replays(tmp_path: Path, registry: Any) -> None:
+    """Recordings made before the ROS 2 bags: JSON channels with jsonschema schemas (the old writer's form)."""
+    import foxglove
+
+    from robofollow_ros.scoring.monitor import StageMonitor
+    from robofollow_ros.scoring.synthetic import Puppet
+
+    task = registry.eval_task(TASKS[0])
+    frames = [f.to_dict() for f in Puppet(task).pick("right", "yellow_block_1").hold(2).frames]
+    monitor = StageMonitor(task)
+    ctx = foxglove.Context()
+    schema = {"type": "object"}
+    trial = foxglove.Channel("/robofollow/trial", schema=schema, context=ctx)
+    frame = foxglove.Channel("/robofollow/frame", schema=schema, context=ctx)
+    result = foxglove.Channel("/robofollow/result", schema=schema, context=ctx)
+    path = tmp_path / "old.mcap"
+    writer = foxglove.open_mcap(path, context=ctx)
+    trial.log({"trial": "old", "task": task.task_id, "phase": "running"})
+    for i, raw in enumerate(frames):
+        frame.log({"trial": "old", "task": task.task_id, "index": i, "frame": raw})
+        monitor.update(frame_from_dict(raw, i))
+    result.log({"trial": "old", "result": monitor.result()})
+    writer.close()
+    out = _cli("replay", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    replay = json.loads(out.stdout)
+    assert replay["trial"] == "old" and replay["matches_live"] is True and replay["frames"] == len(frames)
 
 
 def test_plain_output_names_scores_and_match(run_dir: Path) -> None:
@@ -140,8 +188,10 @@ def test_bad_files_exit_2_naming_the_problem(tmp_path: Path) -> None:
 
 
 def _empty_recording(tmp_path: Path) -> Path:
-    import foxglove
+    from robofollow_ros.monitoring.channels import TrialChannels
 
     path = tmp_path / "empty.mcap"
-    foxglove.open_mcap(path, context=foxglove.Context()).close()
+    channels = TrialChannels()
+    channels.open_recording(path)
+    channels.close_recording()
     return path

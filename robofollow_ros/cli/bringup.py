@@ -1,7 +1,9 @@
 """``robofollow bringup sim|rig``: start a bringup profile's ROS graph without ``launch`` installed.
 
 Reads the same ``config/profiles/<rig>.yaml`` as the launch files, runs the trials, stops cleanly on
-Ctrl-C / SIGTERM or when the trials end, and prints the score table.
+Ctrl-C / SIGTERM or when the trials end, and prints the score table. Run from a terminal with the
+Foxglove node in the profile, the graph (and so the live view) stays up after the trials until Ctrl-C,
+so the final state can be inspected; ``--exit-when-done`` (scripts, CI, ``make demo``) exits at once.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -35,8 +38,15 @@ def register(subparsers: Any) -> None:
                    help="port of the live Foxglove server (default 8765; 0 picks a free one)")
     p.add_argument("--no-foxglove", action="store_true",
                    help="leave out foxglove_node (no live view on ws://127.0.0.1:8765, no MCAP per trial)")
+    p.add_argument("--exit-when-done", action="store_true",
+                   help="exit when the trials end (default from a terminal: keep the Foxglove view up until Ctrl-C)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_bringup)
+
+
+def _linger(args: argparse.Namespace, executables: set[str]) -> bool:
+    """Keep the graph up after the trials: a person at a terminal is watching the live view."""
+    return not args.exit_when_done and "foxglove_node" in executables and sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def _extra(args: argparse.Namespace, nodes: set[str]) -> dict[str, dict[str, Any]]:
@@ -70,6 +80,7 @@ def _failed_trials(run_dir: Path | None) -> list[str]:
 def _bringup(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import default_registry
     from robofollow_ros.bringup import (
+        BringupOutcome,
         ProfileError,
         load_profile,
         run_as_processes,
@@ -106,21 +117,41 @@ def _bringup(args: argparse.Namespace) -> int:
         received.append(signum)
         stop.set()
 
+    reported: list[bool] = []
+
+    def report(outcome: BringupOutcome) -> None:
+        reported.append(True)
+        summary = outcome.summary
+        if args.json:
+            print(json.dumps(summary, indent=2))
+        elif summary is not None:
+            label = args.policy or profile.node("policy_node").parameters.get("policy", "?")
+            print(format_table(run_table(summary), title=f"{label} over ROS — {outcome.run_dir}"))
+        for trial in _failed_trials(outcome.run_dir):
+            print(f"failed trial {trial}")
+
+    def linger(outcome: BringupOutcome) -> None:
+        report(outcome)
+        fox = profile.node("foxglove_node").parameters
+        port = fox.get("port", 8765)
+        where = f"ws://{fox.get('host', '127.0.0.1')}:{port}" if port else "the address foxglove_node logged"
+        print(f"trials done; the Foxglove view stays up at {where} to inspect the final state. "
+              "Ctrl-C to exit (--exit-when-done exits at once).", flush=True)
+
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        runner = run_as_processes if args.processes else run_in_process
-        outcome = runner(profile, stop)
+        hold = linger if _linger(args, {n.executable for n in profile.nodes}) else None
+        if args.processes:
+            outcome = run_as_processes(profile, stop, on_finished=hold)
+        else:
+            outcome = run_in_process(profile, stop, on_finished=hold)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    summary = outcome.summary
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    elif summary is not None:
-        label = args.policy or profile.node("policy_node").parameters.get("policy", "?")
-        print(format_table(run_table(summary), title=f"{label} over ROS — {outcome.run_dir}"))
-    for trial in _failed_trials(outcome.run_dir):
-        print(f"failed trial {trial}")
+    if not reported:
+        report(outcome)
+    if received and reported and outcome.finished and hold is not None:
+        return 0  # Ctrl-C after the trials ended is how a lingering run is meant to end
     if received:
         print(f"stopped by signal {received[0]}; results so far in {outcome.run_dir}")
         return 128 + received[0]

@@ -16,6 +16,10 @@ def register(subparsers: Any) -> None:
                     "the result; says whether it matches the result the live trial recorded.")
     p.add_argument("file", metavar="FILE", type=Path, help="a trial recording, e.g. RUN/mcap/<trial>.mcap")
     p.add_argument("--json", action="store_true", help="print the replay (with the results.json entry) as JSON")
+    p.add_argument("--picture", type=Path, metavar="PNG",
+                   help="also draw the three cameras and the scene from above (what the Foxglove layout shows)")
+    p.add_argument("--at", type=float, metavar="S", help="with --picture: seconds after the recording's start "
+                   "(default: its end)")
     p.set_defaults(func=_replay)
 
 
@@ -27,6 +31,10 @@ def _replay(args: argparse.Namespace) -> int:
         result = rescore(rec)
     except RecordingError as exc:
         raise CliError(f"FILE: {exc}") from None
+    if args.at is not None and (args.picture is None or args.at < 0):
+        raise CliError(f"--at: needs --picture and a time >= 0, got {args.at}")
+    if args.picture is not None:
+        _picture(args, rec.trial or args.file.stem)
     matches = None
     if rec.live_result is not None:
         live = rec.live_result
@@ -50,3 +58,15 @@ def _replay(args: argparse.Namespace) -> int:
     if matches is not None:
         print(f"  live result recorded: {'matches' if matches else 'DIFFERS from'} the replay")
     return 0
+
+
+def _picture(args: argparse.Namespace, title: str) -> None:
+    from robofollow_ros.monitoring.picture import read_moment, render
+
+    if args.picture.suffix != ".png":
+        raise CliError(f"--picture: {args.picture} must end in .png")
+    try:
+        moment = read_moment(args.file, args.at)
+    except Exception as exc:  # a truncated file has no summary to seek in
+        raise CliError(f"FILE: {args.file}: cannot draw it ({type(exc).__name__}: {exc})") from None
+    render(moment, args.picture, title=title)

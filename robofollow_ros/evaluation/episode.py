@@ -101,7 +101,10 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
             error, detail = policy_failure(exc), traceback.format_exc(limit=3)
             break
         steps += 1
+        on_command = getattr(observer, "on_command", None)  # optional: recorders log the commanded rows
         for row in actions[: settings.actions_per_step]:
+            if on_command is not None:
+                on_command(row)
             world.execute(np.asarray(row, dtype=np.float64))  # simulator errors abort the run
             record()
     result = monitor.result() if monitor.frame_count else _empty_result(task)

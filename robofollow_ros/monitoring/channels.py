@@ -1,45 +1,38 @@
-"""``TrialChannels``: one set of Foxglove channels that every monitoring path logs through.
+"""``TrialChannels``: the one set of channels that every monitoring path logs through.
 
-The headless evaluator (``robofollow eval --record``), the ROS ``foxglove_node`` and the tests all
-log through this object, so a live view and a recording carry the same topics and schemas. The
-channels live in a ``foxglove.Context`` whose sinks are an MCAP writer per trial and/or a
-websocket server; nothing here knows which sinks are attached.
+Two foxglove Contexts: ``record`` (whose sink is the open trial recording, a ROS 2 bag) and ``live``
+(whose sink is the websocket server). Both carry the same ROS 2 types on the same topics
+(``monitoring.topics``), so a layout works live and on a recording alike; they are separate so
+that a latched message re-sent to a viewer who subscribes late (the robot model, the static
+transforms) does not land in the recording twice, and so that the live view can carry the
+viewer's own ``foxglove.CameraCalibration`` where the bag has ``sensor_msgs/CameraInfo``.
 
-Costly work is skipped when nobody listens (``has_sinks``), and cameras are rate-limited per
-camera, because JPEG encoding is the one expensive step of monitoring.
+A message is serialized once and logged to whichever context has a listener; costly work (JPEG)
+is skipped when nobody listens, and cameras are rate-limited per camera.
 """
 
 from __future__ import annotations
 
-import json
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import cv2
 import foxglove
 import numpy as np
-from foxglove.channels import (
-    CompressedImageChannel,
-    FrameTransformsChannel,
-    LogChannel,
-    SceneUpdateChannel,
-)
-from foxglove.messages import (
-    CompressedImage,
-    FrameTransform,
-    FrameTransforms,
-    Log,
-    LogLevel,
-    Quaternion,
-    Timestamp,
-    Vector3,
-)
+from foxglove.channels import CameraCalibrationChannel
+from foxglove.messages import CameraCalibration, Timestamp
 
-from robofollow_ros.contract import CAMERA_FRAMES, CAMERA_NAMES, JOINT_NAMES, WORLD_FRAME
-from robofollow_ros.monitoring import topics
-from robofollow_ros.monitoring.scene import SceneBuilder
+from robofollow_ros.contract import CAMERA_NAMES, CAMERA_OPTICAL_FRAMES, JOINT_NAMES
+from robofollow_ros.monitoring import rosmsg, topics
+from robofollow_ros.monitoring.bagfile import BagRecording, channel_metadata
+from robofollow_ros.monitoring.jsonenc import encode_json
+
+#: Distinct payloads kept per latched topic (every static-TF publisher sends its own message).
+LATCHED_KEEP = 32
 
 
 @dataclass(frozen=True)
@@ -56,92 +49,153 @@ class MonitorSettings:
             raise ValueError(f"jpeg_quality: must be in 1..100, got {self.jpeg_quality}")
 
 
-def _json_default(value: Any) -> Any:
-    """numpy scalars and arrays in scorer frames / observations become plain JSON."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+class ChannelSet:
+    """The ``ros2msg``/``cdr`` channels of one Context, one per topic (every contract topic up front)."""
 
+    def __init__(self, context: foxglove.Context, exclude: Sequence[str] = ()) -> None:
+        self.context = context
+        self.channels: dict[str, foxglove.Channel] = {}
+        self.qos: dict[str, topics.Qos] = {}
+        self.types: dict[str, str] = {}
+        for topic in topics.TOPICS.values():
+            if topic.name not in exclude:
+                self.channel(topic.name, topic.type_name, topic.qos)
 
-def encode_json(message: Any) -> bytes:
-    return json.dumps(message, default=_json_default, separators=(",", ":")).encode("utf-8")
-
-
-def _stamp(time_ns: int) -> Timestamp:
-    return Timestamp(time_ns // 1_000_000_000, time_ns % 1_000_000_000)
+    def channel(self, topic: str, type_name: str, qos: topics.Qos | None = None) -> foxglove.Channel:
+        existing = self.channels.get(topic)
+        if existing is not None:
+            if self.types[topic] != type_name:
+                raise ValueError(f"topic {topic}: carries {self.types[topic]}, got a {type_name}")
+            return existing
+        qos = qos or topics.STREAM
+        schema = foxglove.Schema(name=type_name, encoding="ros2msg",
+                                 data=rosmsg.ros_type(type_name).definition.encode("utf-8"))
+        channel = foxglove.Channel(topic, schema=schema, message_encoding="cdr", context=self.context,
+                                   metadata=channel_metadata(type_name, qos))
+        self.channels[topic], self.qos[topic], self.types[topic] = channel, qos, type_name
+        return channel
 
 
 class TrialChannels:
-    """Log one trial's data (cameras, scene, TF, joints, score, trial state, frames, log lines)."""
+    """Log ROS 2 messages to the open recording and the live view; keep the latched ones."""
 
-    def __init__(self, context: foxglove.Context, settings: MonitorSettings | None = None) -> None:
-        self.context = context
+    def __init__(self, settings: MonitorSettings | None = None) -> None:
         self.settings = settings or MonitorSettings()
-        self.cameras = {name: CompressedImageChannel(topics.camera_topic(name), context=context)
-                        for name in CAMERA_NAMES}
-        self.scene = SceneUpdateChannel(topics.SCENE, context=context)
-        self.tf = FrameTransformsChannel(topics.TF, context=context)
-        self.log_channel = LogChannel(topics.LOG, context=context)
-        self.joints = foxglove.Channel(topics.JOINT_STATES, schema=topics.JOINT_STATES_SCHEMA, context=context)
-        self.score = foxglove.Channel(topics.SCORE, schema=topics.SCORE_SCHEMA, context=context)
-        self.trial = foxglove.Channel(topics.TRIAL, schema=topics.TRIAL_SCHEMA, context=context)
-        self.frame = foxglove.Channel(topics.FRAME, schema=topics.FRAME_SCHEMA, context=context)
-        self.result = foxglove.Channel(topics.RESULT, schema=topics.RESULT_SCHEMA, context=context)
-        self._scene_builder: SceneBuilder | None = None
+        self.record = ChannelSet(foxglove.Context())
+        calibration = [topics.calibration_topic(c) for c in CAMERA_NAMES]
+        self.live = ChannelSet(foxglove.Context(), exclude=calibration)
+        self.calibration = {c: CameraCalibrationChannel(topics.calibration_topic(c), context=self.live.context)
+                            for c in CAMERA_NAMES}
+        self.recording: BagRecording | None = None
+        #: Intrinsics (width, height, K) per camera, when no graph publishes camera_info (headless).
+        self.intrinsics: dict[str, tuple[int, int, np.ndarray]] = {}
+        self._latched: dict[str, dict[bytes, str]] = {t: {} for t in topics.LATCHED_TOPICS}
+        self._lock = threading.Lock()
         self._camera_due_ns: dict[str, int] = {}
         self.camera_dropped = 0
 
-    # -- trial framing ----------------------------------------------------------------------------
-    def set_scene(self, builder: SceneBuilder | None) -> None:
-        """The task's scene (layout, source/target, regions); None hides the 3-D objects."""
-        self._scene_builder = builder
+    @property
+    def live_context(self) -> foxglove.Context:
+        return self.live.context
 
-    def log_trial(self, state: Mapping[str, Any], time_ns: int | None = None) -> None:
-        """Trial state JSON: trial, scene, level, task, instruction, round, seed, phase."""
-        self.trial.log(encode_json(dict(state)), log_time=time_ns)
+    # -- the one way out ----------------------------------------------------------------------------
+    def publish(self, topic: str, type_name: str, data: bytes, time_ns: int | None = None,
+                qos: topics.Qos | None = None) -> None:
+        """Log serialized CDR ``data`` of ``type_name`` on ``topic`` to the recording and the live view."""
+        now = time.time_ns() if time_ns is None else time_ns
+        if topic in self._latched:
+            with self._lock:
+                kept = self._latched[topic]
+                if topic == topics.ROBOT_DESCRIPTION:
+                    kept.clear()
+                kept[data] = type_name
+                while len(kept) > LATCHED_KEEP:
+                    kept.pop(next(iter(kept)))
+        recording = self.recording
+        if recording is not None:
+            channel = self.record.channel(topic, type_name, qos)
+            recording.declare(topic, type_name, self.record.qos[topic])
+            channel.log(data, log_time=now)
+            recording.count(topic, now)
+        live = self.live.channel(topic, type_name, qos)
+        if live.has_sinks():
+            live.log(data, log_time=now)
 
-    def log_result(self, trial_id: str, result: Mapping[str, Any], time_ns: int | None = None) -> None:
-        """The results.json entry the live trial produced (replay compares against it)."""
-        self.result.log(encode_json({"trial": trial_id, "result": dict(result)}), log_time=time_ns)
+    def send(self, topic: str, msg: Any, time_ns: int | None = None) -> None:
+        """Serialize a message built with ``monitoring.rosmsg`` and publish it."""
+        self.publish(topic, msg.__msgtype__, rosmsg.encode(msg), time_ns)
 
-    # -- per frame --------------------------------------------------------------------------------
-    def log_frame(self, trial_id: str, task_id: str, index: int, frame: Mapping[str, Any],
-                  time_ns: int | None = None) -> None:
-        """The scorer frame (exact re-scoring), plus the 3-D scene and the object/EE transforms it implies."""
-        self.frame.log(encode_json({"trial": trial_id, "task": task_id, "index": index, "frame": frame}),
-                       log_time=time_ns)
-        self.log_scene(frame, time_ns)
-        if self.tf.has_sinks():
-            self.tf.log(_frame_transforms(frame, time_ns or time.time_ns()), log_time=time_ns)
+    def wants(self, topic: str) -> bool:
+        """Somebody listens: a recording is open or a viewer subscribed (skip costly work otherwise)."""
+        if self.recording is not None:
+            return True
+        channel = self.live.channels.get(topic)
+        return channel is not None and channel.has_sinks()
 
-    def log_scene(self, frame: Mapping[str, Any], time_ns: int | None = None) -> bool:
-        """The 3-D scene of a (possibly partial) frame; False when no task scene is set or nobody listens."""
-        if self._scene_builder is None or not self.scene.has_sinks():
-            return False
-        self.scene.log(self._scene_builder.update(frame), log_time=time_ns)
-        return True
+    # -- recordings and latched messages -----------------------------------------------------------------
+    def open_recording(self, path: Path) -> BagRecording:
+        """Start a new trial recording; it gets the latched messages (robot model, static TF) first."""
+        self.close_recording()
+        recording = BagRecording.open(path, self.record.context)
+        for topic, type_name in self.record.types.items():
+            recording.declare(topic, type_name, self.record.qos[topic])
+        self.recording = recording
+        for topic, type_name, data in self.latched():
+            self.publish_to_recording(topic, type_name, data)
+        return recording
+
+    def publish_to_recording(self, topic: str, type_name: str, data: bytes, time_ns: int | None = None) -> None:
+        recording, now = self.recording, time.time_ns() if time_ns is None else time_ns
+        if recording is not None:
+            self.record.channel(topic, type_name).log(data, log_time=now)
+            recording.declare(topic, type_name, self.record.qos[topic])
+            recording.count(topic, now)
+
+    def close_recording(self) -> Path | None:
+        recording, self.recording = self.recording, None
+        if recording is None:
+            return None
+        recording.close()
+        return recording.path
+
+    def latched(self, topic: str | None = None) -> list[tuple[str, str, bytes]]:
+        with self._lock:
+            return [(t, type_name, data) for t, kept in self._latched.items() if topic in (None, t)
+                    for data, type_name in kept.items()]
+
+    def resend_latched(self, topic: str) -> int:
+        """A viewer subscribed to ``topic``: give the live view its latched messages again."""
+        sent = self.latched(topic)
+        for name, type_name, data in sent:
+            self.live.channel(name, type_name).log(data, log_time=time.time_ns())
+        return len(sent)
+
+    # -- content --------------------------------------------------------------------------------------
+    def log_json(self, topic: str, payload: Mapping[str, Any], time_ns: int | None = None) -> None:
+        self.publish(topic, topics.STRING, rosmsg.encode(rosmsg.string(encode_json(dict(payload)))), time_ns)
 
     def log_joints(self, positions: Sequence[float] | np.ndarray, time_ns: int | None = None,
-                   names: Sequence[str] = JOINT_NAMES) -> None:
-        """Joint states as JSON (``name``/``position`` like sensor_msgs/JointState, plus a by-name map for Plot)."""
-        if not self.joints.has_sinks():
-            return
-        values = [float(v) for v in positions]
-        self.joints.log(encode_json({"name": list(names), "position": values,
-                                     "by_name": dict(zip(names, values, strict=True))}), log_time=time_ns)
+                   names: Sequence[str] = JOINT_NAMES, topic: str = topics.JOINT_STATES) -> None:
+        if self.wants(topic):
+            now = time.time_ns() if time_ns is None else time_ns
+            self.send(topic, rosmsg.joint_state(now, names, positions), now)
 
-    def log_score(self, live: Mapping[str, Any], time_ns: int | None = None) -> None:
-        """StageMonitor.live() (docs/scoring.md), charted per stage by the Plot panel."""
-        self.score.log(encode_json(dict(live)), log_time=time_ns)
+    def log_line(self, level: str, message: str, name: str = "robofollow", time_ns: int | None = None) -> None:
+        """A log line on ``/rosout`` (Foxglove's Log panel); level is debug, info, warning, error or fatal."""
+        now = time.time_ns() if time_ns is None else time_ns
+        self.send(topics.ROSOUT, rosmsg.log(now, level, name, message), now)
 
-    def log_image(self, camera: str, rgb: np.ndarray | None, time_ns: int | None = None) -> bool:
-        """JPEG-encode and log one camera image unless rate-limited or unwatched; True if logged."""
-        channel = self.cameras[camera]
-        if rgb is None or not channel.has_sinks():
+    def log_image(self, camera: str, rgb: np.ndarray | None, time_ns: int | None = None,
+                  stamp_ns: int | None = None, frame_id: str | None = None) -> bool:
+        """JPEG-encode and log one camera image unless rate-limited or unwatched; True if logged.
+
+        The image carries the camera's optical frame id (so it projects into the 3-D view) and, when
+        intrinsics are known here, its calibration with the same stamp.
+        """
+        topic = topics.camera_topic(camera)
+        if rgb is None or not self.wants(topic):
             return False
-        now = time_ns if time_ns is not None else time.time_ns()
+        now = time.time_ns() if time_ns is None else time_ns
         # A schedule, not "period since the last one": with 30 Hz offered and a 15 Hz cap, jitter would
         # otherwise make it send every third image (10 Hz) instead of every second one.
         due = self._camera_due_ns.get(camera)
@@ -154,39 +208,29 @@ class TrialChannels:
                                 [cv2.IMWRITE_JPEG_QUALITY, self.settings.jpeg_quality])
         if not ok:
             raise ValueError(f"camera {camera}: JPEG encoding failed for an image of shape {rgb.shape}")
-        channel.log(CompressedImage(timestamp=_stamp(now), frame_id=CAMERA_FRAMES[camera], data=jpeg.tobytes(),
-                                    format="jpeg"), log_time=time_ns)
+        stamp = now if stamp_ns is None else stamp_ns
+        frame = frame_id or CAMERA_OPTICAL_FRAMES[camera]
+        self.send(topic, rosmsg.compressed_image(stamp, frame, jpeg.tobytes()), now)
+        if camera in self.intrinsics:
+            width, height, k = self.intrinsics[camera]
+            info = rosmsg.camera_info(stamp, frame, width, height, k)
+            self.log_camera_info(camera, rosmsg.encode(info), info, now)
         return True
 
-    def log_transforms(self, transforms: FrameTransforms, time_ns: int | None = None) -> None:
-        if self.tf.has_sinks():
-            self.tf.log(transforms, log_time=time_ns)
-
-    def log_line(self, level: str, message: str, name: str = "robofollow", time_ns: int | None = None) -> None:
-        """A log line (Foxglove's Log panel); level is debug, info, warning, error or fatal."""
-        levels = {"debug": LogLevel.Debug, "info": LogLevel.Info, "warning": LogLevel.Warning,
-                  "error": LogLevel.Error, "fatal": LogLevel.Fatal}
-        if level not in levels:
-            raise ValueError(f"level: expected one of {sorted(levels)}, got {level!r}")
-        now = time_ns if time_ns is not None else time.time_ns()
-        self.log_channel.log(Log(timestamp=_stamp(now), level=levels[level], message=message, name=name),
-                             log_time=time_ns)
+    def log_camera_info(self, camera: str, data: bytes, info: Any | None, time_ns: int | None = None) -> None:
+        """sensor_msgs/CameraInfo (CDR ``data``) into the recording; live, ``info`` as foxglove.CameraCalibration."""
+        now = time.time_ns() if time_ns is None else time_ns
+        self.publish_to_recording(topics.calibration_topic(camera), "sensor_msgs/msg/CameraInfo", data, now)
+        channel = self.calibration[camera]
+        if info is not None and channel.has_sinks():
+            channel.log(calibration_of(info), log_time=now)
 
 
-def _frame_transforms(frame: Mapping[str, Any], time_ns: int) -> FrameTransforms:
-    """world -> every object (position and quaternion) and world -> each scorer EE point."""
-    stamp = _stamp(time_ns)
-    quats: Mapping[str, Sequence[float]] = frame.get("object_quats", {})
-    out = []
-    for name, xyz in frame.get("objects", {}).items():
-        w, x, y, z = quats.get(name, (1.0, 0.0, 0.0, 0.0))
-        out.append(FrameTransform(timestamp=stamp, parent_frame_id=WORLD_FRAME, child_frame_id=name,
-                                  translation=Vector3(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2])),
-                                  rotation=Quaternion(x=float(x), y=float(y), z=float(z), w=float(w))))
-    for arm in ("left", "right"):
-        if f"ee_{arm}" in frame:
-            p = frame[f"ee_{arm}"]
-            out.append(FrameTransform(timestamp=stamp, parent_frame_id=WORLD_FRAME, child_frame_id=f"{arm}_ee",
-                                      translation=Vector3(x=float(p[0]), y=float(p[1]), z=float(p[2])),
-                                      rotation=Quaternion(w=1.0)))
-    return FrameTransforms(transforms=out)
+def calibration_of(info: Any) -> CameraCalibration:
+    """foxglove.CameraCalibration of a CameraInfo (rosbags or rclpy message: same field names)."""
+    sec, nanosec = int(info.header.stamp.sec), int(info.header.stamp.nanosec)
+    return CameraCalibration(timestamp=Timestamp(sec, nanosec), frame_id=str(info.header.frame_id),
+                             width=int(info.width), height=int(info.height),
+                             distortion_model=str(info.distortion_model), D=[float(v) for v in info.d],
+                             K=[float(v) for v in info.k], R=[float(v) for v in info.r],
+                             P=[float(v) for v in info.p])

@@ -1,8 +1,12 @@
 """The Foxglove layout ``config/foxglove/robofollow_layout.json``, generated from the topic contract.
 
-Built with the SDK's ``foxglove.layouts`` types so the file follows Foxglove's layout schema, and
-from ``monitoring.topics`` so a renamed topic cannot leave the layout behind (a test compares the
-committed file with ``build_layout()``). Regenerate: ``python -m robofollow_ros.monitoring.layout``.
+Written in the format the Foxglove app (and Lichtblick) export and *Import from file*: ``configById``
+(panel id ``<PanelType>!<name>`` -> panel config), a mosaic ``layout`` tree of ``{first, second,
+direction, splitPercentage}`` nodes whose leaves are panel ids, and ``globalVariables``,
+``userNodes``, ``playbackConfig``. ``test_foxglove_layout`` checks it against public exported layouts
+and against the recordings' topics and types. Every topic and service comes from
+``monitoring.topics`` / ``monitoring.server``, so a renamed topic cannot leave the layout behind.
+Regenerate: ``python -m robofollow_ros.monitoring.layout``.
 """
 
 from __future__ import annotations
@@ -12,71 +16,112 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import foxglove.layouts as fl
-
-from robofollow_ros.contract import CAMERA_NAMES, WORLD_FRAME
+from robofollow_ros.contract import CAMERA_NAMES, TABLE_TOP_Z, WORLD_FRAME
 from robofollow_ros.monitoring import topics
 from robofollow_ros.monitoring.server import TRIAL_SERVICES
-
-#: Stage names of every scene, for the plot and state panels (a missing stage just plots nothing).
-PLOT_STAGES = ("stage1_source_select", "stage1_push_setup", "stage1_action_a", "stage2_relative_place",
-               "stage2_stack", "stage2_push", "stage2_place_bowl", "stage2_route", "stage2_unstack_slot",
-               "stage2_action_b", "stage3_orientation", "stage3_finish")
+from robofollow_ros.monitoring.stages import COMPLETION_STATES, STAGE_STATES, STAGE_VALUES, STATUS_NAMES, TRIAL_PHASES
 
 LAYOUT_PATH = Path(__file__).resolve().parents[2] / "config" / "foxglove" / "robofollow_layout.json"
 
+THREE_D = "3D!robofollow"
+IMAGES = {camera: f"Image!{camera}" for camera in CAMERA_NAMES}
+PLOT = "Plot!scores"
+STATES = "StateTransitions!stages"
+DETAILS = "RawMessages!status"
+LOG = "RosOut!log"
+BUTTONS = {service: f"CallService!{service.rsplit('/', 1)[-1]}" for service in TRIAL_SERVICES}
+#: Colours of the enumerated states (green done, amber partly, red failed, grey waiting).
+STATE_COLOURS = {"done": "#2e7d32", "complete": "#2e7d32", "intent": "#f9a825", "missed": "#c62828",
+                 "incomplete": "#c62828", "pending": "#9e9e9e", "running": "#1565c0", "scoring": "#6a1b9a"}
 
-def _images() -> fl.SplitContainer:
-    return fl.SplitContainer(direction="column", items=[
-        fl.SplitItem(content=fl.ImagePanel(title=f"{camera} camera", config=fl.ImageConfig(
-            image_mode=fl.ImageModeConfig(image_topic=topics.camera_topic(camera)))))
-        for camera in CAMERA_NAMES])
-
-
-def _plot() -> fl.PlotPanel:
-    series = [fl.PlotSeries(value=f"{topics.SCORE}.intent", label="IS (total)"),
-              fl.PlotSeries(value=f"{topics.SCORE}.exec", label="ES (total)")]
-    series += [fl.PlotSeries(value=f"{topics.SCORE}.stages.{stage}.{kind}", label=f"{stage} {kind}")
-               for stage in PLOT_STAGES for kind in ("intent", "exec")]
-    return fl.PlotPanel(title="IS / ES", config=fl.PlotConfig(paths=series, min_y_value=0.0, max_y_value=1.0))
-
-
-def _states() -> fl.StateTransitionsPanel:
-    paths = [fl.StateTransitionsSeries(value=f"{topics.TRIAL}.phase", label="trial phase"),
-             fl.StateTransitionsSeries(value=f"{topics.SCORE}.complete", label="complete")]
-    paths += [fl.StateTransitionsSeries(value=f"{topics.SCORE}.stages.{stage}.exec_reason", label=stage)
-              for stage in PLOT_STAGES]
-    return fl.StateTransitionsPanel(title="stage states", config=fl.StateTransitionsConfig(paths=paths))
+_CAMERA_STATE = {"distance": 1.6, "perspective": True, "phi": 55, "target": [0, 0, 0],
+                 "targetOffset": [0, 0.05, TABLE_TOP_Z], "targetOrientation": [0, 0, 0, 1], "thetaOffset": 90,
+                 "fovy": 45, "near": 0.01, "far": 5000}
+_PUBLISH = {"type": "point", "poseTopic": "/move_base_simple/goal", "pointTopic": "/clicked_point",
+            "poseEstimateTopic": "/initialpose", "poseEstimateXDeviation": 0.5, "poseEstimateYDeviation": 0.5,
+            "poseEstimateThetaDeviation": 0.26179939}
 
 
-def _services() -> fl.SplitContainer:
-    return fl.SplitContainer(direction="row", items=[
-        fl.SplitItem(content=fl.ServiceCallPanel(title=name.rsplit("/", 1)[-1], config=fl.ServiceCallConfig(
-            service_name=name, request_payload="{}", button_text=name.rsplit("/", 1)[-1].replace("_", " "))))
-        for name in TRIAL_SERVICES])
+def _three_d() -> dict[str, Any]:
+    """Robot (URDF from /robot_description, moved by TF), scene markers, camera images projected."""
+    shown: dict[str, Any] = {topics.ROBOT_DESCRIPTION: {"visible": True}, topics.SCENE: {"visible": True},
+                             topics.OBJECTS: {"visible": False}}
+    for camera in CAMERA_NAMES:
+        shown[topics.camera_topic(camera)] = {"visible": True, "cameraInfoTopic": topics.calibration_topic(camera),
+                                              "distance": 0.12}
+    grid = {"visible": True, "frameLocked": True, "label": "Grid", "instanceId": "robofollow-grid",
+            "layerId": "foxglove.Grid", "size": 2, "divisions": 20, "lineWidth": 1, "color": "#248eff",
+            "position": [0, 0, TABLE_TOP_Z], "rotation": [0, 0, 0]}
+    return {"cameraState": dict(_CAMERA_STATE), "followMode": "follow-pose", "followTf": WORLD_FRAME,
+            "scene": {"transforms": {"editable": False, "showLabel": False, "enablePreloading": True,
+                                     "visible": False}, "meshUpAxis": "z_up"},
+            "transforms": {}, "topics": shown, "layers": {"grid": grid}, "publish": dict(_PUBLISH),
+            "imageMode": {}, "foxglovePanelTitle": "rig and scene"}
+
+
+def _image(camera: str) -> dict[str, Any]:
+    return {"cameraState": dict(_CAMERA_STATE), "followMode": "follow-pose", "scene": {}, "transforms": {},
+            "topics": {}, "layers": {}, "publish": dict(_PUBLISH),
+            "imageMode": {"imageTopic": topics.camera_topic(camera),
+                          "calibrationTopic": topics.calibration_topic(camera),
+                          "synchronize": False, "rotation": 0, "annotations": {}},
+            "foxglovePanelTitle": f"{camera} camera"}
+
+
+def _plot() -> dict[str, Any]:
+    """The totals and the current task's stages 1..3: eight fixed series for any task."""
+    series = [{"value": f"{topics.STAGES}.data[{i}]", "enabled": True, "timestampMethod": "receiveTime",
+               "label": label} for i, label in enumerate(STAGE_VALUES)]
+    return {"paths": series, "minYValue": 0, "maxYValue": 1, "showXAxisLabels": True, "showYAxisLabels": True,
+            "showLegend": True, "legendDisplay": "floating", "showPlotValuesInLegend": True, "isSynced": True,
+            "xAxisVal": "timestamp", "sidebarDimension": 240, "foxglovePanelTitle": "IS / ES (stage names: status)"}
+
+
+def _states() -> dict[str, Any]:
+    """Trial phase, each stage's state and completion, each keyed on its enumerated values."""
+    choices = [TRIAL_PHASES, *([STAGE_STATES] * (len(STATUS_NAMES) - 2)), COMPLETION_STATES]
+    paths = [{"value": f"{topics.STATUS}.status[{i}].message", "timestampMethod": "receiveTime", "label": name,
+              "enabled": True,
+              "customStates": {"type": "discrete", "states": [
+                  {"value": v, "label": v, "color": STATE_COLOURS.get(v, "#78909c")} for v in states]}}
+             for i, (name, states) in enumerate(zip(STATUS_NAMES, choices, strict=True))]
+    return {"paths": paths, "isSynced": True, "showPoints": True, "foxglovePanelTitle": "trial and stage states"}
+
+
+def _button(service: str) -> dict[str, Any]:
+    name = service.rsplit("/", 1)[-1]
+    return {"serviceName": service, "requestPayload": "{}", "layout": "vertical",
+            "buttonText": name.replace("_", " "), "buttonTooltip": f"std_srvs/Trigger {service}",
+            "editingMode": False, "timeoutSeconds": 10, "foxglovePanelTitle": name}
+
+
+def _split(direction: str, *items: tuple[Any, float]) -> Any:
+    """A mosaic tree over ``items`` (node, weight) in order: nested binary splits with the given weights."""
+    if len(items) == 1:
+        return items[0][0]
+    (first, weight), rest = items[0], items[1:]
+    total = weight + sum(w for _, w in rest)
+    return {"first": first, "second": _split(direction, *rest), "direction": direction,
+            "splitPercentage": round(100.0 * weight / total, 3)}
 
 
 def build_layout() -> dict[str, Any]:
-    """3-D scene, three cameras, IS/ES plot, stage states, trial state, log and trial-control buttons."""
-    three_d = fl.ThreeDeePanel(title="scene", config=fl.ThreeDeeConfig(
-        follow_tf=WORLD_FRAME, fixed_frame=WORLD_FRAME,
-        topics={topics.SCENE: fl.BaseRendererSceneUpdateTopicSettings(visible=True)}))
-    left = fl.SplitContainer(direction="column", items=[
-        fl.SplitItem(proportion=3, content=three_d),
-        fl.SplitItem(proportion=2, content=_plot()),
-        fl.SplitItem(proportion=1, content=_states()),
-    ])
-    right = fl.SplitContainer(direction="column", items=[
-        fl.SplitItem(proportion=3, content=_images()),
-        fl.SplitItem(proportion=1, content=fl.RawMessagesPanel(
-            title="trial state", config=fl.RawMessagesConfig(topic_path=topics.TRIAL))),
-        fl.SplitItem(proportion=1, content=fl.LogPanel(title="log", config=fl.LogConfig(topic_to_render=topics.LOG))),
-        fl.SplitItem(proportion=1, content=_services()),
-    ])
-    layout = fl.Layout(content=fl.SplitContainer(direction="row", items=[
-        fl.SplitItem(proportion=3, content=left), fl.SplitItem(proportion=2, content=right)]))
-    result: dict[str, Any] = json.loads(layout.to_json())
-    return result
+    """3-D rig and scene, three cameras, IS/ES plot, stage states, details, log and trial buttons."""
+    config: dict[str, Any] = {THREE_D: _three_d(), PLOT: _plot(), STATES: _states(),
+                              DETAILS: {"topicPath": topics.STATUS, "diffTopicPath": "", "diffMethod": "custom",
+                                        "diffEnabled": False, "showFullMessageForDiff": False,
+                                        "foxglovePanelTitle": "trial and stage details"},
+                              LOG: {"searchTerms": [], "minLogLevel": 1, "topicToRender": topics.ROSOUT,
+                                    "foxglovePanelTitle": "log"}}
+    config.update({panel: _image(camera) for camera, panel in IMAGES.items()})
+    config.update({panel: _button(service) for service, panel in BUTTONS.items()})
+    left = _split("column", (THREE_D, 55), (PLOT, 27), (STATES, 18))
+    cameras = _split("column", (IMAGES["head"], 1), (_split("row", (IMAGES["left_wrist"], 1),
+                                                             (IMAGES["right_wrist"], 1)), 1))
+    buttons = _split("row", *((panel, 1) for panel in BUTTONS.values()))
+    right = _split("column", (cameras, 50), (DETAILS, 22), (LOG, 18), (buttons, 10))
+    return {"configById": config, "globalVariables": {}, "userNodes": {}, "playbackConfig": {"speed": 1},
+            "layout": _split("row", (left, 58), (right, 42))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,9 @@ A trial's recording carries every scorer frame on ``/robofollow/frame`` (the exa
 StageMonitor got) and, when the trial finished, the live result on ``/robofollow/result``. Replay
 feeds the frames to a fresh monitor, so its result equals the live one (there is one scorer).
 
+Both forms are read: the ROS 2 bags written now (``std_msgs/String`` in CDR, decoded with the
+schema stored in the file by ``mcap_ros2``) and the earlier Foxglove-schema recordings (JSON channels).
+
 A process killed mid-trial leaves a file without summary, footer and maybe with a half-written
 record at the end. The reader therefore streams records from the start (``mcap``'s
 ``StreamReader``, which needs no summary) and stops at the first record it cannot read, keeping
@@ -13,12 +16,14 @@ everything before it; ``Recording.truncated`` says that happened and why.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mcap.records import Channel, Message, Schema
 from mcap.stream_reader import StreamReader
+from mcap_ros2.decoder import DecoderFactory
 
 from robofollow_ros.benchmark import Registry, UnknownTaskError, default_registry
 from robofollow_ros.monitoring import topics
@@ -49,19 +54,24 @@ def read_recording(path: Path) -> Recording:
     if not path.is_file():
         raise RecordingError(f"{path}: no such file")
     rec = Recording(path=path)
-    channels: dict[int, str] = {}
+    channels: dict[int, tuple[str, Callable[[bytes], Any] | None]] = {}
+    schemas: dict[int, Schema] = {}
+    factory = DecoderFactory()
     frames: dict[int, dict[str, Any]] = {}
     with path.open("rb") as stream:
         try:
             for record in StreamReader(stream, record_size_limit=1 << 30).records:
-                if isinstance(record, Channel):
-                    channels[record.id] = record.topic
+                if isinstance(record, Schema):
+                    schemas[record.id] = record
+                elif isinstance(record, Channel):
+                    channels[record.id] = (record.topic, _text_decoder(record, schemas.get(record.schema_id), factory))
                 elif isinstance(record, Message):
-                    topic = channels.get(record.channel_id, "?")
+                    topic, decode = channels.get(record.channel_id, ("?", None))
                     rec.topics[topic] = rec.topics.get(topic, 0) + 1
-                    _take(rec, frames, topic, record.data)
-                elif isinstance(record, Schema):
-                    continue
+                    if decode is not None and topic in _SCORED_TOPICS:
+                        _take(rec, frames, topic, decode(record.data))
+        except RecordingError:
+            raise
         except Exception as exc:  # a cut-off file ends in a partial record: keep what came before
             if not rec.topics and not channels:
                 raise RecordingError(f"{path}: not an MCAP recording ({type(exc).__name__}: {exc})") from None
@@ -76,7 +86,23 @@ def read_recording(path: Path) -> Recording:
     return rec
 
 
-def _take(rec: Recording, frames: dict[int, dict[str, Any]], topic: str, data: bytes) -> None:
+_SCORED_TOPICS = (topics.FRAME, topics.TRIAL, topics.RESULT)
+
+
+def _text_decoder(channel: Channel, schema: Schema | None, factory: DecoderFactory) -> Callable[[bytes], Any] | None:
+    """The JSON text of a scored topic's message: JSON channels (earlier recordings) or std_msgs/String (CDR)."""
+    if channel.topic not in _SCORED_TOPICS:
+        return None
+    if channel.message_encoding == "json":
+        return lambda data: data
+    decode = factory.decoder_for(channel.message_encoding, schema)
+    if decode is None or schema is None or schema.name not in ("std_msgs/msg/String", "std_msgs/String"):
+        raise RecordingError(f"{channel.topic}: expected JSON or std_msgs/msg/String, got {channel.message_encoding} "
+                             f"{schema.name if schema else 'without a schema'}")
+    return lambda data: decode(data).data
+
+
+def _take(rec: Recording, frames: dict[int, dict[str, Any]], topic: str, data: bytes | str) -> None:
     if topic == topics.FRAME:
         msg = json.loads(data)
         rec.task = rec.task or msg["task"]

@@ -1,9 +1,14 @@
-"""The live Foxglove websocket server on a monitoring Context, with the trial-control services.
+"""The live Foxglove websocket server on the monitoring channels, with the trial-control services.
 
 Foxglove users start, stop and advance trials and confirm the operator's scene reset from the
 app's Service Call panel. The server only forwards: each service calls a ``TrialControl``
 callable (the foxglove node binds them to the trial manager's ``std_srvs/Trigger`` services),
 and answers with the Trigger response as JSON, so the app shows success and the message.
+
+A viewer that connects after the robot model and the static transforms were sent still gets them:
+when it subscribes to a latched topic, the server re-sends that topic's last messages (what a
+transient-local subscription gives on ROS). ``server.stop()`` closes every connection with a
+websocket close frame (the SDK's, without a status code: the client reads 1005, not 1006).
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from collections.abc import Callable, Mapping
 
 import foxglove
 from foxglove import MessageSchema, Schema, Service, ServiceRequest, ServiceSchema
-from foxglove.websocket import Capability, WebSocketServer
+from foxglove.websocket import Capability, ChannelView, Client, ServerListener, WebSocketServer
+
+from robofollow_ros.monitoring.channels import TrialChannels
 
 #: A trial-control action: returns (success, message) like std_srvs/Trigger.
 TrialControl = Callable[[], tuple[bool, str]]
@@ -42,10 +49,21 @@ def _trigger_handler(name: str, control: TrialControl) -> Callable[[ServiceReque
     return handle
 
 
-def start_monitor_server(context: foxglove.Context, host: str = "127.0.0.1", port: int = 8765,
+class LatchedResend(ServerListener):
+    """Re-sends a latched topic's last messages to the live view when a viewer subscribes to it."""
+
+    def __init__(self, channels: TrialChannels) -> None:
+        self.channels = channels
+        self.resent = 0
+
+    def on_subscribe(self, client: Client, channel: ChannelView) -> None:
+        self.resent += self.channels.resend_latched(channel.topic)
+
+
+def start_monitor_server(channels: TrialChannels, host: str = "127.0.0.1", port: int = 8765,
                          controls: Mapping[str, TrialControl] | None = None,
                          name: str = "robofollow") -> WebSocketServer:
-    """Start the websocket server (port 0 picks a free one; read ``server.port``)."""
+    """Start the websocket server on ``channels``' live view (port 0 picks a free one; read ``server.port``)."""
     if not 0 <= port <= 65535:
         raise ValueError(f"port: must be in 0..65535, got {port}")
     unknown = sorted(set(controls or {}) - set(TRIAL_SERVICES))
@@ -53,6 +71,7 @@ def start_monitor_server(context: foxglove.Context, host: str = "127.0.0.1", por
         raise ValueError(f"controls: unknown service {unknown[0]!r}; expected some of {TRIAL_SERVICES}")
     services = [Service(svc, schema=TRIGGER_SCHEMA, handler=_trigger_handler(svc, fn))
                 for svc, fn in (controls or {}).items()]
-    return foxglove.start_server(name=name, host=host, port=port, context=context,
+    return foxglove.start_server(name=name, host=host, port=port, context=channels.live_context,
                                  capabilities=[Capability.Services] if services else [],
-                                 supported_encodings=["json"], services=services)
+                                 supported_encodings=["json"], services=services,
+                                 server_listener=LatchedResend(channels))

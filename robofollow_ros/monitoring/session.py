@@ -6,8 +6,8 @@ poses, transforms). This object turns them into one recording per trial: a new t
 score's result entry is logged for replay, and the file closes once the trial said ``done`` and
 every frame its final score counted is in. The streams arrive in no fixed order across topics, so
 frames or scores of a trial not announced yet wait for its state message, and a next trial waits
-while the previous recording still misses its tail. Static transforms arrive once per graph, so
-they are re-logged into every new recording.
+while the previous recording still misses its tail. The robot model and static transforms arrive
+once per graph, so ``TrialChannels`` re-logs them into every new recording.
 ROS-free, so it is tested without rclpy.
 """
 
@@ -17,13 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from foxglove.mcap import MCAPWriter
-from foxglove.messages import FrameTransforms
-
 from robofollow_ros.benchmark import Registry, UnknownTaskError, default_registry
 from robofollow_ros.monitoring.channels import TrialChannels
-from robofollow_ros.monitoring.recorder import open_trial_mcap
 from robofollow_ros.monitoring.scene import SceneBuilder
+from robofollow_ros.monitoring.trial_log import TrialLog
 
 #: Messages kept for a trial announced late, or for the next trial while the previous one completes
 #: (a trial has at most 501 frames and as many scores); past this the older tail is given up.
@@ -36,16 +33,15 @@ class LiveSession:
     """Feed it the graph's messages; it logs them and keeps one MCAP open per running trial."""
 
     def __init__(self, channels: TrialChannels, record: bool = True, record_dir: Path | None = None,
-                 registry: Registry | None = None) -> None:
+                 registry: Registry | None = None, session_file: Path | None = None) -> None:
         self.channels = channels
+        self.log = TrialLog(channels)
         self.record = record
         self.record_dir = record_dir
         self.registry = registry or default_registry()
         self.trial_id: str | None = None
         self.task_id: str | None = None
         self.recording: Path | None = None
-        self._writer: MCAPWriter | None = None
-        self._static: FrameTransforms | None = None
         self._frame_index = 0
         self._ee: dict[str, Any] = {}
         self._exact_frames = False
@@ -57,6 +53,11 @@ class LiveSession:
         #: only when both are known and every frame is in, since the streams arrive in no fixed order.
         self._ended = False
         self._expected_frames: int | None = None
+        #: One file for the whole session (``robofollow record``): trials do not open or close recordings.
+        self.session_file = session_file
+        if session_file is not None:
+            self.recording = session_file
+            channels.open_recording(session_file)
 
     # -- trial state -------------------------------------------------------------------------------
     def on_trial(self, state: Mapping[str, Any]) -> None:
@@ -68,7 +69,7 @@ class LiveSession:
             self._begin(str(trial_id), state)
         out = dict(state)
         out.setdefault("trial", trial_id)
-        self.channels.log_trial(out)
+        self.log.trial(out)
         phase = state.get("phase")
         if phase is not None:
             self.channels.log_line("info", f"trial {trial_id}: phase {phase}")
@@ -77,7 +78,8 @@ class LiveSession:
             self._close_when_complete()
 
     def _begin(self, trial_id: str, state: Mapping[str, Any]) -> None:
-        self._close_recording()
+        if self.session_file is None:
+            self._close_recording()
         self.trial_id, self._frame_index, self._ee, self._exact_frames = trial_id, 0, {}, False
         self._ended, self._expected_frames = False, None
         self.task_id = state.get("task")
@@ -88,29 +90,29 @@ class LiveSession:
                 builder = SceneBuilder(task, self.registry.layout_of(task), self.registry.slot_xy)
             except UnknownTaskError as exc:
                 self.channels.log_line("warning", f"trial {trial_id}: no 3-D scene ({exc})")
-        self.channels.set_scene(builder)
+        self.log.set_scene(builder)
         directory = self.record_dir or (Path(state["run_dir"]) / "mcap" if state.get("run_dir") else None)
-        if self.record and directory is not None:
+        if self.session_file is None and self.record and directory is not None:
             self.recording = directory / f"{trial_id}.mcap"
-            self._writer = open_trial_mcap(self.recording, self.channels.context)
-            if self._static is not None:
-                self.channels.log_transforms(self._static)
+            self.channels.open_recording(self.recording)
         early, self._early = self._early.pop(trial_id, []), {}  # other unseen trials belong to no recording
         for kind, payload in early:
             self._dispatch(kind, payload)
 
+    @property
+    def recording_open(self) -> bool:
+        return self.channels.recording is not None
+
     def _close_recording(self) -> None:
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
-            writer.close()
+        self.channels.close_recording()
 
     # -- streams -------------------------------------------------------------------------------------
     def on_score(self, live: Mapping[str, Any]) -> None:
         if self._elsewhere("score", live, live.get("trial_id")):
             return
-        self.channels.log_score(live)
+        self.log.score(live)
         if live.get("final") and isinstance(live.get("result"), dict):
-            self.channels.log_result(str(live.get("trial_id") or self.trial_id), live["result"])
+            self.log.result(str(live.get("trial_id") or self.trial_id), live["result"])
             frames = live.get("frames", live["result"].get("frames"))
             self._expected_frames = int(frames) if isinstance(frames, int) else 0
             self._close_when_complete()
@@ -118,11 +120,12 @@ class LiveSession:
     def _awaiting_tail(self) -> bool:
         """The current recording's trial ended, but its last frames or its final score are still on the way."""
         complete = self._expected_frames is not None and self._frame_index >= self._expected_frames
-        return self._writer is not None and self._ended and not complete
+        return self.recording_open and self._ended and not complete
 
     def _close_when_complete(self) -> None:
         if self._ended and self._expected_frames is not None and self._frame_index >= self._expected_frames:
-            self._close_recording()
+            if self.session_file is None:
+                self._close_recording()
             self._release()
 
     def _elsewhere(self, kind: str, payload: Mapping[str, Any], trial: Any) -> bool:
@@ -140,7 +143,8 @@ class LiveSession:
     def _hold(self, kind: str, payload: Mapping[str, Any]) -> None:
         self._held.append((kind, payload))
         if len(self._held) > HOLD_LIMIT:  # the previous trial's tail is not coming: give it up
-            self._close_recording()
+            if self.session_file is None:
+                self._close_recording()
             self._release()
 
     def _release(self) -> None:
@@ -160,19 +164,16 @@ class LiveSession:
         self._frame_index = index + 1
         self._exact_frames = True
         self._ee = {k: frame[k] for k in ("ee_left", "ee_right", "gripper_left", "gripper_right") if k in frame}
-        self.channels.log_frame(self.trial_id or "", str(message.get("task", self.task_id)), index, frame)
+        # object transforms come from the graph's own /tf, so the frame only draws the scene
+        self.log.frame(self.trial_id or "", str(message.get("task", self.task_id)), index, frame, object_tf=False)
         self._close_when_complete()
 
     def on_objects(self, poses: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> None:
         """Object poses (name -> xyz, wxyz) from /robofollow/objects: the 3-D scene when no frames come."""
         if self._exact_frames:  # the scorer frames already draw the scene, with the scorer's EE points
             return
-        self.channels.log_scene({"objects": {n: list(p) for n, (p, _) in poses.items()},
-                                 "object_quats": {n: list(q) for n, (_, q) in poses.items()}, **self._ee})
-
-    def on_static_transforms(self, transforms: FrameTransforms) -> None:
-        self._static = transforms
-        self.channels.log_transforms(transforms)
+        self.log.draw({"objects": {n: list(p) for n, (p, _) in poses.items()},
+                       "object_quats": {n: list(q) for n, (_, q) in poses.items()}, **self._ee})
 
     def close(self) -> None:
         self._close_recording()

@@ -1,79 +1,122 @@
-"""Foxglove topic names and JSON schemas of the monitoring channels (the contract of a recording).
+"""The topics of a recording and of the live view: names, ROS 2 types and the QoS they are offered with.
 
-Where a ROS topic carries the same data (DESIGN.md, "ROS interface"), the Foxglove topic has the
-same name, so a layout works against this server and against a ROS-native foxglove_bridge alike.
+One table, built from the ROS contract (``contract.py``), is the contract of a recording: every
+channel is a ROS 2 type (``ros2msg`` schema, ``cdr`` messages), so a recording is a ROS 2 bag that
+``ros2 bag info/play`` and ``rosbags`` read, and the live Foxglove view shows the same topics with
+the same message paths. The only channels outside ROS types are the live view's
+``foxglove.CameraCalibration`` (``camera_info`` of each camera, the viewer's own calibration type).
+
+Derived topics exist because Foxglove cannot look inside the JSON of a ``std_msgs/String``:
+``/robofollow/score/stages`` (numbers to plot) and ``/robofollow/status`` (enumerated states).
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
 from robofollow_ros.contract import (
     CAMERA_NAMES,
     TOPIC_FRAME,
+    TOPIC_INSTRUCTION,
+    TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
+    TOPIC_OBJECTS,
+    TOPIC_ROBOT_DESCRIPTION,
     TOPIC_SCORE,
+    TOPIC_TF,
+    TOPIC_TF_STATIC,
     TOPIC_TRIAL,
+    camera_info_topic,
 )
 
+
+@dataclass(frozen=True)
+class Qos:
+    """A publisher's offered QoS, as rosbag2 stores it (``offered_qos_profiles``)."""
+
+    depth: int
+    reliability: str = "reliable"  # or best_effort
+    durability: str = "volatile"  # or transient_local
+    history: str = "keep_last"
+
+
+#: Per-row state and sensor streams (the graph's STATE_STREAM / camera publishers).
+STREAM: Final = Qos(depth=100)
+#: Latched state: a late subscriber (and ``ros2 bag play``) still gets the last value.
+LATCHED: Final = Qos(depth=1, durability="transient_local")
+#: Latched, and a late subscriber needs the whole history (trial states, scores, scorer frames, logs).
+LATCHED_HISTORY: Final = Qos(depth=1024, durability="transient_local")
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    type_name: str
+    qos: Qos
+
+
 SCENE: Final = "/robofollow/scene"
-TF: Final = "/tf"
-LOG: Final = "/robofollow/log"
-JOINT_STATES: Final = TOPIC_JOINT_STATES
-SCORE: Final = TOPIC_SCORE
-TRIAL: Final = TOPIC_TRIAL
-#: The scorer frames (trajectory-frame dicts, docs/scoring.md): what replay re-scores.
-FRAME: Final = TOPIC_FRAME
 #: The results.json entry the live trial produced, logged once at the end of a trial.
 RESULT: Final = "/robofollow/result"
+#: ``[IS total, ES total, stage 1 IS, stage 1 ES, stage 2 IS, stage 2 ES, stage 3 IS, stage 3 ES]``.
+STAGES: Final = "/robofollow/score/stages"
+#: Trial phase, each stage's state and completion as a DiagnosticArray (see ``monitoring.stages``).
+STATUS: Final = "/robofollow/status"
+ROSOUT: Final = "/rosout"
+JOINT_STATES: Final = TOPIC_JOINT_STATES
+JOINT_COMMAND: Final = TOPIC_JOINT_COMMAND
+TF: Final = TOPIC_TF
+TF_STATIC: Final = TOPIC_TF_STATIC
+ROBOT_DESCRIPTION: Final = TOPIC_ROBOT_DESCRIPTION
+OBJECTS: Final = TOPIC_OBJECTS
+SCORE: Final = TOPIC_SCORE
+TRIAL: Final = TOPIC_TRIAL
+INSTRUCTION: Final = TOPIC_INSTRUCTION
+#: The scorer frames (trajectory-frame dicts, docs/scoring.md): what replay re-scores.
+FRAME: Final = TOPIC_FRAME
+#: TF child frame of each object: ``object/<name>`` (the sim's and the perception node's naming).
+OBJECT_FRAME_PREFIX: Final = "object/"
+STRING: Final = "std_msgs/msg/String"
 
 
 def camera_topic(camera: str) -> str:
-    """Foxglove topic of a camera's JPEG stream, e.g. ``/cameras/head/compressed``."""
+    """A camera's JPEG stream (image_transport's name for it), e.g. ``/cameras/head/image_raw/compressed``."""
     if camera not in CAMERA_NAMES:
         raise ValueError(f"camera: unknown camera {camera!r}; expected one of {CAMERA_NAMES}")
-    return f"/cameras/{camera}/compressed"
+    return f"/cameras/{camera}/image_raw/compressed"
 
 
-def _object(title: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"title": title, "type": "object", "properties": properties, "required": required}
+def calibration_topic(camera: str) -> str:
+    """The camera's calibration: sensor_msgs/CameraInfo in a recording, foxglove.CameraCalibration live."""
+    return camera_info_topic(camera)
 
 
-_NUMBER = {"type": "number"}
-_STRING = {"type": "string"}
-_VEC3 = {"type": "array", "items": _NUMBER, "minItems": 3, "maxItems": 3}
+def _table() -> dict[str, Topic]:
+    rows = [
+        Topic(JOINT_STATES, "sensor_msgs/msg/JointState", STREAM),
+        Topic(JOINT_COMMAND, "sensor_msgs/msg/JointState", STREAM),
+        Topic(TF, "tf2_msgs/msg/TFMessage", STREAM),
+        Topic(TF_STATIC, "tf2_msgs/msg/TFMessage", LATCHED_HISTORY),
+        Topic(ROBOT_DESCRIPTION, STRING, LATCHED),
+        Topic(OBJECTS, "visualization_msgs/msg/MarkerArray", STREAM),
+        Topic(SCENE, "visualization_msgs/msg/MarkerArray", STREAM),
+        Topic(INSTRUCTION, STRING, LATCHED),
+        Topic(TRIAL, STRING, LATCHED_HISTORY),
+        Topic(SCORE, STRING, LATCHED_HISTORY),
+        Topic(FRAME, STRING, LATCHED_HISTORY),
+        Topic(RESULT, STRING, LATCHED_HISTORY),
+        Topic(STAGES, "std_msgs/msg/Float64MultiArray", STREAM),
+        Topic(STATUS, "diagnostic_msgs/msg/DiagnosticArray", STREAM),
+        Topic(ROSOUT, "rcl_interfaces/msg/Log", LATCHED_HISTORY),
+    ]
+    for camera in CAMERA_NAMES:
+        rows.append(Topic(camera_topic(camera), "sensor_msgs/msg/CompressedImage", STREAM))
+        rows.append(Topic(calibration_topic(camera), "sensor_msgs/msg/CameraInfo", STREAM))
+    return {t.name: t for t in rows}
 
-JOINT_STATES_SCHEMA: Final = _object("robofollow.JointStates", {
-    "name": {"type": "array", "items": _STRING},
-    "position": {"type": "array", "items": _NUMBER},
-    "by_name": {"type": "object", "additionalProperties": _NUMBER},
-}, ["name", "position"])
 
-_STAGE = _object("robofollow.StageScore", {
-    "intent": _NUMBER, "exec": _NUMBER, "intent_max": _NUMBER, "exec_max": _NUMBER,
-    "intent_reason": _STRING, "exec_reason": _STRING,
-}, ["intent", "exec"])
-
-SCORE_SCHEMA: Final = _object("robofollow.LiveScore", {
-    "task": _STRING, "scene": _STRING, "level": _STRING, "frame": {"type": "integer"},
-    "final": {"type": "boolean"}, "intent": _NUMBER, "exec": _NUMBER, "complete": {"type": "boolean"},
-    "stages": {"type": "object", "additionalProperties": _STAGE},
-}, ["task", "frame", "intent", "exec", "stages"])
-
-TRIAL_SCHEMA: Final = _object("robofollow.TrialState", {
-    "trial": _STRING, "scene": _STRING, "level": _STRING, "task": _STRING, "instruction": _STRING,
-    "round": {"type": "integer"}, "seed": {"type": "integer"}, "phase": _STRING,
-}, ["task", "phase"])
-
-FRAME_SCHEMA: Final = _object("robofollow.ScorerFrame", {
-    "trial": _STRING, "task": _STRING, "index": {"type": "integer"},
-    "frame": _object("robofollow.TrajectoryFrame", {
-        "ee_left": _VEC3, "ee_right": _VEC3, "gripper_left": _NUMBER, "gripper_right": _NUMBER,
-        "objects": {"type": "object", "additionalProperties": _VEC3},
-        "object_quats": {"type": "object"},
-    }, ["ee_left", "ee_right", "gripper_left", "gripper_right", "objects"]),
-}, ["task", "index", "frame"])
-
-RESULT_SCHEMA: Final = _object("robofollow.TrialResult", {
-    "trial": _STRING, "result": {"type": "object"},
-}, ["result"])
+#: Every topic a trial recording holds, by name.
+TOPICS: Final = _table()
+#: Topics whose last message(s) every new recording and every new live subscriber must get.
+LATCHED_TOPICS: Final = (ROBOT_DESCRIPTION, TF_STATIC)

@@ -2,8 +2,10 @@
 
 It speaks the wire format a Foxglove app speaks (JSON text ops, binary message data and service
 calls), so a test that passes with it shows the server works for a real viewer; it decodes each
-message with the schema the server advertised (protobuf FileDescriptorSet or JSON), never with a
-schema of its own. Needs ``websockets`` and, for protobuf channels, ``protobuf``.
+message with the schema the server advertised (ROS 2 ``ros2msg`` text for ``cdr`` channels, via
+``mcap_ros2``; protobuf FileDescriptorSet; JSON), never with a schema of its own. It also records
+how the connection ended: the close frame the server sent, or None when the socket just dropped.
+Needs ``websockets``, ``mcap_ros2`` for ROS channels and ``protobuf`` for protobuf channels.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ class FoxgloveProbe:
     _decoders: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
     _next_call: int = 1
     _reader: asyncio.Task[None] | None = None
+    #: Set when the connection ended: ``close_code`` (1005: a close frame without a status code;
+    #: 1006: no close frame at all) and whether the server sent a close frame.
+    closed: bool = False
+    close_code: int | None = None
+    close_frame_received: bool = False
 
     async def connect(self) -> None:
         import websockets
@@ -59,6 +66,11 @@ class FoxgloveProbe:
             self._reader.cancel()
         if self._ws is not None:
             await self._ws.close()
+
+    async def wait_closed(self, timeout: float) -> None:
+        """Wait until the server ends the connection."""
+        if self._reader is not None:
+            await asyncio.wait_for(asyncio.shield(self._reader), timeout)
 
     async def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
         """Wait (event-driven polling of received state) until ``condition`` holds."""
@@ -96,6 +108,11 @@ class FoxgloveProbe:
         channel = self.topic_channel(message.topic)
         if channel["encoding"] == "json":
             return json.loads(message.payload)
+        if channel["encoding"] == "cdr":
+            decoder = self._decoders.get(channel["id"])
+            if decoder is None:
+                decoder = self._decoders[channel["id"]] = _ros2_decoder(channel)
+            return decoder(message.payload)
         if channel["encoding"] == "protobuf":
             decoder = self._decoders.get(channel["id"])
             if decoder is None:
@@ -122,11 +139,20 @@ class FoxgloveProbe:
         return result
 
     async def _read(self) -> None:
-        async for raw in self._ws:
-            if isinstance(raw, str):
-                self._on_text(json.loads(raw))
-            else:
-                self._on_binary(bytes(raw))
+        import websockets
+
+        try:
+            async for raw in self._ws:
+                if isinstance(raw, str):
+                    self._on_text(json.loads(raw))
+                else:
+                    self._on_binary(bytes(raw))
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            self.closed = True
+            self.close_frame_received = getattr(self._ws.protocol, "close_rcvd", None) is not None
+            self.close_code = self._ws.close_code
 
     def _on_text(self, msg: dict[str, Any]) -> None:
         op = msg.get("op")
@@ -153,6 +179,20 @@ class FoxgloveProbe:
         elif data[0] == _OP_SERVICE_RESPONSE:
             _service_id, call_id, enc_len = struct.unpack_from("<III", data, 1)
             self._responses[call_id] = data[13 + enc_len:]
+
+
+def _ros2_decoder(channel: dict[str, Any]) -> Callable[[bytes], Any]:
+    """A CDR decoder generated from the channel's advertised ros2msg definition."""
+    from mcap.records import Schema
+    from mcap_ros2.decoder import DecoderFactory
+
+    if channel.get("schemaEncoding") != "ros2msg":
+        raise ValueError(f"topic {channel['topic']}: cdr without a ros2msg schema ({channel.get('schemaEncoding')!r})")
+    schema = Schema(id=channel["id"], name=channel["schemaName"], encoding="ros2msg",
+                    data=channel["schema"].encode("utf-8"))
+    decoder = DecoderFactory().decoder_for("cdr", schema)
+    assert decoder is not None
+    return decoder
 
 
 def _protobuf_decoder(channel: dict[str, Any]) -> Callable[[bytes], Any]:

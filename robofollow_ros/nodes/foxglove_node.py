@@ -1,41 +1,37 @@
-"""foxglove_node: the ROS graph, live in Foxglove (foxglove-sdk websocket) and recorded per trial as MCAP.
+"""foxglove_node: the ROS graph, live in Foxglove (foxglove-sdk websocket) and recorded as ROS 2 bags.
 
-A thin adapter: it converts the standard topics (DESIGN.md, "ROS interface") to the monitoring
-core (``monitoring.session.LiveSession`` over ``monitoring.channels.TrialChannels``), which the
-headless evaluator uses too, so a ROS trial and a headless trial record the same channels. The
-Foxglove services start / stop / next / confirm_reset call the trial manager's ``std_srvs/Trigger``
-services. Everything it shows also lives on a ROS topic, so a ROS-native foxglove_bridge works
-beside it.
+A thin adapter over the monitoring core (``monitoring.session.LiveSession`` over
+``monitoring.channels.TrialChannels``), which the headless evaluator uses too, so a ROS trial and a
+headless trial record the same topics and types. Topics recorded as they are (joint states and
+commands, TF, the robot description, camera_info, objects, the instruction, ``/rosout``) are taken
+as serialized CDR (``raw=True``) and passed on untouched; camera images are JPEG-compressed; trial,
+score and scorer-frame JSON drive the per-trial recordings and the derived panel topics.
+
+``session_file`` (used by ``robofollow record``) records everything into one file from start to
+stop instead of one file per trial: teleoperated sessions have no trial manager.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import foxglove
 import numpy as np
-from foxglove.messages import FrameTransform, FrameTransforms, Quaternion, Timestamp, Vector3
 from foxglove.websocket import WebSocketServer
 from rcl_interfaces.msg import Log as RosLog
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import Image, JointState
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.serialization import deserialize_message
+from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
 
-from robofollow_ros.contract import (
-    CAMERA_NAMES,
-    TOPIC_JOINT_STATES,
-    TOPIC_OBJECTS,
-    TOPIC_SCORE,
-    TOPIC_TRIAL,
-    camera_image_topic,
-)
+from robofollow_ros.contract import CAMERA_NAMES, CAMERA_OPTICAL_FRAMES, camera_image_topic, camera_info_topic
 from robofollow_ros.monitoring import topics
 from robofollow_ros.monitoring.channels import MonitorSettings, TrialChannels
 from robofollow_ros.monitoring.server import TRIAL_SERVICES, start_monitor_server
@@ -44,6 +40,19 @@ from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, positive
 
+#: Streams: best effort matches reliable and best-effort publishers alike; deep, so bursts are kept.
+STREAM_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT,
+                        durability=DurabilityPolicy.VOLATILE, history=HistoryPolicy.KEEP_LAST)
+#: Latched topics (robot description, static TF, instruction): the last value also when we start late.
+LATCHED_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
+#: /rosout: reliable, matches rcl's transient-local publishers.
+ROSOUT_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE,
+                        history=HistoryPolicy.KEEP_LAST)
+#: Topics passed on as serialized CDR: topic -> (QoS of our subscription).
+FORWARDED = {topics.JOINT_STATES: STREAM_QOS, topics.JOINT_COMMAND: STREAM_QOS, topics.TF: STREAM_QOS,
+             topics.TF_STATIC: LATCHED_QOS, topics.ROBOT_DESCRIPTION: LATCHED_QOS, topics.INSTRUCTION: LATCHED_QOS,
+             topics.OBJECTS: STREAM_QOS}
 _ROS_LOG_LEVELS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "fatal"}
 
 
@@ -64,15 +73,8 @@ def image_to_rgb(msg: Image) -> np.ndarray:
     return rgb[:, :, ::-1] if msg.encoding == "bgr8" else rgb
 
 
-def tf_to_foxglove(msg: TFMessage) -> FrameTransforms:
-    out = []
-    for t in msg.transforms:
-        tr, rot = t.transform.translation, t.transform.rotation
-        out.append(FrameTransform(timestamp=Timestamp(t.header.stamp.sec, t.header.stamp.nanosec),
-                                  parent_frame_id=t.header.frame_id, child_frame_id=t.child_frame_id,
-                                  translation=Vector3(x=tr.x, y=tr.y, z=tr.z),
-                                  rotation=Quaternion(x=rot.x, y=rot.y, z=rot.z, w=rot.w)))
-    return FrameTransforms(transforms=out)
+def stamp_ns(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
 class FoxgloveNode(Node):
@@ -86,30 +88,33 @@ class FoxgloveNode(Node):
         port = params.declare("port", 8765, "websocket port (0 picks a free one)", _port)
         record = params.declare("record", True, "write every trial to <run_dir>/mcap/<trial>.mcap")
         output = params.declare("output_dir", "", "record into this directory instead of the trial's run_dir/mcap")
+        session_file = params.declare("session_file", "", "record everything into this one file (no trials)")
         camera_hz = params.declare("camera_max_hz", 15.0, "per-camera rate cap of the JPEG streams, Hz", positive)
         quality = params.declare("jpeg_quality", 80, "JPEG quality of the camera streams, 1..100", _quality)
         self.service_timeout_s = params.declare("service_timeout_s", 10.0, "wait for the trial manager, s", positive)
 
-        self.channels = TrialChannels(foxglove.Context(), MonitorSettings(camera_hz, quality))
-        self.session = LiveSession(self.channels, record=record, record_dir=Path(output) if output else None)
+        self.channels = TrialChannels(MonitorSettings(camera_hz, quality))
+        self.session = LiveSession(self.channels, record=record, record_dir=Path(output) if output else None,
+                                   session_file=Path(session_file) if session_file else None)
         self._trial_clients: dict[str, Any] = {name: self.create_client(Trigger, name) for name in TRIAL_SERVICES}
         if serve:
-            self.server = start_monitor_server(self.channels.context, host, port,
+            self.server = start_monitor_server(self.channels, host, port,
                                                {name: self._control(name) for name in TRIAL_SERVICES})
             self.get_logger().info(f"Foxglove: connect to ws://{host}:{self.server.port} "
                                    f"(layout config/foxglove/robofollow_layout.json)")
 
+        for topic, qos in FORWARDED.items():
+            self.create_subscription(_ros_class(topic), topic, self._forward(topic), qos, raw=True)
         for camera in CAMERA_NAMES:
             self.create_subscription(Image, camera_image_topic(camera),
                                      lambda msg, c=camera: self._on_image(c, msg), qos_profile_sensor_data)
-        self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, qos_profile_sensor_data)
-        self.create_subscription(TFMessage, "/tf", self._on_tf, qos_profile_sensor_data)
-        self.create_subscription(TFMessage, "/tf_static", self._on_tf_static, tp.LATCHED)
-        self.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
-        self.create_subscription(String, TOPIC_SCORE, self._on_score, tp.LATCHED)
+            self.create_subscription(CameraInfo, camera_info_topic(camera),
+                                     lambda data, c=camera: self._on_camera_info(c, data), qos_profile_sensor_data,
+                                     raw=True)
+        self.create_subscription(String, topics.TRIAL, self._on_trial, tp.LATCHED)
+        self.create_subscription(String, topics.SCORE, self._on_score, tp.LATCHED)
         self.create_subscription(String, topics.FRAME, self._on_frame, tp.FRAME_STREAM)
-        self.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects, qos_profile_sensor_data)
-        self.create_subscription(RosLog, "/rosout", self._on_rosout, 100)
+        self.create_subscription(RosLog, topics.ROSOUT, self._on_rosout, ROSOUT_QOS, raw=True)
 
     # -- Foxglove services -> trial manager ----------------------------------------------------------
     def _control(self, name: str) -> Any:
@@ -131,6 +136,16 @@ class FoxgloveNode(Node):
         return call
 
     # -- topic callbacks ---------------------------------------------------------------------------------
+    def _forward(self, topic: str) -> Callable[[bytes], None]:
+        type_name = topics.TOPICS[topic].type_name
+
+        def forward(data: bytes) -> None:
+            with self._lock:
+                self.channels.publish(topic, type_name, data)
+                if topic == topics.OBJECTS and self.channels.wants(topics.SCENE):
+                    self.session.on_objects(_object_poses(deserialize_message(data, MarkerArray)))
+        return forward
+
     def _on_image(self, camera: str, msg: Image) -> None:
         try:
             rgb = image_to_rgb(msg)
@@ -138,19 +153,14 @@ class FoxgloveNode(Node):
             self.get_logger().warning(f"{camera_image_topic(camera)}: {exc}", throttle_duration_sec=5.0)
             return
         with self._lock:
-            self.channels.log_image(camera, rgb)
+            self.channels.log_image(camera, rgb, stamp_ns=stamp_ns(msg.header.stamp),
+                                    frame_id=msg.header.frame_id or CAMERA_OPTICAL_FRAMES[camera])
 
-    def _on_joints(self, msg: JointState) -> None:
+    def _on_camera_info(self, camera: str, data: bytes) -> None:
+        live = self.channels.calibration[camera].has_sinks()
+        info = deserialize_message(data, CameraInfo) if live else None
         with self._lock:
-            self.channels.log_joints(list(msg.position), names=list(msg.name))
-
-    def _on_tf(self, msg: TFMessage) -> None:
-        with self._lock:
-            self.channels.log_transforms(tf_to_foxglove(msg))
-
-    def _on_tf_static(self, msg: TFMessage) -> None:
-        with self._lock:
-            self.session.on_static_transforms(tf_to_foxglove(msg))
+            self.channels.log_camera_info(camera, data, info)
 
     def _json(self, msg: String, what: str) -> dict[str, Any] | None:
         try:
@@ -160,13 +170,13 @@ class FoxgloveNode(Node):
             return None
 
     def _on_trial(self, msg: String) -> None:
-        state = self._json(msg, TOPIC_TRIAL)
+        state = self._json(msg, topics.TRIAL)
         if state is not None:
             with self._lock:
                 self.session.on_trial(state)
 
     def _on_score(self, msg: String) -> None:
-        live = self._json(msg, TOPIC_SCORE)
+        live = self._json(msg, topics.SCORE)
         if live is not None:
             with self._lock:
                 self.session.on_score(live)
@@ -177,18 +187,11 @@ class FoxgloveNode(Node):
             with self._lock:
                 self.session.on_frame(frame)
 
-    def _on_objects(self, msg: MarkerArray) -> None:
-        poses = {m.ns: ((m.pose.position.x, m.pose.position.y, m.pose.position.z),
-                        (m.pose.orientation.w, m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z))
-                 for m in msg.markers if m.ns}
-        with self._lock:
-            self.session.on_objects(poses)
-
-    def _on_rosout(self, msg: RosLog) -> None:
-        if msg.name == self.get_name():
+    def _on_rosout(self, data: bytes) -> None:
+        if deserialize_message(data, RosLog).name == self.get_name():
             return  # our own lines are already on the log channel
         with self._lock:
-            self.channels.log_line(_ROS_LOG_LEVELS.get(int(msg.level), "info"), msg.msg, name=msg.name)
+            self.channels.publish(topics.ROSOUT, topics.TOPICS[topics.ROSOUT].type_name, data)
 
     def destroy_node(self) -> None:
         with self._lock:  # also reached when __init__ rejected a parameter: close only what was opened
@@ -196,9 +199,21 @@ class FoxgloveNode(Node):
             if session is not None:
                 session.close()
             if self.server is not None:
-                self.server.stop()
+                self.server.stop()  # a close frame to every viewer
                 self.server = None
         super().destroy_node()
+
+
+def _ros_class(topic: str) -> Any:
+    classes = {"sensor_msgs/msg/JointState": JointState, "tf2_msgs/msg/TFMessage": TFMessage,
+               "std_msgs/msg/String": String, "visualization_msgs/msg/MarkerArray": MarkerArray}
+    return classes[topics.TOPICS[topic].type_name]
+
+
+def _object_poses(msg: MarkerArray) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
+    return {m.ns: ((m.pose.position.x, m.pose.position.y, m.pose.position.z),
+                   (m.pose.orientation.w, m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z))
+            for m in msg.markers if m.ns}
 
 
 def main(args: list[str] | None = None) -> None:
@@ -210,4 +225,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["FoxgloveNode", "image_to_rgb", "main", "tf_to_foxglove"]
+__all__ = ["FoxgloveNode", "image_to_rgb", "main"]

@@ -1,0 +1,97 @@
+"""``robofollow record FILE.mcap``: record the live ROS graph into one ROS 2 bag, without a trial manager.
+
+For teleoperated sessions and anything else that is not a benchmark trial: the same topics, types
+and format as the per-trial recordings (``docs/foxglove.md``), from start until Ctrl-C / SIGTERM or
+``--duration``; optionally served live in Foxglove at the same time (``--serve``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.cli._common import EXIT_OK, EXIT_OUTPUT_UNUSABLE, EXIT_PORT_IN_USE, CliError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "record", help="record the live ROS graph into one ROS 2 bag (MCAP), e.g. a teleoperated session",
+        description="Subscribe to the graph's topics (robot description, TF, joint states and commands, cameras, "
+                    "objects, trial and score if any, /rosout) and write them as a rosbag2-compatible MCAP until "
+                    "Ctrl-C, SIGTERM or --duration.")
+    p.add_argument("output", metavar="FILE", type=Path, help="the recording to write, e.g. runs/teleop.mcap")
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: until Ctrl-C)")
+    p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    p.add_argument("--serve", action="store_true", help="also serve the graph live in Foxglove")
+    p.add_argument("--port", type=int, default=8765, metavar="PORT", help="Foxglove port with --serve (0: a free one)")
+    p.add_argument("--camera-max-hz", type=float, default=15.0, metavar="HZ", help="JPEG rate cap per camera")
+    p.set_defaults(func=_record)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.output.suffix != ".mcap":
+        raise CliError(f"FILE: {args.output} must end in .mcap")
+    if args.output.exists() and not args.overwrite:
+        raise CliError(f"FILE: {args.output} exists (pass --overwrite to replace it)")
+    if args.duration is not None and not args.duration > 0:
+        raise CliError(f"--duration: must be > 0, got {args.duration}")
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port: {args.port} is outside 0..65535")
+    if not args.camera_max_hz > 0:
+        raise CliError(f"--camera-max-hz: must be > 0, got {args.camera_max_hz}")
+    try:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"FILE: cannot create {args.output.parent} ({exc.strerror})", EXIT_OUTPUT_UNUSABLE) from None
+
+
+def _record(args: argparse.Namespace) -> int:
+    _check(args)
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.parameter import Parameter
+    from rclpy.signals import SignalHandlerOptions
+
+    from robofollow_ros.nodes.foxglove_node import FoxgloveNode
+
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    context = Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    node = None
+    executor = MultiThreadedExecutor(num_threads=2, context=context)
+    try:
+        try:
+            node = FoxgloveNode(context=context, parameter_overrides=[
+                Parameter("session_file", value=str(args.output)), Parameter("serve", value=bool(args.serve)),
+                Parameter("port", value=args.port), Parameter("camera_max_hz", value=float(args.camera_max_hz))])
+        except RuntimeError as exc:  # the SDK's "address in use"
+            raise CliError(f"--port: cannot serve on {args.port} ({exc})", EXIT_PORT_IN_USE) from None
+        executor.add_node(node)
+        where = f"; live at ws://127.0.0.1:{node.server.port}" if node.server is not None else ""
+        print(f"recording the graph into {args.output}{where}; Ctrl-C to stop", flush=True)
+        deadline = None if args.duration is None else time.monotonic() + args.duration
+        while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+            executor.spin_once(timeout_sec=0.1)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if node is not None:
+            executor.remove_node(node)
+        executor.shutdown(timeout_sec=10.0)
+        if node is not None:
+            node.destroy_node()  # closes the file: summary, footer and the rosbag2 record
+        rclpy.shutdown(context=context)
+    print(f"wrote {args.output}", flush=True)
+    return EXIT_OK

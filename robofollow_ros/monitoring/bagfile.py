@@ -1,0 +1,121 @@
+"""One recording as a ROS 2 bag file: an MCAP with the ``ros2`` profile, as rosbag2's MCAP storage writes it.
+
+What rosbag2 needs to read a single ``.mcap`` (read from ``rosbag2_storage_mcap/src/mcap_storage.cpp``
+and ``rosbag2_storage/{yaml.hpp,qos.cpp}`` of ros2/rosbag2; ``ros2 bag`` is not on PyPI, so this is
+reasoned from its source, not run):
+
+- ``ros2 bag info FILE.mcap`` without a ``metadata.yaml`` opens the file with the MCAP storage plugin,
+  which takes counts and times from the summary's Statistics record and each topic from its Channel
+  (``messageEncoding``), its Schema (``name`` = type) and the channel metadata
+  ``offered_qos_profiles`` / ``topic_type_hash``;
+- it then decodes the Metadata record named ``rosbag2`` (key ``serialized_metadata``: the bag's
+  metadata YAML, version 9); without it, QoS strings would be parsed as the older integer form.
+
+The foxglove SDK's MCAP writer does the writing (profile ``ros2``, zstd chunks of ``CHUNK_BYTES``
+so a killed process loses at most one chunk); this module adds the per-topic counts and the
+``rosbag2`` record at close.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import foxglove
+import yaml
+from foxglove.mcap import MCAPWriteOptions, MCAPWriter
+
+from robofollow_ros.monitoring.rosmsg import ROS_DISTRO, ros_type
+from robofollow_ros.monitoring.topics import Qos
+
+#: Target uncompressed chunk size: what a killed recording can lose at most (plus the open chunk).
+CHUNK_BYTES = 64 * 1024
+#: rosbag2 metadata version (9: QoS enums as strings) and storage plugin id.
+BAG_VERSION = 9
+STORAGE_ID = "mcap"
+#: RMW_DURATION_INFINITE as rosbag2 writes it.
+_INFINITE = {"sec": 9223372036, "nsec": 854775807}
+
+
+def qos_profiles(qos: Qos) -> list[dict[str, Any]]:
+    """The ``offered_qos_profiles`` entry of one publisher (rosbag2 metadata version 9)."""
+    return [{"history": qos.history, "depth": qos.depth, "reliability": qos.reliability,
+             "durability": qos.durability, "deadline": dict(_INFINITE), "lifespan": dict(_INFINITE),
+             "liveliness": "automatic", "liveliness_lease_duration": dict(_INFINITE),
+             "avoid_ros_namespace_conventions": False}]
+
+
+def channel_metadata(type_name: str, qos: Qos) -> dict[str, str]:
+    """Channel metadata as rosbag2's MCAP storage writes it (QoS as a YAML string, RIHS01 hash)."""
+    return {"offered_qos_profiles": yaml.safe_dump(qos_profiles(qos), sort_keys=False),
+            "topic_type_hash": ros_type(type_name).type_hash}
+
+
+@dataclass
+class TopicStats:
+    type_name: str
+    qos: Qos
+    count: int = 0
+
+
+@dataclass
+class BagRecording:
+    """An open trial recording: the SDK writer plus what the ``rosbag2`` record must say at close."""
+
+    path: Path
+    writer: MCAPWriter
+    topics: dict[str, TopicStats] = field(default_factory=dict)
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+    @classmethod
+    def open(cls, path: Path, context: foxglove.Context) -> BagRecording:
+        """Start ``path`` (a re-run trial overwrites its killed recording) on ``context``'s channels."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        options = MCAPWriteOptions(chunk_size=CHUNK_BYTES, profile="ros2")
+        return cls(path, foxglove.open_mcap(path, allow_overwrite=True, context=context, writer_options=options))
+
+    def declare(self, topic: str, type_name: str, qos: Qos) -> None:
+        self.topics.setdefault(topic, TopicStats(type_name, qos))
+
+    def count(self, topic: str, time_ns: int) -> None:
+        self.topics[topic].count += 1
+        self.start_ns = time_ns if self.start_ns is None else min(self.start_ns, time_ns)
+        self.end_ns = time_ns if self.end_ns is None else max(self.end_ns, time_ns)
+
+    def close(self) -> None:
+        self.writer.write_metadata("rosbag2", {"serialized_metadata": self.serialized_metadata()})
+        self.writer.close()
+
+    def serialized_metadata(self) -> str:
+        """The bag's metadata (rosbag2's ``BagMetadata`` YAML, version 9) for the ``rosbag2`` record."""
+        return yaml.safe_dump(bag_metadata(self.path.name, self.topics, self.start_ns, self.end_ns), sort_keys=False)
+
+
+def bag_metadata(file_name: str, topics: Mapping[str, TopicStats], start_ns: int | None,
+                 end_ns: int | None) -> dict[str, Any]:
+    count = sum(t.count for t in topics.values())
+    start = start_ns or 0
+    duration = (end_ns - start_ns) if start_ns is not None and end_ns is not None else 0
+    return {
+        "version": BAG_VERSION,
+        "storage_identifier": STORAGE_ID,
+        "duration": {"nanoseconds": duration},
+        "starting_time": {"nanoseconds_since_epoch": start},
+        "message_count": count,
+        "topics_with_message_count": [
+            {"topic_metadata": {"name": name, "type": t.type_name, "serialization_format": "cdr",
+                                "offered_qos_profiles": qos_profiles(t.qos),
+                                "type_description_hash": ros_type(t.type_name).type_hash},
+             "message_count": t.count}
+            for name, t in topics.items()],
+        "compression_format": "",
+        "compression_mode": "",
+        "relative_file_paths": [file_name],
+        "files": [{"path": file_name, "starting_time": {"nanoseconds_since_epoch": start},
+                   "duration": {"nanoseconds": duration}, "message_count": count}],
+        "custom_data": {},
+        "ros_distro": ROS_DISTRO,
+    }

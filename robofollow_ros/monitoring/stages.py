@@ -1,0 +1,85 @@
+"""The live score as messages Foxglove panels can read: numbers to plot and a few enumerated states.
+
+``/robofollow/score`` is JSON in a ``std_msgs/String`` (the graph's contract), which Foxglove's Plot
+and State Transitions panels cannot look into. So the monitor derives two standard messages:
+
+- ``/robofollow/score/stages`` (``std_msgs/Float64MultiArray``): ``STAGE_VALUES`` — the totals and
+  the current task's stages 1..3 (whatever their names), so one plot of 8 fixed series shows any task;
+- ``/robofollow/status`` (``diagnostic_msgs/DiagnosticArray``): ``STATUS_NAMES`` in that order, each
+  with a ``message`` from a small enumerated set (``TRIAL_PHASES``, ``STAGE_STATES``,
+  ``COMPLETION_STATES``) and the details (stage name, reasons, instruction) as key/values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from robofollow_ros.monitoring import rosmsg
+
+#: A task has at most three stages (stage1_*, stage2_*, stage3_*; tested over every task).
+STAGE_SLOTS: Final = 3
+#: Labels of ``/robofollow/score/stages.data[i]``.
+STAGE_VALUES: Final = ("IS total", "ES total", *(f"stage {k} {kind}" for k in range(1, STAGE_SLOTS + 1)
+                                                  for kind in ("IS", "ES")))
+#: ``/robofollow/status.status[i].name``.
+STATUS_NAMES: Final = ("trial", *(f"stage {k}" for k in range(1, STAGE_SLOTS + 1)), "completion")
+#: The trial manager's phases (nodes/trial_protocol.py), plus ``unknown`` for anything else.
+TRIAL_PHASES: Final = ("idle", "resetting", "awaiting_confirm", "running", "stopping", "scoring", "done",
+                       "finished", "unknown")
+#: pending: nothing scored yet; intent: the intent is met, execution not yet; done: executed; missed:
+#: the trial ended without executing it.
+STAGE_STATES: Final = ("pending", "intent", "done", "missed")
+COMPLETION_STATES: Final = ("pending", "complete", "incomplete")
+_STAGE_LEVEL = {"pending": "STALE", "intent": "WARN", "done": "OK", "missed": "ERROR"}
+_COMPLETION_LEVEL = {"pending": "STALE", "complete": "OK", "incomplete": "ERROR"}
+
+
+def _stages(live: Mapping[str, Any] | None) -> list[tuple[str, Mapping[str, Any]]]:
+    stages = (live or {}).get("stages") or {}
+    return list(stages.items())[:STAGE_SLOTS] if isinstance(stages, Mapping) else []
+
+
+def stage_values(live: Mapping[str, Any]) -> list[float]:
+    """``[IS, ES, stage 1 IS, stage 1 ES, ...]``; a task with fewer stages has zeros in the rest."""
+    values = [float(live.get("intent", 0.0)), float(live.get("exec", 0.0))]
+    for _name, stage in _stages(live):
+        values += [float(stage.get("intent", 0.0)), float(stage.get("exec", 0.0))]
+    return values + [0.0] * (len(STAGE_VALUES) - len(values))
+
+
+def stage_state(stage: Mapping[str, Any], final: bool) -> str:
+    if float(stage.get("exec", 0.0)) > 0 and float(stage.get("exec", 0.0)) >= float(stage.get("exec_max", 0.0)):
+        return "done"
+    if final:
+        return "missed"
+    if float(stage.get("intent", 0.0)) > 0 and float(stage.get("intent", 0.0)) >= float(stage.get("intent_max", 0.0)):
+        return "intent"
+    return "pending"
+
+
+def status(time_ns: int, trial: Mapping[str, Any] | None, live: Mapping[str, Any] | None) -> Any:
+    """The DiagnosticArray of ``/robofollow/status`` for the latest trial state and live score."""
+    trial = trial or {}
+    phase = str(trial.get("phase", "idle"))
+    phase = phase if phase in TRIAL_PHASES else "unknown"
+    details = {k: str(trial[k]) for k in ("trial", "id", "task", "level", "instruction", "seed") if trial.get(k)
+               is not None}
+    out = [rosmsg.diagnostic_status("OK", STATUS_NAMES[0], phase, str(trial.get("id") or trial.get("trial") or ""),
+                                    details)]
+    final = bool((live or {}).get("final"))
+    stages = _stages(live)
+    for k in range(STAGE_SLOTS):
+        if k < len(stages):
+            name, stage = stages[k]
+            state = stage_state(stage, final)
+            values = {"stage": name, **{key: str(stage.get(key, "")) for key in (
+                "intent", "exec", "intent_max", "intent_reason", "exec_reason")}}
+        else:
+            name, state, values = "", "pending", {}
+        out.append(rosmsg.diagnostic_status(_STAGE_LEVEL[state], STATUS_NAMES[1 + k], state, name, values))
+    completion = ("complete" if (live or {}).get("complete") else "incomplete") if final else "pending"
+    totals = {k: str((live or {}).get(k, 0.0)) for k in ("intent", "exec")}
+    out.append(rosmsg.diagnostic_status(_COMPLETION_LEVEL[completion], STATUS_NAMES[-1], completion,
+                                        str((live or {}).get("task", "")), totals))
+    return rosmsg.diagnostic_array(time_ns, out)
