@@ -107,7 +107,8 @@ def main(root: Path) -> dict:
         if list(np.shape(stats[key]["mean"])) != want or stats[key]["count"] != [
                 info["total_frames"] if ft["dtype"] != "video" else stats[key]["count"][0]]:
             errors.append(f"stats.json {key}: mean shape {np.shape(stats[key]['mean'])}, count {stats[key]['count']}")
-    return {"episodes": len(episodes), "frames": frames_total, "fps": fps, "tasks": [task_of[i] for i in sorted(task_of)],
+    return {"episodes": len(episodes), "frames": frames_total, "fps": fps,
+            "tasks": [task_of[i] for i in sorted(task_of)],
             "episode_lengths": [int(v) for v in episodes["length"]], "features": sorted(features),
             "video_frames": report_videos, "state_mean": stats.get("observation.state", {}).get("mean"),
             "errors": errors}

@@ -62,5 +62,6 @@ def _export(args: argparse.Namespace) -> int:
         raise CliError(f"--output: {exc}", EXIT_OUTPUT_UNUSABLE) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    print(f"dataset {out}: {info['total_episodes']} episodes, {info['total_frames']} frames, {info['total_tasks']} tasks")
+    print(f"dataset {out}: {info['total_episodes']} episodes, {info['total_frames']} frames, "
+          f"{info['total_tasks']} tasks")
     return 0

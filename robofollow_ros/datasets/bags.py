@@ -27,7 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from robofollow_ros.contract import CAMERA_NAMES, JOINT_NAMES, TOPIC_INSTRUCTION, TOPIC_JOINT_COMMAND, TOPIC_JOINT_STATES
+from robofollow_ros.contract import (
+    CAMERA_NAMES,
+    JOINT_NAMES,
+    TOPIC_INSTRUCTION,
+    TOPIC_JOINT_COMMAND,
+    TOPIC_JOINT_STATES,
+)
 
 TOPIC_TRIAL = "/robofollow/trial"
 RUNNING = "running"
@@ -99,7 +105,7 @@ def read_streams(path: Path) -> dict[str, Stream]:
                 if conn.topic.endswith("/image_raw") and conn.topic in compressed:
                     continue  # both present: the compressed stream is the recording's images
                 role = wanted[conn.topic]
-                msg = reader.deserialize(raw, conn.msgtype)
+                msg: Any = reader.deserialize(raw, conn.msgtype)
                 where = f"{path}: {conn.topic} at {t} ns"
                 if role in ("state", "command"):
                     value: Any = joint_vector(list(msg.name), msg.position, where)
@@ -151,7 +157,7 @@ def spans(streams: dict[str, Stream], task: str | None, path: Path) -> list[tupl
 
 def episodes_from_bag(path: Path, fps: int, task: str | None = None) -> Iterator[BagEpisode]:
     streams = read_streams(path)
-    dt = int(round(1e9 / fps))
+    dt = round(1e9 / fps)
     for start, end, words, label in spans(streams, task, path):
         roles = ["state", *CAMERA_NAMES]
         first = max([start] + [streams[r].times[0] for r in roles])

@@ -116,10 +116,11 @@ def record_demonstration(world: Any, oracle: Policy, task: EvalTask, seed: int, 
     recorder = _Recorder(world, fps, demo)
     command = world.joint_vector()
     for _ in range(MAX_ORACLE_CALLS):
-        obs = {"joint_action": {"vector": world.joint_vector()}, "instruction": instruction,
+        vector = world.joint_vector()
+        obs = {"joint_action": {"vector": vector}, "instruction": instruction,
                "privileged": privileged_state(task, frame)}
         rows = validate_actions(oracle.predict(obs)).astype(np.float64)
-        if len(rows) == 1 and np.allclose(rows[0], obs["joint_action"]["vector"], atol=1e-6):
+        if len(rows) == 1 and np.allclose(rows[0], vector, atol=1e-6):
             break  # the oracle holds: every phase is done
         for row in rows:
             for setpoint in setpoints(world, world.joint_vector(), row):

@@ -116,7 +116,7 @@ def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
     stats = {"min": array.min(axis=0), "max": array.max(axis=0), "mean": array.mean(axis=0),
              "std": array.std(axis=0), "count": np.array([array.shape[0]])}
     for q in QUANTILES:
-        stats[f"q{int(round(q * 100)):02d}"] = np.quantile(array, q, axis=0)
+        stats[f"q{round(q * 100):02d}"] = np.quantile(array, q, axis=0)
     return stats
 
 

@@ -50,7 +50,8 @@ def read_info(root: Path) -> dict:
     features = info.get("features", {})
     for key in (v3.STATE_KEY, v3.ACTION_KEY):
         ft = features.get(key)
-        if not ft or list(ft.get("shape", [])) != [len(JOINT_NAMES)] or list(ft.get("names") or []) != list(JOINT_NAMES):
+        names = list(ft.get("names") or []) if ft else []
+        if not ft or list(ft.get("shape", [])) != [len(JOINT_NAMES)] or names != list(JOINT_NAMES):
             raise DatasetError(f"--dataset: feature {key!r} is {ft!r}; expected 14 values named {list(JOINT_NAMES)}")
     missing = [v3.video_key(c) for c in CAMERA_NAMES if features.get(v3.video_key(c), {}).get("dtype") != "video"]
     if missing:
@@ -100,7 +101,7 @@ def load_dataset(root: Path, image_size: tuple[int, int] | None = None) -> Loade
                                                     file_index=table[f"videos/{key}/file_index"][i])
             if path not in decoded:
                 decoded[path] = _resized(decode_all(path), image_size)
-            first = int(round(table[f"videos/{key}/from_timestamp"][i] * fps))
+            first = round(table[f"videos/{key}/from_timestamp"][i] * fps)
             part = decoded[path][first:first + int(table["length"][i])]
             if len(part) != table["length"][i]:
                 raise DatasetError(f"--dataset: {path} has {len(part)} frames for episode {table['episode_index'][i]} "

@@ -71,7 +71,7 @@ def stage_episode(staging: Path, key: str, task: str, state: np.ndarray, action:
     for camera, frames in images.items():
         encode_frames(frames, partial / f"{camera}.mp4", fps, video)
         stats[v3.video_key(camera)] = v3.image_stats(v3.sample_frames(frames))
-    meta = {"key": key, "task": task, "length": int(len(state)), "fps": int(fps), "cameras": sorted(images),
+    meta = {"key": key, "task": task, "length": len(state), "fps": int(fps), "cameras": sorted(images),
             "provenance": provenance, "stats": v3.stats_to_json(stats)}
     (partial / "episode.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     final = staging / key

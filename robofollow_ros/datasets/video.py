@@ -56,7 +56,7 @@ def encode_frames(frames: np.ndarray, path: Path, fps: int, settings: VideoSetti
     path.parent.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its banner per stream unless told errors only
     with av.open(str(path), "w") as container:
-        stream = container.add_stream(settings.vcodec, rate=fps, options=settings.options())
+        stream: Any = container.add_stream(settings.vcodec, rate=fps, options=settings.options())
         stream.width, stream.height, stream.pix_fmt = width, height, settings.pix_fmt
         for index, rgb in enumerate(frames):
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
@@ -80,12 +80,12 @@ def concatenate(inputs: list[Path], output: Path, fps: int) -> list[tuple[float,
         out_stream = None
         for path in inputs:
             with av.open(str(path)) as src:
-                stream = src.streams.video[0]
+                stream: Any = src.streams.video[0]
                 if out_stream is None:
                     out_stream = out.add_stream_from_template(stream, opaque=True)
                     out_stream.time_base = stream.time_base
                 frames = stream.frames or probe_frame_count(path)
-                offset = int(round(Fraction(start_frames, fps) / stream.time_base))
+                offset = round(Fraction(start_frames, fps) / stream.time_base)
                 for packet in src.demux(stream):
                     if packet.dts is None and packet.pts is None:
                         continue  # flush packet
@@ -104,7 +104,7 @@ def probe(path: Path) -> dict[str, Any]:
     import av
 
     with av.open(str(path)) as container:
-        stream = container.streams.video[0]
+        stream: Any = container.streams.video[0]
         has_audio = bool(container.streams.audio)
         return {"video.height": stream.height, "video.width": stream.width,
                 "video.codec": stream.codec_context.codec.canonical_name, "video.pix_fmt": stream.pix_fmt,

@@ -2,8 +2,9 @@
 
 Episodes are numbered in the order given (callers sort them, so the dataset does not depend on
 which worker finished first). Frames go to ``data/chunk-000/file-000.parquet``, one row group per
-episode (28 floats a frame: a million frames stay far below ``data_files_size_in_mb``); each camera's episodes are concatenated by
-stream copy into ``videos/<key>/chunk-000/file-NNN.mp4`` (a new file past ``video_files_size_in_mb``).
+episode (28 floats a frame: a million frames stay below ``data_files_size_in_mb``); each camera's
+episodes are concatenated by stream copy into ``videos/<key>/chunk-000/file-NNN.mp4`` (a new file
+past ``video_files_size_in_mb``).
 ``meta/info.json`` is written last: a dataset without it is visibly unfinished.
 """
 

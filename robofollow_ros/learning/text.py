@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from itertools import pairwise
 
 DEFAULT_BUCKETS = 4096
 MAX_TOKENS = 64
@@ -25,6 +26,6 @@ def _bucket(token: str, buckets: int) -> int:
 def token_ids(text: str, buckets: int = DEFAULT_BUCKETS, max_tokens: int = MAX_TOKENS) -> list[int]:
     """Ids of the words and adjacent word pairs of ``text``, padded with 0 to ``max_tokens``."""
     ws = words(text)
-    tokens = [f"w:{w}" for w in ws] + [f"b:{a}_{b}" for a, b in zip(ws, ws[1:], strict=False)]
+    tokens = [f"w:{w}" for w in ws] + [f"b:{a}_{b}" for a, b in pairwise(ws)]
     ids = [_bucket(t, buckets) for t in tokens][:max_tokens]
     return ids + [0] * (max_tokens - len(ids))

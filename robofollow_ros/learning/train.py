@@ -141,7 +141,7 @@ def train(config: TrainConfig, stream: TextIO | None = None) -> dict[str, Any]:
     if previous is not None and step == previous["step"]:
         stream.write(f"{config.output} already at step {step}; nothing to do\n")
     return {"checkpoint": str(config.output), "step": step, "final_loss": losses[-1][1] if losses else None,
-            "frames": len(batches), "episodes": int(len(data.episode_lengths))}
+            "frames": len(batches), "episodes": len(data.episode_lengths)}
 
 
 def write_loss_report(checkpoint: Path, losses: list[list[float]]) -> None:
