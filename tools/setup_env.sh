@@ -29,3 +29,4 @@ fi
 bash tools/build_tf2_msgs.sh "$VENV"
 
 bash tools/ensure_renderer.sh "$PY"
+bash tools/setup_reader_env.sh

@@ -3,7 +3,7 @@
 ``hold`` and other built-ins (registered by name, so later baselines such as ``oracle`` add
 themselves with :func:`register_builtin` without touching this file), ``module:function`` (a
 factory called with the JSON kwargs), ``tcp://HOST:PORT`` (a RoboFollow policy server) and
-``openpi://HOST:PORT`` (an openpi websocket server).
+``openpi://HOST:PORT`` (an openpi websocket server) and ``learned:CKPT`` (a ``robofollow train`` checkpoint).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def load_policy(spec: str, kwargs: dict[str, Any] | None = None, *, validate: bo
 
 
 def _forms() -> str:
-    return f"{', '.join(builtin_names())}, module:function, tcp://HOST:PORT, openpi://HOST:PORT"
+    return f"{', '.join(builtin_names())}, learned:CKPT, module:function, tcp://HOST:PORT, openpi://HOST:PORT"
 
 
 def _call(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -86,6 +86,10 @@ def _call(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any
 def _build(spec: str, kwargs: dict[str, Any]) -> Any:
     if spec in _BUILTINS:
         return _call(spec, _BUILTINS[spec], kwargs)
+    if spec.startswith("learned:"):  # a checkpoint of `robofollow train` (learning/policy.py)
+        from robofollow_ros.learning.policy import learned_policy
+
+        return _call(spec, learned_policy, {"checkpoint": spec.removeprefix("learned:"), **kwargs})
     remote = _REMOTE.match(spec)
     if remote:
         host, port = remote["host"].strip("[]"), int(remote["port"])

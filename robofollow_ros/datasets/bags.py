@@ -1,0 +1,179 @@
+"""Recorded trials and teleoperated sessions (ROS 2 bags, MCAP or SQLite) → LeRobot v3.0 episodes.
+
+Read with ``rosbags`` (pure Python CDR), so a bag from ``ros2 bag record`` on the rig converts like
+one recorded by ``robofollow``. Topics (standard interfaces only, DESIGN.md "ROS interface"):
+
+- ``/joint_states`` (sensor_msgs/JointState): ``observation.state``, reordered by joint *name*
+- ``/robofollow/joint_command`` (sensor_msgs/JointState): ``action``; absent (a teleop bag without
+  commands) → the next frame's state, RoboFollow's own convention for training pairs
+- ``/cameras/<camera>/image_raw/compressed`` (sensor_msgs/CompressedImage) or
+  ``/cameras/<camera>/image_raw`` (sensor_msgs/Image, rgb8/bgr8)
+- ``/robofollow/trial`` (std_msgs/String, JSON with ``id``, ``phase``, ``instruction``): one
+  episode per trial, its ``running`` phase; without it, the whole bag is one episode
+- ``/robofollow/instruction`` (std_msgs/String): the task when trials do not name one
+
+Frames are resampled at ``fps`` on the bag's log time: each stream contributes its latest message at
+or before the frame time (sample and hold), and a frame is kept only once every stream has spoken.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robofollow_ros.contract import (
+    CAMERA_NAMES,
+    JOINT_NAMES,
+    TOPIC_INSTRUCTION,
+    TOPIC_JOINT_COMMAND,
+    TOPIC_JOINT_STATES,
+)
+
+TOPIC_TRIAL = "/robofollow/trial"
+RUNNING = "running"
+
+
+class BagError(ValueError):
+    """A bag cannot be converted; the message names the bag and what is missing."""
+
+
+@dataclass
+class Stream:
+    times: list[int] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)
+
+    def at(self, t: int) -> Any:
+        """The latest value at or before ``t`` (None before the first)."""
+        i = bisect_right(self.times, t) - 1
+        return self.values[i] if i >= 0 else None
+
+
+@dataclass
+class BagEpisode:
+    task: str
+    state: np.ndarray
+    action: np.ndarray
+    images: dict[str, np.ndarray]
+    provenance: dict[str, Any]
+
+
+def joint_vector(names: list[str], positions: Any, where: str) -> np.ndarray:
+    index = {n: i for i, n in enumerate(names)}
+    missing = [n for n in JOINT_NAMES if n not in index]
+    if missing:
+        raise BagError(f"{where}: joint {missing[0]!r} is not in the message's names {list(names)[:16]}")
+    return np.asarray([positions[index[n]] for n in JOINT_NAMES], dtype=np.float32)
+
+
+def decode_image(msg: Any, msgtype: str) -> np.ndarray:
+    import cv2
+
+    if msgtype.endswith("CompressedImage"):
+        bgr = cv2.imdecode(np.frombuffer(bytes(msg.data), np.uint8), cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise BagError(f"CompressedImage format {msg.format!r}: cannot decode")
+        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    if msg.encoding not in ("rgb8", "bgr8"):
+        raise BagError(f"Image encoding {msg.encoding!r}: expected rgb8 or bgr8")
+    rows = np.frombuffer(bytes(msg.data), np.uint8).reshape(msg.height, msg.step)
+    rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
+    return rgb[..., ::-1].copy() if msg.encoding == "bgr8" else rgb.copy()
+
+
+def read_streams(path: Path) -> dict[str, Stream]:
+    """Every stream the export uses, by role: state, command, camera names, trial, instruction."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    wanted = {TOPIC_JOINT_STATES: "state", TOPIC_JOINT_COMMAND: "command", TOPIC_TRIAL: "trial",
+              TOPIC_INSTRUCTION: "instruction"}
+    for camera in CAMERA_NAMES:
+        wanted[f"/cameras/{camera}/image_raw/compressed"] = camera
+        wanted[f"/cameras/{camera}/image_raw"] = camera
+    streams: dict[str, Stream] = {}
+    try:
+        with AnyReader([Path(path)], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+            connections = [c for c in reader.connections if c.topic in wanted]
+            compressed = {c.topic.rsplit("/", 2)[0] for c in connections if c.topic.endswith("/compressed")}
+            for conn, t, raw in reader.messages(connections=connections):
+                if conn.topic.endswith("/image_raw") and conn.topic in compressed:
+                    continue  # both present: the compressed stream is the recording's images
+                role = wanted[conn.topic]
+                msg: Any = reader.deserialize(raw, conn.msgtype)
+                where = f"{path}: {conn.topic} at {t} ns"
+                if role in ("state", "command"):
+                    value: Any = joint_vector(list(msg.name), msg.position, where)
+                elif role == "trial":
+                    value = json.loads(msg.data)
+                elif role == "instruction":
+                    value = str(msg.data)
+                else:
+                    value = decode_image(msg, conn.msgtype)
+                stream = streams.setdefault(role, Stream())
+                stream.times.append(int(t))
+                stream.values.append(value)
+    except BagError:
+        raise
+    except Exception as exc:  # rosbags raises its own error types for unreadable bags
+        raise BagError(f"{path}: not a readable ROS 2 bag ({type(exc).__name__}: {exc})") from None
+    for role in ("state", *CAMERA_NAMES):
+        if role not in streams:
+            topic = TOPIC_JOINT_STATES if role == "state" else f"/cameras/{role}/image_raw[/compressed]"
+            raise BagError(f"{path}: no messages on {topic}")
+    return streams
+
+
+def spans(streams: dict[str, Stream], task: str | None, path: Path) -> list[tuple[int, int, str, str]]:
+    """(start ns, end ns, instruction, label) of each episode in the bag."""
+    trial = streams.get("trial")
+    instruction = streams.get("instruction")
+    out = []
+    if trial is not None:
+        current: dict[str, Any] | None = None
+        for t, value in zip(trial.times, trial.values, strict=True):
+            if current is not None and (value.get("id") != current["id"] or value.get("phase") != RUNNING):
+                out.append((current["t"], t, current["instruction"], str(current["id"])))
+                current = None
+            if value.get("phase") == RUNNING and current is None:
+                words = value.get("instruction") or (instruction.at(t) if instruction else None) or task
+                current = {"t": t, "id": value.get("id"), "instruction": words}
+        if current is not None:
+            out.append((current["t"], streams["state"].times[-1], current["instruction"], str(current["id"])))
+    else:
+        start, end = streams["state"].times[0], streams["state"].times[-1]
+        words = task or (instruction.values[-1] if instruction else None)
+        out.append((start, end, words, path.name))
+    for _, _, words, label in out:
+        if not words:
+            raise BagError(f"{path}: episode {label} has no instruction (no /robofollow/instruction; pass --task)")
+    return out
+
+
+def episodes_from_bag(path: Path, fps: int, task: str | None = None) -> Iterator[BagEpisode]:
+    streams = read_streams(path)
+    dt = round(1e9 / fps)
+    for start, end, words, label in spans(streams, task, path):
+        roles = ["state", *CAMERA_NAMES]
+        first = max([start] + [streams[r].times[0] for r in roles])
+        times = list(range(first, end + 1, dt))
+        if len(times) < 2:
+            continue
+        state = np.stack([streams["state"].at(t) for t in times])
+        command = streams.get("command")
+        if command is not None and command.at(times[1]) is not None:
+            action = np.stack([command.at(t) if command.at(t) is not None else state[0] for t in times[1:]])
+        else:
+            action = state[1:]
+        images = {c: np.stack([streams[c].at(t) for t in times[:-1]]) for c in CAMERA_NAMES}
+        sizes = {c: v.shape[1:3] for c, v in images.items()}
+        if len(set(sizes.values())) != 1:
+            raise BagError(f"{path}: cameras differ in size {sizes}; a dataset has one size per feature")
+        yield BagEpisode(words, state[:-1], action, images,
+                         {"source": "ros2-bag", "bag": str(path), "episode": label, "start_ns": first,
+                          "frames": len(times) - 1, "action_from": "command" if command is not None else "next state"})

@@ -1,0 +1,227 @@
+"""``robofollow collect``: oracle demonstrations of training (or evaluation) tasks as a LeRobot dataset.
+
+Plan: for each selected task, ``episodes_per_task`` episodes, each with a fresh seed (training
+seeds start at 100,000, far from every evaluation seed) and, for training tasks, the instruction
+variants in turn. A training task is performed and judged as its L0 evaluation record (same
+layout, same behaviour; the scorer does not read the words). Workers (spawned processes, one
+``SimWorld`` each) stage every finished episode whole; failed demonstrations are recorded as
+failures, never written. When every episode is staged, ``writer.assemble`` builds the dataset in
+plan order and the staging directory is removed. ``resume`` continues a killed collection.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from robofollow_ros.benchmark import default_registry
+from robofollow_ros.benchmark.seeds import md5_32
+from robofollow_ros.datasets import lerobot_v3 as v3
+from robofollow_ros.datasets.staging import load_staged, mark_failed, stage_episode, staging_root
+from robofollow_ros.datasets.video import VideoSettings
+from robofollow_ros.evaluation.progress import Progress
+
+TRAIN_SEED_BASE = 100_000
+META_NAME = "robofollow.json"
+
+
+@dataclass(frozen=True)
+class DemoKey:
+    task_id: str
+    eval_task_id: str
+    episode: int
+    seed: int
+    instruction: str
+    variant: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.task_id}__ep{self.episode:03d}"
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    output: Path
+    split: str = "train"
+    tasks: tuple[str, ...] = ()
+    episodes_per_task: int = 1
+    fps: int = 10
+    width: int = 320
+    height: int = 240
+    workers: int = 1
+    resume: bool = False
+    video: VideoSettings = field(default_factory=VideoSettings)
+
+    def __post_init__(self) -> None:
+        if self.split not in ("train", "eval"):
+            raise ValueError(f"--split: {self.split!r} is not train or eval")
+        if self.episodes_per_task < 1:
+            raise ValueError(f"--episodes-per-task: must be >= 1, got {self.episodes_per_task}")
+        if self.workers < 1:
+            raise ValueError(f"--workers: must be >= 1, got {self.workers}")
+        if self.width < 16 or self.height < 16 or self.width % 2 or self.height % 2:
+            raise ValueError(f"--image-size: {self.width}x{self.height} must be even and at least 16x16")
+
+    def identity(self) -> dict[str, Any]:
+        """What a resumed collection must share with the one it continues."""
+        data = asdict(self)
+        return {k: data[k] for k in ("split", "tasks", "episodes_per_task", "fps", "width", "height", "video")}
+
+
+def train_seed(task_id: str, episode: int) -> int:
+    return TRAIN_SEED_BASE + (md5_32(task_id) % 1000) * 1000 + episode
+
+
+def plan(config: CollectConfig) -> list[DemoKey]:
+    """Every episode to collect, in dataset order (tasks in registry order, then episode)."""
+    registry = default_registry()
+    keys: list[DemoKey] = []
+    if config.split == "train":
+        chosen = [registry.training_task(t) for t in config.tasks] if config.tasks else list(registry.training)
+        for task in chosen:
+            for e in range(config.episodes_per_task):
+                variant = e % len(task.instructions)
+                keys.append(DemoKey(task.task_id, f"L0_{task.task_id}", e, train_seed(task.task_id, e),
+                                    task.instructions[variant], variant))
+        return keys
+    evals = [registry.eval_task(t) for t in config.tasks] if config.tasks else list(registry.evaluation)
+    for etask in evals:
+        for e in range(config.episodes_per_task):
+            seed = etask.seeds[e] if e < len(etask.seeds) else train_seed(etask.task_id, e)
+            keys.append(DemoKey(etask.task_id, etask.task_id, e, seed, etask.instruction, 0))
+    return keys
+
+
+# -- worker side ---------------------------------------------------------------------------------
+_STATE: dict[str, Any] = {}
+
+
+def _init_worker(config: CollectConfig) -> None:
+    from robofollow_ros.policy.oracle import OraclePolicy
+    from robofollow_ros.sim.cameras import CameraSettings
+    from robofollow_ros.sim.world import SimWorld
+
+    _STATE.update(config=config, oracle=OraclePolicy(),
+                  world=SimWorld(render=True, cameras=CameraSettings(config.width, config.height),
+                                 stepper="direct", direct_steps=1))
+
+
+def _collect_one(key: DemoKey) -> tuple[DemoKey, bool, dict[str, Any]]:
+    from robofollow_ros.datasets.demo import record_demonstration
+
+    config: CollectConfig = _STATE["config"]
+    staging = staging_root(config.output)
+    task = default_registry().eval_task(key.eval_task_id)
+    demo = record_demonstration(_STATE["world"], _STATE["oracle"], task, key.seed, key.instruction, config.fps)
+    outcome = {"intent_score": demo.result["intent_score"], "exec_score": demo.result["exec_score"],
+               "completion_ok": demo.complete, "frames": len(demo.action), "seed": key.seed}
+    if not demo.complete:
+        mark_failed(staging, key.key, {**asdict(key), **outcome, "reason": demo.result.get("exec_msg", "")})
+        return key, False, outcome
+    state, action, images = demo.arrays()
+    stage_episode(staging, key.key, key.instruction, state, action, images, config.fps, config.video,
+                  provenance={**asdict(key), **outcome, "source": "sim-oracle"})
+    return key, True, outcome
+
+
+def _run(config: CollectConfig, todo: Sequence[DemoKey]) -> Iterator[tuple[DemoKey, bool, dict[str, Any]]]:
+    if config.workers == 1 or len(todo) <= 1:
+        _init_worker(config)
+        try:
+            for key in todo:
+                yield _collect_one(key)
+        finally:
+            _STATE.clear()
+        return
+    ctx = mp.get_context("spawn")  # SAPIEN does not survive fork
+    with ctx.Pool(min(config.workers, len(todo)), initializer=_init_worker, initargs=(config,)) as pool:
+        yield from pool.imap_unordered(_collect_one, todo, chunksize=1)
+
+
+# -- driver side ---------------------------------------------------------------------------------
+@dataclass
+class CollectSummary:
+    output: Path
+    planned: int
+    written: int
+    failed: list[dict[str, Any]]
+    already_done: int
+    total_frames: int
+
+    def lines(self) -> list[str]:
+        out = [f"dataset {self.output}: {self.written} episodes written ({self.total_frames} frames), "
+               f"{len(self.failed)} failed demonstrations not written, {self.planned} planned"]
+        if self.already_done:
+            out.append(f"resumed: {self.already_done} episodes were already done before this run")
+        out += [f"failed: {f['task_id']} episode {f['episode']} seed {f['seed']} "
+                f"(IS {f['intent_score']:.2f} ES {f['exec_score']:.2f}) {f.get('reason', '')}".rstrip()
+                for f in self.failed]
+        return out
+
+
+class CollectError(ValueError):
+    """The output cannot be used as asked (not empty, or a resume with other settings)."""
+
+
+def _check_output(config: CollectConfig) -> None:
+    out = Path(config.output)
+    meta_path = out / "meta" / META_NAME
+    if config.resume:
+        if meta_path.is_file():
+            import json
+
+            previous = json.loads(meta_path.read_text(encoding="utf-8")).get("collect", {})
+            mine = _jsonable(config.identity())
+            if previous != mine:
+                diff = sorted(k for k in mine if previous.get(k) != mine[k])
+                raise CollectError(f"--resume: {out} was collected with other settings ({', '.join(diff)} differ)")
+        return
+    if out.exists() and any(out.iterdir()):
+        raise CollectError(f"--output: {out} is not empty (add --resume to continue a killed collection there)")
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    import json
+
+    return json.loads(json.dumps(data, default=list))
+
+
+def run_collection(config: CollectConfig, stream: TextIO | None = None) -> CollectSummary:
+    _check_output(config)
+    keys = plan(config)
+    out = Path(config.output)
+    out.mkdir(parents=True, exist_ok=True)
+    staging = staging_root(out)
+    if not (out / "meta" / META_NAME).is_file():  # what a later --resume is checked against
+        v3.write_json(out / "meta" / META_NAME, {"collect": _jsonable(config.identity())})
+    done, failed = load_staged(staging)
+    todo = [k for k in keys if k.key not in done and k.key not in failed]
+    already = len(keys) - len(todo)
+    if not todo and not done and (out / v3.INFO_PATH).is_file():
+        already = len(keys)  # a finished collection: nothing staged, the dataset is there
+    progress = Progress(len(keys), label="episodes", stream=stream, already_done=already)
+    for key, ok, outcome in _run(config, todo):
+        progress.advance(failed=not ok, note=f"{key.key[:52]} {outcome['frames']} frames"
+                                              f"{'' if ok else ' FAILED'}")
+    done, failed = load_staged(staging)
+    ordered = [done[k.key] for k in keys if k.key in done]
+    failures = [failed[k.key] for k in keys if k.key in failed]
+    meta = {"collect": _jsonable(config.identity()),
+            "episodes": [ep.meta["provenance"] for ep in ordered], "failed": failures}
+    if ordered:
+        from robofollow_ros.datasets.writer import assemble
+
+        assemble(out, ordered, config.fps, config.video, extra_meta=meta)
+        shutil.rmtree(staging, ignore_errors=True)
+    written = len(ordered)
+    frames = sum(ep.length for ep in ordered)
+    if not ordered and (out / v3.INFO_PATH).is_file():
+        import json
+
+        info = json.loads((out / v3.INFO_PATH).read_text(encoding="utf-8"))
+        written, frames = info["total_episodes"], info["total_frames"]
+    return CollectSummary(out, len(keys), written, failures, already, frames)
