@@ -1,4 +1,4 @@
-"""Executing OWDA decisions in SAPIEN with the oracle's planner, and checking the final state."""
+"""Executing OWDA decisions in SAPIEN with the oracle's planner, checked step by step against the world model."""
 
 from __future__ import annotations
 
@@ -24,33 +24,61 @@ def _first(suite: Suite, pred: Callable[[Family, Anchor], bool]) -> tuple[Family
     return next((f, anchors[f.anchor_id]) for f in suite.families if pred(f, anchors[f.anchor_id]))
 
 
+def _stacked_pair_picked(f: Family, a: Anchor) -> bool:
+    chosen = set(f.instances[0].decision)
+    return a.kind == "object_centric" and any(o.on_top_of in chosen and o.name in chosen for o in a.objects)
+
+
+def _push_and_stack_no_sphere_lift(f: Family, a: Anchor) -> bool:
+    """A sphere lifted and set back may roll on (bench/owda_suite.py measures how often): not in this sample."""
+    verbs = {x.split(":")[0] for x in f.instances[0].decision}
+    spheres = [x for i in (0, 2) for x in f.instances[i].decision
+               if x.startswith("lift:") and a.object(x.split(":")[1]).shape == "sphere"]
+    return a.kind == "action_sequence" and f.ops == ("N",) and {"push", "stack"} <= verbs and not spheres
+
+
 SAMPLE = {  # the first family of the suite of each kind, both its base and its one-word change
     "E+N+Q on an object-centric anchor": lambda f, a: f.type == "E+N+Q",
-    "atomic N on an object-centric anchor": lambda f, a: f.ops == ("N",) and a.kind == "object_centric",
-    "atomic T on an action-sequence anchor": lambda f, a: f.ops == ("T",),
-    "atomic Q on an action-sequence anchor": lambda f, a: f.ops == ("Q",) and a.kind == "action_sequence",
+    "a top object and its base both picked": _stacked_pair_picked,
+    "an action sequence with a push and a stack": _push_and_stack_no_sphere_lift,
 }
 
 
 @pytest.mark.parametrize("kind", list(SAMPLE))
-def test_sampled_decisions_execute_and_satisfy_themselves(suite: Suite, kind: str) -> None:
+def test_sampled_decisions_execute_and_match_the_world_model(suite: Suite, kind: str) -> None:
     family, anchor = _first(suite, SAMPLE[kind])
     for inst in (family.instances[0], family.instances[2]):
-        report = execute_decision(anchor, inst.decision)
+        report = execute_decision(anchor, inst.decision, spec=inst.spec)
         assert report["satisfied"], (inst.text, report)
-        assert [s["action"] for s in report["steps"]] == [
-            f"lift:{n}" for n in inst.decision] if anchor.kind == "object_centric" else list(inst.decision)
+        assert report["initial_state"] == "matches the anchor"
         if anchor.kind == "object_centric":
             assert report["lifted"] == sorted(inst.decision)
+            set_aside = {s["action"].split()[0].removeprefix("lift:") for s in report["steps"]
+                         if "set aside" in s["action"]}
+            assert set_aside == {n for n in inst.decision if anchor.object(n).on_top_of in inst.decision}
+        else:
+            assert [s["action"] for s in report["steps"]] == list(inst.decision)
 
 
 def test_the_check_catches_a_decision_that_is_not_the_expected_one(suite: Suite) -> None:
-    family, anchor = _first(suite, SAMPLE["atomic N on an object-centric anchor"])
+    family, anchor = _first(suite, lambda f, a: f.ops == ("N",) and a.kind == "object_centric")
     base, changed = family.instances[0], family.instances[2]
     report = execute_decision(anchor, changed.decision, expected=base.decision)
     assert all(s["ok"] for s in report["steps"])  # the primitives ran fine ...
     assert not report["satisfied"]  # ... but the state is the changed instruction's, not the base's
     assert report["lifted"] == sorted(changed.decision)
+
+
+def test_a_step_whose_precondition_is_false_in_the_world_model_is_not_run(suite: Suite) -> None:
+    family, anchor = _first(suite, lambda f, a: a.kind == "action_sequence" and any(
+        a.action(x).requires for x in f.instances[0].decision))
+    decision = family.instances[0].decision
+    needy = next(x for x in decision if anchor.action(x).requires)
+    report = execute_decision(anchor, (needy,))  # without what it requires
+    assert not report["satisfied"] and len(report["steps"]) == 1
+    detail = report["steps"][0]["detail"]
+    assert detail.startswith("world: ") and ("rests on" in detail or "is not empty" in detail), detail
+    assert report["lifted"] == []  # nothing moved in the simulator
 
 
 def test_cli_execute_runs_an_instruction(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,6 +8,7 @@ from robofollow_ros.decisions.anchors import Anchor, AnchorObject, CandidateActi
 from robofollow_ros.decisions.errors import AnchorError, ParseError, TaskError
 from robofollow_ros.decisions.language import object_refs, parse, realise
 from robofollow_ros.decisions.solver import Constraint, TaskSpec, solve
+from robofollow_ros.decisions.templates import N_TEMPLATES
 
 PROV = {"source": "sim_layout", "scene": "test", "layout": "hand", "seed": 0}
 
@@ -31,41 +32,36 @@ def table() -> Anchor:
 
 @pytest.fixture()
 def chain() -> Anchor:
-    """Actions: p0 lift a; p1 push c to d; p2 stack b on c (requires p1); p3 place d in bowl."""
-    objs = (_obj("a", "cube", "red", -0.14, -0.18), _obj("b", "sphere", "red", -0.14, -0.04),
+    """lift a; push c to d; stack b on c (after the push: c must not move loaded); place d in the bowl
+    (after the push towards d: d must still be on the table)."""
+    objs = (_obj("a", "cube", "red", -0.14, -0.18), _obj("b", "cylinder", "red", -0.14, -0.04),
             _obj("c", "cube", "yellow", -0.02, -0.18), _obj("d", "cube", "green", 0.10, -0.04),
             _obj("bowl", "bowl", "green", 0.2, -0.1, role="bowl"))
     acts = (CandidateAction("lift:a", "lift", "a"), CandidateAction("push:c->d", "push", "c", "d"),
-            CandidateAction("stack:b->c", "stack", "b", "c", ("push:c->d",)),
-            CandidateAction("place:d->bowl", "place", "d", "bowl"))
+            CandidateAction("stack:b->c", "stack", "b", "c", after=("push:c->d",)),
+            CandidateAction("place:d->bowl", "place", "d", "bowl", after=("push:c->d",)))
     return Anchor("t_as", "action_sequence", "test", objs, acts, PROV)
 
 
 def test_exclusion_inhibition_and_cardinality_compose_in_fixed_order(table: Anchor) -> None:
-    all_objects = TaskSpec(("all",), ())
-    assert solve(table, all_objects) == ("a", "b", "c", "d")
+    assert solve(table, TaskSpec(("all",), ())) == ("a", "b", "c", "d")
     assert solve(table, TaskSpec(("all",), (Constraint("E", names=("c",)),))) == ("a", "b", "d")
     assert solve(table, TaskSpec(("all",), (Constraint("N", attr="colour", value="red"),))) == ("c", "d")
     assert solve(table, TaskSpec(("all",), (Constraint("Q", k=2),))) == ("a", "b")
     # Q applies after E: excluding the closest object moves the cut
-    spec = TaskSpec(("all",), (Constraint("E", names=("a",)), Constraint("Q", k=2)))
-    assert solve(table, spec) == ("b", "c")
+    assert solve(table, TaskSpec(("all",), (Constraint("E", names=("a",)), Constraint("Q", k=2)))) == ("b", "c")
     assert solve(table, TaskSpec(("shape", "cube"), (Constraint("N", attr="colour", value="yellow"),))) == ("a", "d")
 
 
 def test_solver_names_the_failing_constraint(table: Anchor) -> None:
-    with pytest.raises(TaskError) as err:
-        solve(table, TaskSpec(("all",), (Constraint("Q", k=4),)))
-    assert err.value.constraint == "Q"
-    with pytest.raises(TaskError) as err:
-        solve(table, TaskSpec(("shape", "cube"), (Constraint("E", names=("b",)),)))
-    assert err.value.constraint == "E" and "'b'" in str(err.value)
-    with pytest.raises(TaskError) as err:
-        solve(table, TaskSpec(("colour", "red"), (Constraint("N", attr="colour", value="red"),)))
-    assert err.value.constraint == "N" and "empty" in str(err.value)
-    with pytest.raises(TaskError) as err:
-        solve(table, TaskSpec(("all",), (Constraint("T", names=("a",), value="first"),)))
-    assert err.value.constraint == "T"
+    cases = [(TaskSpec(("all",), (Constraint("Q", k=4),)), "Q", "between 1 and 3"),
+             (TaskSpec(("shape", "cube"), (Constraint("E", names=("b",)),)), "E", "'b'"),
+             (TaskSpec(("colour", "red"), (Constraint("N", attr="colour", value="red"),)), "N", "empty"),
+             (TaskSpec(("all",), (Constraint("T", names=("a",), value="first"),)), "T", "action-sequence")]
+    for spec, op, needle in cases:
+        with pytest.raises(TaskError, match=needle) as err:
+            solve(table, spec)
+        assert err.value.constraint == op
 
 
 def test_q_rejects_a_cut_between_objects_equally_far_from_the_corner(table: Anchor) -> None:
@@ -76,39 +72,93 @@ def test_q_rejects_a_cut_between_objects_equally_far_from_the_corner(table: Anch
     assert err.value.constraint == "Q"
 
 
-def test_actions_follow_catalog_order_under_preconditions_and_t(chain: Anchor) -> None:
+def test_picks_never_lift_a_support_under_an_object_that_stays_nor_reach_into_a_forbidden_bowl() -> None:
+    anchor = Anchor("t_stack", "object_centric", "test", (
+        _obj("base", "cube", "blue", -0.02, -0.06), _obj("top", "cylinder", "green", -0.02, -0.06, on_top_of="base"),
+        _obj("inner", "cube", "red", -0.14, -0.06, in_container="bowl"), _obj("ball", "sphere", "red", -0.14, -0.18),
+        _obj("bowl", "bowl", "green", -0.14, -0.06, role="bowl")), provenance=PROV)
+    assert solve(anchor, TaskSpec(("all",), ())) == ("base", "top", "inner", "ball")
+    with pytest.raises(TaskError, match="'top', which stays, rests on 'base'") as err:  # the cubes, not the top
+        solve(anchor, TaskSpec(("shape", "cube"), ()))
+    assert err.value.constraint == "scope"
+    with pytest.raises(TaskError, match="'top', which stays, rests on 'base'") as err:
+        solve(anchor, TaskSpec(("all",), (Constraint("E", names=("top",)),)))
+    assert err.value.constraint == "E"
+    # "do not touch anything green" removes the top and forbids the green bowl: nothing is executable with the base
+    with pytest.raises(TaskError, match="world") as err:
+        solve(anchor, TaskSpec(("all",), (Constraint("N", attr="colour", value="green"),)))
+    assert err.value.constraint == "N"
+    # without the base in scope, the inner cube still sits in the forbidden bowl
+    with pytest.raises(TaskError, match="'inner' sits inside 'bowl', which the instruction forbids touching"):
+        solve(anchor, TaskSpec(("colour", "red"), (Constraint("N", attr="colour", value="green"),)))
+    # leaving the base alone while taking the top is fine: lifting the top off touches nothing that stays
+    assert solve(anchor, TaskSpec(("all",), (Constraint("E", names=("base",)),))) == ("top", "inner", "ball")
+
+
+def test_actions_follow_listed_order_under_relations_and_t(chain: Anchor) -> None:
+    check_anchor(chain)
     assert solve(chain, TaskSpec(("all",), ())) == ("lift:a", "push:c->d", "stack:b->c", "place:d->bowl")
     last = TaskSpec(("all",), (Constraint("T", names=("lift:a",), value="last"),))
     assert solve(chain, last) == ("push:c->d", "stack:b->c", "place:d->bowl", "lift:a")
-    first = TaskSpec(("all",), (Constraint("T", names=("place:d->bowl",), value="first"),))
-    assert solve(chain, first) == ("place:d->bowl", "lift:a", "push:c->d", "stack:b->c")
+    first = TaskSpec(("all",), (Constraint("T", names=("stack:b->c",), value="first"),))
+    with pytest.raises(TaskError, match="cannot go first") as err:
+        solve(chain, first)
+    assert err.value.constraint == "T"
+    # an 'after' relation is only an order: dropping the push leaves stacking and placing executable
+    assert solve(chain, TaskSpec(("all",), (Constraint("N", attr="verb", value="push"),))) == (
+        "lift:a", "stack:b->c", "place:d->bowl")
+    assert solve(chain, TaskSpec(("all",), (Constraint("N", attr="verb", value="push"),
+                                            Constraint("T", names=("place:d->bowl",), value="first")))) == (
+        "place:d->bowl", "lift:a", "stack:b->c")
     q = TaskSpec(("all",), (Constraint("N", attr="verb", value="lift"), Constraint("Q", k=2)))
     assert solve(chain, q) == ("push:c->d", "stack:b->c")
-    with pytest.raises(TaskError, match="cannot go first") as err:
-        solve(chain, TaskSpec(("all",), (Constraint("T", names=("stack:b->c",), value="first"),)))
-    assert err.value.constraint == "T"
-    with pytest.raises(TaskError, match="precondition") as err:
-        solve(chain, TaskSpec(("all",), (Constraint("N", attr="verb", value="push"),)))
+    # "do not touch d" also removes the push *towards* d: targets count as touched
+    assert solve(chain, TaskSpec(("all",), (Constraint("N", attr="object", value="d"),))) == ("lift:a", "stack:b->c")
+
+
+def test_removing_a_required_action_is_rejected_and_named() -> None:
+    objs = (_obj("base", "cube", "blue", -0.02, -0.06), _obj("top", "cylinder", "green", -0.02, -0.06,
+                                                              on_top_of="base"),
+            _obj("x", "cube", "red", -0.14, -0.18), _obj("bowl", "bowl", "yellow", 0.1, -0.1, role="bowl"))
+    acts = (CandidateAction("place:top->bowl", "place", "top", "bowl"),
+            CandidateAction("push:base->x", "push", "base", "x", requires=("place:top->bowl",)),
+            CandidateAction("lift:x", "lift", "x"))
+    anchor = Anchor("t_req", "action_sequence", "test", objs, acts, PROV)
+    check_anchor(anchor)
+    assert solve(anchor, TaskSpec(("all",), ())) == ("place:top->bowl", "push:base->x", "lift:x")
+    with pytest.raises(TaskError, match="precondition of remaining action 'push:base->x'") as err:
+        solve(anchor, TaskSpec(("all",), (Constraint("N", attr="verb", value="place"),)))
     assert err.value.constraint == "N"
+    # a catalog that omits the relation is caught by the world model when the solver runs the order
+    loose = Anchor("t_loose", "action_sequence", "test", objs,
+                   (CandidateAction("push:base->x", "push", "base", "x"), acts[0], acts[2]), PROV)
+    with pytest.raises(TaskError, match="'top' rests on 'base'") as err:
+        solve(loose, TaskSpec(("all",), ()))
+    assert err.value.constraint == "world"
 
 
-def test_referring_phrases_are_unique_and_round_trip(table: Anchor, chain: Anchor) -> None:
+def test_every_template_reads_back(table: Anchor, chain: Anchor) -> None:
     refs = object_refs(table)
     assert refs["a"] == "the red cube" and refs["bowl"] == "the green bowl"
     assert len(set(refs.values())) == len(refs)
     specs = [TaskSpec(("all",), (Constraint("E", names=("c", "a")), Constraint("N", attr="shape", value="sphere"))),
              TaskSpec(("shape", "cube"), (Constraint("Q", k=2),)),
-             TaskSpec(("colour", "red"), (Constraint("E", names=("b",)),))]
-    for spec in specs:
-        for template in (0, 1):
-            assert parse(table, realise(table, spec, template)) == spec
+             TaskSpec(("colour", "red"), (Constraint("E", names=("b",)),)),
+             TaskSpec(("all",), (Constraint("N", attr="colour", value="green"), Constraint("Q", k=1)))]
     as_specs = [TaskSpec(("all",), (Constraint("T", names=("push:c->d",), value="last"),)),
                 TaskSpec(("all",), (Constraint("E", names=("place:d->bowl",)), Constraint("Q", k=1))),
                 TaskSpec(("all",), (Constraint("N", attr="object", value="a"),)),
                 TaskSpec(("all",), (Constraint("N", attr="verb", value="place"),))]
-    for spec in as_specs:
-        for template in (0, 1):
-            assert parse(chain, realise(chain, spec, template)) == spec
+    texts = set()
+    for anchor, group in ((table, specs), (chain, as_specs)):
+        for spec in group:
+            for t in range(N_TEMPLATES):
+                text = realise(anchor, spec, t)
+                texts.add(text)
+                assert parse(anchor, text) == spec, text
+    assert len(texts) == N_TEMPLATES * (len(specs) + len(as_specs))  # every template says it its own way
+    assert realise(chain, as_specs[0], 2) == "Do the actions on the list. As the last step, push the yellow " \
+                                            "cube to the green cube."
 
 
 def test_same_looking_objects_get_position_words() -> None:
@@ -126,6 +176,8 @@ def test_parser_rejects_unknown_sentences_and_references(table: Anchor) -> None:
         parse(table, "Pick up all the objects. Skip the purple cube.")
     with pytest.raises(ParseError, match="number word"):
         parse(table, "Pick up all the objects. Take only the many closest to the front left corner.")
+    with pytest.raises(ParseError, match="cannot read the sentence"):  # "it is" with two objects does not agree
+        parse(table, "Pick up all the objects. Leave the red cube and the yellow cube where it is.")
 
 
 def test_anchor_checks_catch_inconsistent_catalogs(chain: Anchor) -> None:
@@ -139,6 +191,14 @@ def test_anchor_checks_catch_inconsistent_catalogs(chain: Anchor) -> None:
         *chain.actions[:3], CandidateAction("lift:z", "lift", "z")), PROV)
     with pytest.raises(AnchorError, match="unknown object 'z'"):
         check_anchor(unknown)
+    twice = Anchor("t_two", "action_sequence", "test", chain.objects, (
+        *chain.actions, CandidateAction("lift:d", "lift", "d")), PROV)
+    with pytest.raises(AnchorError, match="at most one candidate action"):
+        check_anchor(twice)
+    into_cube = Anchor("t_pl", "action_sequence", "test", chain.objects, (
+        *chain.actions[:3], CandidateAction("place:d->a", "place", "d", "a")), PROV)
+    with pytest.raises(AnchorError, match="not a bowl or label"):
+        check_anchor(into_cube)
     with pytest.raises(AnchorError, match="provenance"):
         check_anchor(Anchor("t_np", "object_centric", "test", chain.objects))
     round_trip = Anchor.from_dict(chain.to_dict())

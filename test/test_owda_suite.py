@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ def suite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_generate_prints_the_benchmark_sizes(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "robofollow_ros.cli", "owda", "generate", "--seed", "4",
-                           "--out", str(tmp_path / "s"), "--json"], capture_output=True, text=True, timeout=120)
+                           "--out", str(tmp_path / "s"), "--json"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == EXPECTED
 
@@ -58,6 +59,11 @@ def test_suite_structure(suite_dir: Path) -> None:
         assert {by_id[c].anchor_id for c in f.constituents} == {f.anchor_id}
     assert {a.provenance["source"] for a in suite.anchors} == {"sim_layout"}
     assert main(["owda", "validate", str(suite_dir)]) == 0
+    for f in comp:  # every compositional instance has one matched atomic instance per constraint, same task
+        for inst in f.instances:
+            atoms = {i.instance_id: i for a in suite.families if a.kind == "atomic" for i in a.instances}
+            assert [atoms[m].spec.constraints for m in inst.matched] == [(c,) for c in inst.spec.constraints]
+            assert {atoms[m].spec.scope for m in inst.matched} == {inst.spec.scope}
 
 
 def _rewrite(suite_dir: Path, out: Path, edit_family: str, edit) -> Path:  # type: ignore[no-untyped-def]
@@ -90,7 +96,7 @@ def test_validate_names_the_task_and_constraint(suite_dir: Path, tmp_path: Path,
         fam["instances"][2]["decision"] = fam["instances"][0]["decision"]
 
     bad = _rewrite(suite_dir, tmp_path / "a", q["id"], wrong_decision)
-    assert main(["owda", "validate", str(bad)]) == 1
+    assert main(["owda", "validate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert f"{q['id']}/2" in err and "Q:" in err and "not the solution" in err
 
@@ -103,7 +109,7 @@ def test_validate_names_the_task_and_constraint(suite_dir: Path, tmp_path: Path,
         one["text"], two["text"] = two["text"], one["text"]
 
     bad = _rewrite(suite_dir, tmp_path / "b", t["id"], two_words)
-    assert main(["owda", "validate", str(bad)]) == 1
+    assert main(["owda", "validate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert t["id"] in err and "T:" in err and "exactly one word" in err
 
@@ -146,3 +152,99 @@ def test_unreadable_suites_exit_2_with_the_file_named(tmp_path: Path, capsys: py
     (tmp_path / "s" / "manifest.json").write_text("{not json")
     assert main(["owda", "validate", str(tmp_path / "s")]) == 2
     assert "manifest.json is not valid JSON" in capsys.readouterr().err
+
+
+def _same_layout(a: object, b: object) -> bool:
+    """Independent of the authoring code: the same looks, supports and spots (within 3 cm) up to look-alikes."""
+    def look(anchor, o):  # type: ignore[no-untyped-def]
+        def of(n):  # type: ignore[no-untyped-def]
+            return None if n is None else (anchor.object(n).colour, anchor.object(n).shape)
+        return (o.colour, o.shape, o.size, o.role, of(o.on_top_of), of(o.in_container))
+
+    pool = [(look(b, o), o.xy) for o in b.objects]  # type: ignore[attr-defined]
+    if sorted(p[0] for p in pool) != sorted(look(a, o) for o in a.objects):  # type: ignore[attr-defined]
+        return False
+    return all(any(lk == look(a, o) and math.dist(xy, o.xy) < 0.03 for lk, xy in pool)
+               for o in a.objects)  # type: ignore[attr-defined]
+
+
+def test_families_anchors_and_ids_are_distinct_and_truthful(suite_dir: Path) -> None:
+    suite = load_suite(suite_dir)
+    # no two families on one anchor hold the same sentences, nor the same two tasks (a mirror pair)
+    by_sentences: dict[tuple[str, frozenset[str]], str] = {}
+    by_tasks: dict[tuple[str, frozenset[str]], str] = {}
+    for f in suite.families:
+        texts = (f.anchor_id, frozenset(i.text for i in f.instances))
+        tasks = (f.anchor_id, frozenset(json.dumps({"scope": i.spec.scope, "c": sorted(
+            json.dumps({**c.to_dict(), "names": sorted(c.names)}, sort_keys=True) for c in i.spec.constraints)},
+            sort_keys=True) for i in f.instances))
+        assert texts not in by_sentences, (f.family_id, by_sentences.get(texts))
+        assert tasks not in by_tasks, (f.family_id, by_tasks.get(tasks))
+        by_sentences[texts] = by_tasks[tasks] = f.family_id
+    anchors = list(suite.anchors)
+    for i, a in enumerate(anchors):  # every anchor is its own physical state
+        for b in anchors[i + 1:]:
+            assert not _same_layout(a, b), (a.anchor_id, b.anchor_id)
+        for o in a.objects:  # ids say what the object is, never where: size, colour, shape and a neutral number
+            tokens = o.name.split("_")
+            while tokens[-1].isdigit():
+                tokens.pop()
+            assert tokens == [t for t in (o.size, o.colour, o.shape) if t], (a.anchor_id, o.name)
+
+
+def test_stats_table_counts_families_sentences_and_rejections(suite_dir: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["owda", "stats", str(suite_dir), "--json"]) == 0
+    rows = {r["type"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) == {"N", "E", "Q", "T", "E+N", "E+Q", "N+Q", "E+N+Q"}
+    assert sum(r["families"] for r in rows.values()) == 1090
+    assert sum(r["instances"] for r in rows.values()) == 4360
+    assert all(r["duplicate_families"] == 0 for r in rows.values())
+    suite = load_suite(suite_dir)
+    for label, r in rows.items():
+        texts = {(f.anchor_id, i.text) for f in suite.families if f.type == label for i in f.instances}
+        assert r["distinct_sentences"] == len(texts)
+        assert r["rejected"] == sum(r["reasons"].values())
+    assert rows["N"]["reasons"]["world: an object that stays rests on a picked one"] > 0
+    assert rows["T"]["rejected"] > 0
+
+
+def test_validate_names_the_instance_and_the_broken_precondition(suite_dir: Path) -> None:
+    from dataclasses import replace
+
+    from robofollow_ros.decisions.anchors import Anchor
+    from robofollow_ros.decisions.language import realise
+    from robofollow_ros.decisions.solver import Constraint, TaskSpec
+
+    suite = load_suite(suite_dir)
+    # object-centric: "do not touch anything <colour of a top object>" keeps the object under it
+    def tops(anchor_id: str) -> list:  # type: ignore[type-arg]
+        objs = anchor_of(suite, anchor_id).objects
+        return [o for o in objs if o.on_top_of and all(b.colour != o.colour for b in objs if b.role == "bowl")]
+
+    fam, top = next((f, o) for f in suite.families if f.ops == ("N",)
+                    and suite_anchor(suite, f.anchor_id) == "object_centric" for o in tops(f.anchor_id))
+    anchor = anchor_of(suite, fam.anchor_id)
+    spec = TaskSpec(("all",), (Constraint("N", attr="colour", value=top.colour),))
+    bad = replace(fam.instances[0], spec=spec, text=realise(anchor, spec, 0), decision=())
+    with pytest.raises(TaskError) as err:
+        validate_suite(Suite(suite.seed, suite.anchors, (replace(fam, instances=(bad, *fam.instances[1:])),)))
+    assert err.value.constraint == "N" and f"{fam.family_id}/0" in str(err.value)
+    assert f"'{top.name}', which stays, rests on '{top.on_top_of}'" in str(err.value)
+    # action sequence: list first, without its relations, an action that needs another cleared first
+    a_fam = next(f for f in suite.families if "T" not in f.ops and suite_anchor(suite, f.anchor_id) == "action_sequence"
+                 and any(anchor_of(suite, f.anchor_id).action(x).requires for x in f.instances[0].decision))
+    a_anchor = anchor_of(suite, a_fam.anchor_id)
+    needy = next(a_anchor.action(x) for x in a_fam.instances[0].decision if a_anchor.action(x).requires)
+    loose = Anchor.from_dict({**a_anchor.to_dict(), "actions": [
+        {**needy.to_dict(), "requires": [], "after": []},
+        *(act.to_dict() for act in a_anchor.actions if act.action_id != needy.action_id)]})
+    anchors = tuple(loose if a.anchor_id == loose.anchor_id else a for a in suite.anchors)
+    with pytest.raises(TaskError) as err:
+        validate_suite(Suite(suite.seed, anchors, (a_fam,)))
+    assert err.value.constraint == "world" and f"{a_fam.family_id}/0" in str(err.value)
+    assert "cannot run" in str(err.value) and "rests on" in str(err.value)
+
+
+def anchor_of(suite: Suite, anchor_id: str):  # type: ignore[no-untyped-def]
+    return next(a for a in suite.anchors if a.anchor_id == anchor_id)

@@ -7,10 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError, print_json
-
-#: `owda validate` exit status for a readable suite with an invalid task (2 stays "cannot read the input")
-EXIT_INVALID_TASK = 1
+from robofollow_ros.cli import _owda_capture
+from robofollow_ros.cli._common import EXIT_BAD_INPUT, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED, CliError, print_json
 
 
 def register(subparsers: Any) -> None:
@@ -20,11 +18,14 @@ def register(subparsers: Any) -> None:
     gen = sub.add_parser("generate",
                          help="build the default suite (85 anchors, 988 atomic + 102 compositional families)")
     gen.add_argument("--seed", type=int, default=0, help="suite seed (default 0); the same seed gives the same suite")
+    gen.add_argument("--anchors", type=Path, nargs="+", metavar="FILE",
+                     help="instead of the default suite: atomic families on these anchor files (owda capture)")
+    gen.add_argument("--per-anchor", type=int, default=8, help="with --anchors: families per anchor (default 8)")
     gen.add_argument("--out", type=Path, required=True, metavar="DIR")
     gen.add_argument("--json", action="store_true", help="print the counts as JSON")
     gen.set_defaults(func=_generate)
 
-    val = sub.add_parser("validate", help="check every task of a suite; exits 1 on the first invalid one")
+    val = sub.add_parser("validate", help="check every task of a suite; exits 2 naming the first invalid one")
     val.add_argument("suite", type=Path, metavar="DIR")
     val.add_argument("--json", action="store_true")
     val.set_defaults(func=_validate)
@@ -39,28 +40,27 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--json", action="store_true", help="print metrics.json")
     ev.set_defaults(func=_eval)
 
+    st = sub.add_parser("stats", help="per operator and type: families, distinct sentences, rejected seeds and why")
+    st.add_argument("suite", type=Path, metavar="DIR")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=_stats)
+
     rep = sub.add_parser("report", help="print the metrics of an evaluation output directory")
     rep.add_argument("output", type=Path, metavar="DIR")
     rep.add_argument("--json", action="store_true")
     rep.set_defaults(func=_report)
 
-    cap = sub.add_parser("capture", help="write an anchor from a physical state (sim ground truth or perception)")
-    cap.add_argument("--scene", required=True)
-    cap.add_argument("--layout", required=True, help="layout key, e.g. default or scene2.3")
-    cap.add_argument("--seed", type=int, default=0, help="layout jitter seed")
-    cap.add_argument("--kind", choices=("object_centric", "action_sequence"), default="object_centric")
-    cap.add_argument("--source", choices=("sim", "perception"), default="sim",
-                     help="sim: SAPIEN ground truth; perception: the perception pipeline's grounded objects "
-                          "from a rendered head-camera frame (RGB + depth)")
-    cap.add_argument("--id", dest="anchor_id", help="anchor id (default: captured_<scene>_<layout>_<seed>)")
-    cap.add_argument("--out", type=Path, required=True, metavar="FILE")
-    cap.set_defaults(func=_capture)
+    cap = sub.add_parser("capture", help="write an anchor from a physical state (sim, perception, or the "
+                                          "perception node's /robofollow/objects)")
+    _owda_capture.add_arguments(cap)
+    cap.set_defaults(func=_owda_capture.run)
 
     exe = sub.add_parser("execute", help="decide an instruction on an anchor and run the decision in SAPIEN")
     exe.add_argument("--anchor", required=True, metavar="ID")
     exe.add_argument("--instruction", required=True, metavar="TEXT")
     exe.add_argument("--suite", type=Path, metavar="DIR", help="suite holding the anchor (default: generate seed 0)")
     exe.add_argument("--sim", action="store_true", required=True, help="run in SAPIEN (the only mode for now)")
+    exe.add_argument("--anchor-file", type=Path, metavar="FILE", help="the anchor from a file (owda capture)")
     exe.add_argument("--json", action="store_true")
     exe.set_defaults(func=_execute)
 
@@ -80,17 +80,19 @@ def _load(suite_dir: Path) -> Any:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from robofollow_ros.decisions.generator import generate_suite
+    from robofollow_ros.decisions.errors import OwdaError
+    from robofollow_ros.decisions.generator import generate_on_anchors, generate_suite
     from robofollow_ros.decisions.suite_io import write_suite
 
     if args.out.exists() and not args.out.is_dir():
         raise CliError(f"--out: {args.out} exists and is not a directory")
-    from robofollow_ros.decisions.errors import OwdaError
-
     try:
-        suite = generate_suite(args.seed)
-    except OwdaError as exc:  # a seed whose anchors cannot support the sizes: say so, do not write half a suite
-        raise CliError(f"--seed {args.seed}: {exc}", exit_code=1) from None
+        if args.anchors:
+            suite = generate_on_anchors([_anchor_file(p) for p in args.anchors], args.per_anchor, args.seed)
+        else:
+            suite = generate_suite(args.seed)
+    except OwdaError as exc:  # a seed or anchor that cannot support the families: say so, write nothing
+        raise CliError(f"--{'anchors' if args.anchors else 'seed'}: {exc}") from None
     write_suite(suite, args.out)
     counts = suite.counts()
     if args.json:
@@ -98,6 +100,19 @@ def _generate(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {args.out}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
+
+
+def _anchor_file(path: Path) -> Any:
+    from robofollow_ros.decisions.anchors import Anchor
+    from robofollow_ros.decisions.errors import OwdaError
+    from robofollow_ros.jsonlimits import JsonLimitError, loads_bounded
+
+    if not path.is_file():
+        raise CliError(f"--anchors: {path} is not a file")
+    try:
+        return Anchor.from_dict(loads_bounded(path.read_bytes()))
+    except (JsonLimitError, ValueError, OwdaError, TypeError, AttributeError) as exc:
+        raise CliError(f"--anchors: {path}: {exc}") from None
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -108,7 +123,7 @@ def _validate(args: argparse.Namespace) -> int:
     try:
         counts = validate_suite(suite)
     except OwdaError as exc:
-        raise CliError(f"invalid: {exc}", exit_code=EXIT_INVALID_TASK) from None
+        raise CliError(f"invalid: {exc}", exit_code=EXIT_BAD_INPUT) from None
     if args.json:
         print_json({"valid": True, **counts})
     else:
@@ -133,14 +148,22 @@ def _eval(args: argparse.Namespace) -> int:
     except OwdaError as exc:
         raise _owda_error(exc) from None
 
-    def progress(done: int, total: int) -> None:
-        if done % 200 == 0 or done == total:
-            print(f"  {done}/{total} instances", file=sys.stderr)
+    import time
+
+    started = time.monotonic()
+    answered = [0]  # answers received by this invocation (a resumed run starts from what is on disk)
+
+    def counted(done: int, total: int) -> None:
+        answered[0] += 1
+        if answered[0] % 200 == 0 or done == total:
+            rate = answered[0] / max(time.monotonic() - started, 1e-9)
+            print(f"  {done}/{total} instances, {rate:.1f}/s, ETA {(total - done) / rate:.0f} s", file=sys.stderr)
 
     try:
-        result = run_evaluation(suite, decider, args.output, str(args.suite), progress, args.bootstrap_seed)
-    except ChatError as exc:  # the endpoint failed mid-run: what was answered is kept for a resumed run
-        raise CliError(str(exc), exit_code=1) from None
+        result = run_evaluation(suite, decider, args.output, str(args.suite), counted, args.bootstrap_seed)
+    except ChatError as exc:  # the endpoint failed: what was answered is kept for a resumed run
+        code = EXIT_POLICY_UNREACHABLE if answered[0] == 0 else EXIT_TRIALS_FAILED
+        raise CliError(str(exc), exit_code=code) from None
     except OwdaError as exc:
         raise _owda_error(exc) from None
     if args.json:
@@ -165,33 +188,14 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _capture(args: argparse.Namespace) -> int:
-    import json
+def _stats(args: argparse.Namespace) -> int:
+    from robofollow_ros.decisions.suite_stats import markdown_table, suite_table
 
-    from robofollow_ros.benchmark import UnknownTaskError, default_registry
-    from robofollow_ros.decisions.capture import capture_from_perception, capture_from_sim
-    from robofollow_ros.decisions.errors import OwdaError
-
-    if args.seed < 0:
-        raise CliError(f"--seed: must be >= 0, got {args.seed}")
-    if args.out.is_dir():
-        raise CliError(f"--out: {args.out} is a directory; give a file name such as anchor.json")
-    reg = default_registry()
-    if args.scene not in reg.layouts:
-        raise CliError(f"--scene: unknown scene {args.scene!r}; expected one of {sorted(reg.layouts)}")
-    try:
-        layout = reg.layout(args.scene, args.layout)
-    except UnknownTaskError as exc:
-        raise CliError(f"--layout: {exc}") from None
-    anchor_id = args.anchor_id or f"captured_{args.scene}_{args.layout}_{args.seed}"
-    capture = capture_from_perception if args.source == "perception" else capture_from_sim
-    try:
-        anchor = capture(anchor_id, layout, args.seed, args.kind)
-    except OwdaError as exc:  # e.g. perception did not find an object
-        raise CliError(str(exc), exit_code=1) from None
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(anchor.to_dict(), indent=1) + "\n")
-    print(f"wrote {args.out}: {anchor.kind} anchor {anchor.anchor_id} with {len(anchor.candidate_ids)} candidates")
+    rows = suite_table(_load(args.suite))
+    if args.json:
+        print_json(rows)
+    else:
+        print(markdown_table(rows))
     return 0
 
 
@@ -199,7 +203,9 @@ def _execute(args: argparse.Namespace) -> int:
     from robofollow_ros.decisions.errors import OwdaError
     from robofollow_ros.decisions.execute import execute_in_sim
 
-    if args.suite is not None:
+    if args.anchor_file is not None:
+        anchors = {a.anchor_id: a for a in [_anchor_file(args.anchor_file)]}
+    elif args.suite is not None:
         anchors = {a.anchor_id: a for a in _load(args.suite).anchors}
     else:
         from robofollow_ros.decisions.authoring import authored_anchors
@@ -215,7 +221,10 @@ def _execute(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(f"decision   {' '.join(report['decision'])}")
+        print(f"  initial state: {report['initial_state']}")
         for step in report["steps"]:
             print(f"  {step['action']:45} {'ok' if step['ok'] else 'FAILED'}  {step.get('detail', '')}")
+            if step["state"] != "matches the world model":
+                print(f"  {'':45} state: {step['state']}")
         print(f"satisfied  {report['satisfied']}")
-    return 0 if report["satisfied"] else 1
+    return 0 if report["satisfied"] else EXIT_TRIALS_FAILED

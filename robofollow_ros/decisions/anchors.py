@@ -10,6 +10,7 @@ the only place where names and positions live: instructions refer to it, never t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from robofollow_ros.decisions.errors import AnchorError
@@ -33,6 +34,13 @@ class AnchorObject:
     role: str  # object (a candidate) | bowl | label
     on_top_of: str | None = None
     in_container: str | None = None
+    #: the object's name in the simulator / registry layout, where it differs from ``name``
+    sim_name: str = ""
+
+    @property
+    def source_name(self) -> str:
+        """The name SAPIEN and perception know this object by."""
+        return self.sim_name or self.name
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -43,6 +51,8 @@ class AnchorObject:
             out["on_top_of"] = self.on_top_of
         if self.in_container:
             out["in_container"] = self.in_container
+        if self.sim_name and self.sim_name != self.name:
+            out["sim_name"] = self.sim_name
         return out
 
     @classmethod
@@ -51,26 +61,38 @@ class AnchorObject:
         if not isinstance(xy, list) or len(xy) != 2:
             raise AnchorError(f"object {d.get('name')!r}: field 'xy' must be [x, y], got {xy!r}")
         return cls(str(d["name"]), str(d["shape"]), str(d["colour"]), str(d.get("size", "")),
-                   (float(xy[0]), float(xy[1])), str(d["role"]), d.get("on_top_of"), d.get("in_container"))
+                   (float(xy[0]), float(xy[1])), str(d["role"]), d.get("on_top_of"), d.get("in_container"),
+                   str(d.get("sim_name", "")))
 
 
 @dataclass(frozen=True)
 class CandidateAction:
-    """A verified primitive over the anchor's objects; ``requires`` lists actions that must come first."""
+    """A verified primitive over the anchor's objects, with its relations to the others.
+
+    ``requires``: actions without which this one cannot run (they must come earlier, and a task that
+    drops one of them while keeping this one is invalid). ``after``: actions that, when they are also
+    done, must come earlier (this one would make them impossible), but that this one does not need.
+    """
 
     action_id: str
     verb: str  # lift | push | place | stack
     obj: str
     target: str | None = None
     requires: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+    @property
+    def predecessors(self) -> tuple[str, ...]:
+        return self.requires + self.after
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.action_id, "verb": self.verb, "object": self.obj, "target": self.target,
-                "requires": list(self.requires)}
+                "requires": list(self.requires), "after": list(self.after)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CandidateAction:
-        return cls(str(d["id"]), str(d["verb"]), str(d["object"]), d.get("target"), tuple(d.get("requires", ())))
+        return cls(str(d["id"]), str(d["verb"]), str(d["object"]), d.get("target"), tuple(d.get("requires", ())),
+                   tuple(d.get("after", ())))
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,11 +110,15 @@ class Anchor:
     #: {"source": "sim_layout", "layout", "seed"} or {"source": "sim_ground_truth"|"rig_capture", "time", ...}
     provenance: dict[str, Any] = field(default_factory=dict)
 
+    @cached_property
+    def _by_name(self) -> dict[str, AnchorObject]:
+        return {o.name: o for o in self.objects}
+
     def object(self, name: str) -> AnchorObject:
-        for o in self.objects:
-            if o.name == name:
-                return o
-        raise AnchorError(f"anchor {self.anchor_id}: no object {name!r}")
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise AnchorError(f"anchor {self.anchor_id}: no object {name!r}") from None
 
     def action(self, action_id: str) -> CandidateAction:
         for a in self.actions:
@@ -138,12 +164,19 @@ def check_anchor(anchor: Anchor) -> None:
     names = [o.name for o in anchor.objects]
     if len(set(names)) != len(names):
         raise AnchorError(f"{where}: duplicate object names in {names}")
+    shapes = {o.name: o.shape for o in anchor.objects}
     for o in anchor.objects:
         for rel in (o.on_top_of, o.in_container):
             if rel is not None and rel not in names:
                 raise AnchorError(f"{where}: object {o.name!r} rests on unknown object {rel!r}")
+        if o.in_container is not None and shapes[o.in_container] != "bowl":
+            raise AnchorError(f"{where}: object {o.name!r} is inside {o.in_container!r}, which is not a bowl")
+        if o.on_top_of is not None and o.in_container is not None:
+            raise AnchorError(f"{where}: object {o.name!r} cannot rest on {o.on_top_of!r} and be inside "
+                              f"{o.in_container!r}")
         if o.colour not in COLOURS:
             raise AnchorError(f"{where}: object {o.name!r} has colour {o.colour!r}, expected one of {COLOURS}")
+    _check_supports(anchor)
     if not anchor.candidate_objects:
         raise AnchorError(f"{where}: no candidate objects")
     if "source" not in anchor.provenance:
@@ -155,21 +188,42 @@ def check_anchor(anchor: Anchor) -> None:
     ids = [a.action_id for a in anchor.actions]
     if len(ids) < 3 or len(set(ids)) != len(ids):
         raise AnchorError(f"{where}: needs at least 3 distinct candidate actions, got {ids}")
+    subjects = [a.obj for a in anchor.actions]
+    if len(set(subjects)) != len(subjects):  # the solver reads "touches" off the anchor's state: one move each
+        raise AnchorError(f"{where}: each object may be moved by at most one candidate action, got {subjects}")
     for a in anchor.actions:
         if a.verb not in VERBS:
             raise AnchorError(f"{where}: action {a.action_id!r} has verb {a.verb!r}, expected one of {VERBS}")
         for name in (a.obj, a.target):
             if name is not None and name not in names:
                 raise AnchorError(f"{where}: action {a.action_id!r} names unknown object {name!r}")
-        for req in a.requires:
-            if req not in ids or ids.index(req) == ids.index(a.action_id):
-                raise AnchorError(f"{where}: action {a.action_id!r} requires unknown action {req!r}")
+        if (a.target is None) != (a.verb == "lift") or a.target == a.obj:
+            raise AnchorError(f"{where}: action {a.action_id!r}: lift takes no target, the others one other object")
+        if a.verb == "place" and a.target is not None and shapes[a.target] not in ("bowl", "label"):
+            raise AnchorError(f"{where}: action {a.action_id!r} places into {a.target!r}, not a bowl or label")
+        for req in a.predecessors:
+            if req not in ids or req == a.action_id:
+                raise AnchorError(f"{where}: action {a.action_id!r} is related to unknown action {req!r}")
+        if set(a.requires) & set(a.after):
+            raise AnchorError(f"{where}: action {a.action_id!r} lists {sorted(set(a.requires) & set(a.after))} "
+                              "both as required and as merely earlier")
     _check_acyclic(anchor)
+
+
+def _check_supports(anchor: Anchor) -> None:
+    for o in anchor.objects:
+        seen = {o.name}
+        below = o.on_top_of
+        while below is not None:
+            if below in seen:
+                raise AnchorError(f"anchor {anchor.anchor_id}: objects rest on each other in a loop at {o.name!r}")
+            seen.add(below)
+            below = anchor.object(below).on_top_of
 
 
 def _check_acyclic(anchor: Anchor) -> None:
     done: set[str] = set()
-    pending = {a.action_id: set(a.requires) for a in anchor.actions}
+    pending = {a.action_id: set(a.predecessors) for a in anchor.actions}
     while pending:
         ready = [k for k, reqs in pending.items() if reqs <= done]
         if not ready:

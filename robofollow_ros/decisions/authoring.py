@@ -1,33 +1,39 @@
 """Anchors authored from this rig's RoboFollow scenes.
 
-Object-centric anchors take a layout's objects at the positions one seed's jitter gives them.
-Action-sequence anchors add a catalog of pick/place/push/stack primitives over those objects, each
-object moved by at most one action, with preconditions that come from the physical state: an object
-under another cannot move before the one on top has; a bowl must be emptied before something is put
-in it; a stack target's own move must happen before something is stacked on it.
+Object ids are built from what the object *is* (size, colour, shape, and a neutral number where two
+look alike: ``yellow_cube_2``), never from where it happens to stand, so no id can contradict a
+position; the registry's name is kept as ``sim_name`` for SAPIEN and perception.
+
+Every anchor is a different physical state. Object-centric anchors take the registry's distinct
+layouts (the registry lists three scene-4 layouts twice under two keys; each counts once).
+Action-sequence anchors rearrange a layout: the free objects on the table trade their nominal spots
+(seeded), the way the registry's own layout variants differ, so the 64 states are distinct from each
+other and from the object-centric ones. Both are jittered by a seed, as the simulator places them.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
 
 from robofollow_ros.benchmark.records import Layout, ObjectSpec
 from robofollow_ros.decisions.anchors import COLOURS, SHAPE_NOUNS, Anchor, AnchorObject, CandidateAction, check_anchor
+from robofollow_ros.decisions.catalog import draw_actions, incomplete_order, with_relations
 from robofollow_ros.decisions.errors import OwdaError
+from robofollow_ros.decisions.world import WorldState
 
 N_OBJECT_CENTRIC = 21
 N_ACTION_SEQUENCE = 64
-#: An action catalog must support this many distinct atomic families (the suite needs 736 over 64 anchors);
-#: a poorer random catalog (say four lifts) is redrawn.
-MIN_FAMILIES_PER_ACTION_ANCHOR = 12
-#: "push X to Y" only where Y is this far from X, so the push makes visible progress without a collision
-PUSH_MIN_GAP_M = 0.10
+#: An action catalog must support this many distinct atomic families (the suite needs 736 over 64 anchors,
+#: 11.5 on average); a poorer one (say four lifts) is never used.
+MIN_FAMILIES_PER_ACTION_ANCHOR = 8
+#: arrangements (each with its own catalog) tried per action-sequence anchor; the richest is kept
+ARRANGEMENT_TRIES = 8
 
 
-def anchor_object(spec: ObjectSpec, xy: tuple[float, float]) -> AnchorObject:
-    """Attributes language can use, read from the registry's object record."""
+def _attributes(spec: ObjectSpec) -> tuple[str, str, str]:
     tokens = spec.name.split("_")
     colour = next((t for t in tokens if t in COLOURS), "")
     if not colour:  # fall back to the nearest named colour of the rendered RGB
@@ -35,137 +41,157 @@ def anchor_object(spec: ObjectSpec, xy: tuple[float, float]) -> AnchorObject:
         colour = min(palette, key=lambda c: sum((a - b) ** 2 for a, b in zip(palette[c], spec.color_rgb, strict=True)))
     size = next((t for t in tokens if t in ("small", "large")), "")
     shape = "label" if spec.role == "label" else SHAPE_NOUNS[spec.shape]
-    return AnchorObject(spec.name, shape, colour, size, (float(xy[0]), float(xy[1])), spec.role,
-                        spec.on_top_of, spec.in_container)
+    return colour, shape, size
+
+
+def neutral_ids(layout: Layout) -> dict[str, str]:
+    """registry name -> id from size, colour and shape, numbered in layout order where two look alike."""
+    looks = {o.name: "_".join(t for t in (_attributes(o)[2], _attributes(o)[0], _attributes(o)[1]) if t)
+             for o in layout.objects}
+    counts: dict[str, int] = {}
+    for v in looks.values():
+        counts[v] = counts.get(v, 0) + 1
+    seen: dict[str, int] = {}
+    out = {}
+    for o in layout.objects:
+        base = looks[o.name]
+        if counts[base] > 1:
+            seen[base] = seen.get(base, 0) + 1
+            out[o.name] = f"{base}_{seen[base]}"
+        else:
+            out[o.name] = base
+    return out
 
 
 def objects_at(layout: Layout, positions: Mapping[str, tuple[float, float]]) -> tuple[AnchorObject, ...]:
-    return tuple(anchor_object(o, positions[o.name]) for o in layout.objects)
+    """The layout's objects at ``positions`` (keyed by registry name), with neutral ids."""
+    ids = neutral_ids(layout)
+    out = []
+    for spec in layout.objects:
+        colour, shape, size = _attributes(spec)
+        xy = positions[spec.name]
+        out.append(AnchorObject(ids[spec.name], shape, colour, size, (float(xy[0]), float(xy[1])), spec.role,
+                                ids.get(spec.on_top_of) if spec.on_top_of else None,
+                                ids.get(spec.in_container) if spec.in_container else None, spec.name))
+    return tuple(out)
+
+
+def physical_key(layout: Layout) -> frozenset[tuple[Any, ...]]:
+    """What an observer sees at the nominal positions: look-alike objects are interchangeable."""
+    def look(name: str | None) -> tuple[str, ...]:
+        return () if name is None else _attributes(layout.object(name))
+
+    return frozenset((*_attributes(o), o.role, round(o.nominal_xy[0], 3), round(o.nominal_xy[1], 3),
+                      look(o.on_top_of), look(o.in_container)) for o in layout.objects)
+
+
+def distinct_layouts() -> list[Layout]:
+    from robofollow_ros.benchmark import default_registry
+
+    reg = default_registry()
+    out: list[Layout] = []
+    seen: set[frozenset[tuple[Any, ...]]] = set()
+    for scene in sorted(reg.layouts):
+        for key in sorted(reg.layouts[scene]):
+            layout = reg.layouts[scene][key]
+            if physical_key(layout) not in seen:
+                seen.add(physical_key(layout))
+                out.append(layout)
+    return out
+
+
+def free_objects(layout: Layout) -> list[ObjectSpec]:
+    """Candidates standing on the table by themselves: they may trade spots (what rests on them moves along)."""
+    return [o for o in layout.objects if o.role == "object" and o.on_top_of is None and o.in_container is None]
+
+
+def rearranged(layout: Layout, spots: Mapping[str, tuple[float, float]]) -> Layout:
+    """``layout`` with some free objects at other nominal spots (registry name -> (x, y))."""
+    return replace(layout, objects=tuple(replace(o, nominal_xy=(float(spots[o.name][0]), float(spots[o.name][1])))
+                                         if o.name in spots else o for o in layout.objects))
+
+
+def anchor_layout(anchor: Anchor, registry_layout: Layout) -> Layout:
+    """The layout an authored anchor was built on, rearranged as its provenance says."""
+    spots = anchor.provenance.get("spots") or {}
+    return rearranged(registry_layout, {k: (float(v[0]), float(v[1])) for k, v in spots.items()})
+
+
+def _provenance(layout: Layout, seed: int, spots: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Any]:
+    prov: dict[str, Any] = {"source": "sim_layout", "scene": layout.scene, "layout": layout.key, "seed": seed}
+    if spots:
+        prov["spots"] = {k: [round(v[0], 4), round(v[1], 4)] for k, v in spots.items()}
+    return prov
 
 
 def object_centric_anchor(anchor_id: str, layout: Layout, seed: int) -> Anchor:
     anchor = Anchor(anchor_id, "object_centric", layout.scene, objects_at(layout, layout.jittered_xy(seed)),
-                    provenance={"source": "sim_layout", "scene": layout.scene, "layout": layout.key, "seed": seed})
+                    provenance=_provenance(layout, seed))
     check_anchor(anchor)
     return anchor
 
 
-def action_sequence_anchor(anchor_id: str, layout: Layout, seed: int, rng: random.Random) -> Anchor:
-    objects = objects_at(layout, layout.jittered_xy(seed))
-    anchor = Anchor(anchor_id, "action_sequence", layout.scene, objects, build_actions(objects, rng),
-                    provenance={"source": "sim_layout", "scene": layout.scene, "layout": layout.key, "seed": seed})
-    if len(anchor.actions) >= 3:
-        check_anchor(anchor)
-    return anchor
+def build_actions(objects: tuple[AnchorObject, ...], rng: random.Random,
+                  tries: int = 20) -> tuple[CandidateAction, ...]:
+    """A catalog whose relations are complete in the world (see ``catalog``); empty if none was found."""
+    probe = Anchor("probe", "action_sequence", "", objects, provenance={"source": "probe"})
+    for _ in range(tries):
+        actions = with_relations(draw_actions(objects, rng), objects)
+        if len(actions) >= 3 and incomplete_order(WorldState.initial(probe), actions) is None:
+            return actions
+    return ()
 
 
-def build_actions(objects: tuple[AnchorObject, ...], rng: random.Random, n_max: int = 6) -> tuple[CandidateAction, ...]:
-    """A random, physically consistent catalog of up to ``n_max`` primitives (at least 4)."""
-    movable = [o for o in objects if o.role == "object"]
-    holders = [o for o in objects if o.role in ("bowl", "label")]
-    subjects = rng.sample(movable, k=len(movable))
-    # an object with something on top of it may only move when that object moves first
-    on_top = {o.on_top_of: o.name for o in objects if o.on_top_of}
-    chosen: list[CandidateAction] = []
-    used_targets: set[str] = set()
-    subject_names = {o.name for o in subjects[:n_max]}
-    for o in subjects[:n_max]:
-        if o.name in on_top and on_top[o.name] not in subject_names:
-            continue
-        verbs = ["lift", "push", "stack"] + (["place"] if holders else [])
-        verb = rng.choice(verbs)
-        target = _pick_target(verb, o, objects, holders, used_targets, on_top, rng)
-        if verb != "lift" and target is None:
-            verb = "lift"
-        if target is not None and verb in ("place", "stack"):
-            used_targets.add(target)
-        chosen.append(CandidateAction(_action_id(verb, o.name, target), verb, o.name, target))
-    return _with_preconditions(chosen, objects)
-
-
-def _pick_target(verb: str, obj: AnchorObject, objects: tuple[AnchorObject, ...], holders: list[AnchorObject],
-                 used: set[str], on_top: dict[str, str], rng: random.Random) -> str | None:
-    if verb == "lift":
-        return None
-    if verb == "push" and (obj.on_top_of or obj.in_container or obj.name in on_top or obj.shape == "sphere"):
-        return None  # push only what rests on the table, carries nothing and does not roll away
-    if verb == "place":  # into another holder than the one it already sits in
-        options = [h.name for h in holders if h.name not in used and h.name != obj.in_container]
-    elif verb == "stack" and obj.shape == "sphere":
-        return None  # a sphere rolls off whatever it is stacked on
-    else:  # stack only onto a non-sphere that rests on the table and carries nothing yet
-        options = [o.name for o in objects if o.role == "object" and o.name != obj.name
-                   and o.on_top_of != obj.name and obj.on_top_of != o.name
-                   and (verb != "push" or math.dist(o.xy, obj.xy) >= PUSH_MIN_GAP_M)
-                   and (verb == "push" or (o.name not in used and o.name not in on_top and o.shape != "sphere"
-                                           and o.in_container is None and o.on_top_of is None))]
-    return rng.choice(options) if options else None
-
-
-def _action_id(verb: str, obj: str, target: str | None) -> str:
-    return f"{verb}:{obj}" + (f"->{target}" if target else "")
-
-
-def _with_preconditions(actions: list[CandidateAction],
-                        objects: tuple[AnchorObject, ...]) -> tuple[CandidateAction, ...]:
-    by_subject = {a.obj: a.action_id for a in actions}
-    out = []
-    for a in actions:
-        reqs: list[str] = []
-        for o in objects:
-            if o.on_top_of == a.obj and o.name in by_subject:  # unstack the top object first
-                reqs.append(by_subject[o.name])
-            if a.verb == "place" and o.in_container == a.target and o.name in by_subject:  # empty the bowl first
-                reqs.append(by_subject[o.name])
-        if a.verb == "stack" and a.target in by_subject:  # the base moves before anything goes onto it
-            reqs.append(by_subject[a.target])
-        out.append(CandidateAction(a.action_id, a.verb, a.obj, a.target, tuple(dict.fromkeys(r for r in reqs
-                                                                                               if r != a.action_id))))
-    return _drop_unreachable(out)
-
-
-def _drop_unreachable(actions: list[CandidateAction]) -> tuple[CandidateAction, ...]:
-    """Remove actions caught in a precondition cycle (stack a on b and b on a), keeping the rest."""
-    kept = list(actions)
-    while True:
-        done: set[str] = set()
-        pending = {a.action_id: set(a.requires) for a in kept}
-        progress = True
-        while progress:
-            progress = False
-            for k, reqs in list(pending.items()):
-                if reqs <= done:
-                    done.add(k)
-                    del pending[k]
-                    progress = True
-        if not pending:
-            return tuple(kept)
-        drop = sorted(pending)[0]
-        kept = [CandidateAction(a.action_id, a.verb, a.obj, a.target, tuple(r for r in a.requires if r != drop))
-                for a in kept if a.action_id != drop]
+def action_sequence_anchor(anchor_id: str, layout: Layout, seed: int, rng: random.Random,
+                           spots: Mapping[str, tuple[float, float]] | None = None) -> Anchor:
+    placed = rearranged(layout, spots or {})
+    objects = objects_at(placed, placed.jittered_xy(seed))
+    return Anchor(anchor_id, "action_sequence", layout.scene, objects, build_actions(objects, rng),
+                  provenance=_provenance(layout, seed, spots))
 
 
 def authored_anchors(seed: int) -> list[Anchor]:
     """The default 85 anchors (21 object-centric, 64 action-sequence), deterministic for ``seed``."""
-    from robofollow_ros.benchmark import default_registry
-
-    reg = default_registry()
-    layouts = [reg.layouts[scene][key] for scene in sorted(reg.layouts) for key in sorted(reg.layouts[scene])]
+    layouts = distinct_layouts()
+    if len(layouts) < N_OBJECT_CENTRIC:
+        raise OwdaError(f"the registry has {len(layouts)} distinct layouts, fewer than {N_OBJECT_CENTRIC}")
     rng = random.Random(f"owda-anchors-{seed}")
     picks = sorted(rng.sample(range(len(layouts)), N_OBJECT_CENTRIC))
     anchors = [object_centric_anchor(f"oc{i + 1:02d}_{layouts[j].scene}_{layouts[j].key}", layouts[j],
                                      rng.randrange(100_000)) for i, j in enumerate(picks)]
+    seen = {physical_key(layout) for layout in layouts}
     for n in range(1, N_ACTION_SEQUENCE + 1):
         layout = layouts[(n - 1) % len(layouts)]
-        anchors.append(_rich_action_anchor(f"as{n:02d}_{layout.scene}_{layout.key}", layout, rng))
+        anchors.append(_rich_action_anchor(f"as{n:02d}_{layout.scene}", layout, rng, seen))
     return anchors
 
 
-def _rich_action_anchor(anchor_id: str, layout: Layout, rng: random.Random) -> Anchor:
-    from robofollow_ros.decisions.candidates import atomic_candidates
+def _rich_action_anchor(anchor_id: str, layout: Layout, rng: random.Random,
+                        seen: set[frozenset[tuple[Any, ...]]]) -> Anchor:
+    """The richest of a few new arrangements with complete catalogs (most distinct atomic families)."""
+    from robofollow_ros.decisions.candidates import distinct_atomic_pairs
 
-    for _ in range(50):
-        anchor = action_sequence_anchor(anchor_id, layout, rng.randrange(100_000), rng)
-        if len(anchor.actions) >= 4 and sum(1 for _ in atomic_candidates(anchor)) >= MIN_FAMILIES_PER_ACTION_ANCHOR:
-            return anchor
-    raise OwdaError(f"anchor {anchor_id}: no action catalog with {MIN_FAMILIES_PER_ACTION_ANCHOR} families in 50 draws")
+    free = free_objects(layout)
+    best: tuple[int, Anchor, frozenset[tuple[Any, ...]]] | None = None
+    tried = 0
+    for _ in range(200):
+        targets = rng.sample([o.nominal_xy for o in free], k=len(free))
+        spots = {o.name: xy for o, xy in zip(free, targets, strict=True) if xy != o.nominal_xy}
+        key = physical_key(rearranged(layout, spots))
+        if key in seen:
+            continue
+        anchor = action_sequence_anchor(anchor_id, layout, rng.randrange(100_000), rng, spots)
+        if len(anchor.actions) < 4:
+            continue
+        check_anchor(anchor)
+        n = len(distinct_atomic_pairs(anchor))
+        if best is None or n > best[0]:
+            best = (n, anchor, key)
+        tried += 1
+        if tried >= ARRANGEMENT_TRIES:
+            break
+    if best is None or best[0] < MIN_FAMILIES_PER_ACTION_ANCHOR:
+        raise OwdaError(f"anchor {anchor_id}: no new arrangement of {layout.scene}/{layout.key} with "
+                        f"{MIN_FAMILIES_PER_ACTION_ANCHOR} distinct families in 200 draws")
+    seen.add(best[2])
+    return best[1]

@@ -48,28 +48,53 @@ def one_word_apart(a: str, b: str) -> bool:
     return len(wa) == len(wb) and sum(x != y for x, y in zip(wa, wb, strict=True)) == 1
 
 
+def spec_key(spec: TaskSpec) -> tuple[object, ...]:
+    """What a spec means: exclusions are sets, so "skip a and b" and "skip b and a" are the same task."""
+    return (spec.scope, tuple((c.op, frozenset(c.names) if c.op == "E" else c.names, c.attr, c.value, c.k)
+                              for c in spec.constraints))
+
+
+def family_key(cand: Candidate) -> frozenset[tuple[object, ...]]:
+    """A family is its unordered pair of tasks: (X -> Y) and its mirror (Y -> X) are one family."""
+    return frozenset((spec_key(cand.base_spec), spec_key(cand.changed_spec)))
+
+
+def verdict(anchor: Anchor, spec: TaskSpec) -> tuple[tuple[str, ...] | None, str]:
+    """(decision, "") if the task is valid and every constraint in it is active, else (None, why not)."""
+    if (name := redundant_exclusion(anchor, spec)) is not None:
+        return None, f"E: excluded {name!r} is inhibited by N anyway"
+    try:
+        decision = solve(anchor, spec)
+    except OwdaError as exc:
+        return None, str(exc)
+    for i, c in enumerate(spec.constraints):
+        reduced = TaskSpec(spec.scope, spec.constraints[:i] + spec.constraints[i + 1:])
+        try:
+            if solve(anchor, reduced) == decision:
+                return None, f"{c.op}: inactive (dropping it leaves the decision unchanged)"
+        except OwdaError:
+            continue  # without it the task is invalid: it is doing work
+    return decision, ""
+
+
 def all_active(anchor: Anchor, spec: TaskSpec) -> tuple[str, ...] | None:
     """The decision if it is valid and every constraint in it is active, else None."""
-    try:
-        if redundant_exclusion(anchor, spec):
-            return None
-        decision = solve(anchor, spec)
-        for i in range(len(spec.constraints)):
-            reduced = TaskSpec(spec.scope, spec.constraints[:i] + spec.constraints[i + 1:])
-            try:
-                if solve(anchor, reduced) == decision:
-                    return None
-            except OwdaError:
-                continue  # without it the task is invalid: it is doing work
-        return decision
-    except OwdaError:
-        return None
+    return verdict(anchor, spec)[0]
+
+
+def examine(anchor: Anchor, cand: Candidate) -> str:
+    """Why a family seed is rejected ("" when it is valid): the base's, the change's, or an unchanged decision."""
+    base, why = verdict(anchor, cand.base_spec)
+    if base is None:
+        return why
+    changed, why = verdict(anchor, cand.changed_spec)
+    if changed is None:
+        return why
+    return "" if base != changed else f"{cand.changed.op}: the change leaves the decision as it is"
 
 
 def check_candidate(anchor: Anchor, cand: Candidate) -> bool:
-    base = all_active(anchor, cand.base_spec)
-    changed = all_active(anchor, cand.changed_spec)
-    return base is not None and changed is not None and base != changed
+    return examine(anchor, cand) == ""
 
 
 def scopes(anchor: Anchor) -> list[tuple[str, ...]]:
@@ -154,13 +179,58 @@ def _action_pairs(anchor: Anchor) -> dict[str, list[Pair]]:
     return pairs
 
 
-def atomic_candidates(anchor: Anchor) -> Iterator[Candidate]:
-    """Valid atomic family seeds, in a fixed order (scope, op, pair); one per base constraint."""
-    seen: set[tuple[tuple[str, ...], Constraint]] = set()
+def atomic_candidates(anchor: Anchor, rejected: dict[str, dict[str, int]] | None = None) -> Iterator[Candidate]:
+    """Valid atomic family seeds, one per unordered pair of tasks, in a fixed order (scope, op, pair).
+
+    ``rejected`` (if given) counts, per operator, the seeds turned down and why (a mirror counts once).
+    """
+    seen: set[frozenset[tuple[object, ...]]] = set()
     for scope in scopes(anchor):
-        for pair_list in constraint_pairs(anchor, scope).values():
+        for op, pair_list in constraint_pairs(anchor, scope).items():
             for base, changed in pair_list:
                 cand = Candidate(scope, (base,), 0, changed)
-                if (scope, base) not in seen and check_candidate(anchor, cand):
-                    seen.add((scope, base))
+                key = family_key(cand)
+                if key in seen:
+                    if rejected is not None:
+                        _count(rejected, op, MIRROR)
+                    continue
+                seen.add(key)
+                why = examine(anchor, cand)
+                if not why:
                     yield cand
+                elif rejected is not None:
+                    _count(rejected, op, rejection_reason(why))
+
+
+MIRROR = "the mirror of a family already counted (the same two tasks)"
+
+
+def _count(rejected: dict[str, dict[str, int]], label: str, reason: str) -> None:
+    rejected.setdefault(label, {})[reason] = rejected.setdefault(label, {}).get(reason, 0) + 1
+
+
+def distinct_atomic_pairs(anchor: Anchor) -> list[Candidate]:
+    return list(atomic_candidates(anchor))
+
+
+_REASONS = (
+    ("inactive", "a constraint is inactive (dropping it leaves the decision)"),
+    ("leaves the decision as it is", "the one-word change leaves the decision as it is"),
+    ("inhibited by N anyway", "an exclusion names what N already removes"),
+    ("which stays, rests on", "world: an object that stays rests on a picked one"),
+    ("forbids touching", "world: picking reaches into a bowl N forbids"),
+    ("cannot run", "world: an action's precondition is false"),
+    ("a precondition of remaining action", "removes an action another one requires"),
+    ("cannot go first", "T: the action requires another, so it cannot go first"),
+    ("cannot go last", "T: another action requires it, so it cannot go last"),
+    ("are not unique", "Q: the cut falls between two objects equally far from the corner"),
+    ("must be between", "Q: k is out of range after the exclusions"),
+    ("is empty", "the decision would be empty"),
+    ("a task needs >= 2", "the scope covers fewer than two objects"),
+    ("is not a", "an excluded member is not in scope"),
+)
+
+
+def rejection_reason(message: str) -> str:
+    """A short category for a rejection message (for the suite's table of rejections)."""
+    return next((label for needle, label in _REASONS if needle in message), message)

@@ -1,19 +1,63 @@
-"""Capture an anchor from a physical state: SAPIEN ground truth, or the perception pipeline's grounded
-objects (the ``source`` recorded in the provenance says which).
+"""Capture an anchor from a physical state: SAPIEN ground truth, one rendered frame through the perception
+pipeline, or the perception node's grounded objects on ``/robofollow/objects`` (on the rig, or in a sim
+graph). The ``source`` recorded in the provenance says which.
 
-Positions are read after the layout has settled under physics, so a captured anchor describes where
-things really are, not where the layout file nominally put them.
+All three end in ``anchor_from_poses``: the layout names what should be on the table (identities,
+what rests on what); the measured poses say where each thing is, and must agree with those relations
+(an object "on" another is above it, one "inside" a bowl is within its rim) or the capture is refused
+by name. The anchor then goes through the same checks as an authored one (``check_anchor``; an
+action catalog is proved complete in the world model), and ``generator.generate_on_anchors`` builds
+validated families on it.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import random
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from robofollow_ros.benchmark.records import Layout
-from robofollow_ros.decisions.anchors import Anchor, AnchorKind, check_anchor
+from robofollow_ros.decisions.anchors import Anchor, AnchorKind, CandidateAction, check_anchor
 from robofollow_ros.decisions.authoring import build_actions, objects_at
 from robofollow_ros.decisions.errors import OwdaError
+
+XYZ = tuple[float, float, float]
+#: a stacked object's centre is within this of its base's in x/y; an object in a bowl within this of its centre
+ON_TOP_XY_M = 0.03
+IN_BOWL_XY_M = 0.05
+
+
+def anchor_from_poses(anchor_id: str, layout: Layout, poses: Mapping[str, XYZ], kind: AnchorKind,
+                      provenance: dict[str, Any]) -> Anchor:
+    """An anchor of ``layout``'s objects at the measured ``poses`` (keyed by the layout's names)."""
+    missing = [o.name for o in layout.objects if o.name not in poses]
+    if missing:
+        raise OwdaError(f"capture: no pose for {missing} of {layout.scene}/{layout.key}")
+    for o in layout.objects:
+        base = o.on_top_of or o.in_container
+        if base is None:
+            continue
+        (x, y, z), (bx, by, bz) = poses[o.name], poses[base]
+        off = math.dist((x, y), (bx, by))
+        if o.on_top_of and (off > ON_TOP_XY_M or z <= bz):
+            raise OwdaError(f"capture: {o.name} should rest on {base} but is {off:.3f} m beside it, {z - bz:+.3f} m "
+                            "above it")
+        if o.in_container and off > IN_BOWL_XY_M:
+            raise OwdaError(f"capture: {o.name} should be inside {base} but is {off:.3f} m from its centre")
+    objects = objects_at(layout, {n: (p[0], p[1]) for n, p in poses.items()})
+    actions: tuple[CandidateAction, ...] = ()
+    if kind == "action_sequence":
+        actions = build_actions(objects, random.Random(f"capture-{anchor_id}"))
+        if not actions:
+            raise OwdaError(f"capture: no action catalog for {anchor_id} is executable in every allowed order")
+    anchor = Anchor(anchor_id, kind, layout.scene, objects, actions,
+                    provenance={**provenance, "scene": layout.scene, "layout": layout.key,
+                                "time": datetime.now(UTC).isoformat(timespec="seconds")})
+    check_anchor(anchor)
+    return anchor
 
 
 def capture_from_sim(anchor_id: str, layout: Layout, seed: int, kind: AnchorKind) -> Anchor:
@@ -22,21 +66,15 @@ def capture_from_sim(anchor_id: str, layout: Layout, seed: int, kind: AnchorKind
     world = SimWorld(render=False)
     try:
         world.reset(layout, seed)
-        positions = {o.name: _xy(world, o.name) for o in layout.objects}
+        poses = {o.name: _xyz(world.object_pose(o.name)[0]) for o in layout.objects}
     finally:
         world.close()
-    objects = objects_at(layout, positions)
-    actions = build_actions(objects, random.Random(f"capture-{anchor_id}-{seed}")) if kind == "action_sequence" else ()
-    anchor = Anchor(anchor_id, kind, layout.scene, objects, actions, provenance={
-        "source": "sim_ground_truth", "scene": layout.scene, "layout": layout.key, "seed": seed,
-        "time": datetime.now(UTC).isoformat(timespec="seconds")})
-    check_anchor(anchor)
-    return anchor
+    return anchor_from_poses(anchor_id, layout, poses, kind, {"source": "sim_ground_truth", "seed": seed})
 
 
-def _xy(world: object, name: str) -> tuple[float, float]:
-    position, _ = world.object_pose(name)  # type: ignore[attr-defined]
-    return float(position[0]), float(position[1])
+def _xyz(p: Iterable[float]) -> XYZ:
+    x, y, z = (float(v) for v in p)
+    return x, y, z
 
 
 def capture_from_perception(anchor_id: str, layout: Layout, seed: int, kind: AnchorKind) -> Anchor:
@@ -61,14 +99,31 @@ def capture_from_perception(anchor_id: str, layout: Layout, seed: int, kind: Anc
         result = perception.update(head["rgb"], head.get("depth"), world.physics_steps * world.dt)
     finally:
         world.close()
-    positions = {name: (float(p[0]), float(p[1])) for name, p in result.positions().items()}
-    missing = [o.name for o in layout.objects if o.name not in positions]
-    if missing:
-        raise OwdaError(f"perception: no grounded pose for {missing} in {layout.scene}/{layout.key} seed {seed}")
-    objects = objects_at(layout, positions)
-    actions = build_actions(objects, random.Random(f"capture-{anchor_id}-{seed}")) if kind == "action_sequence" else ()
-    anchor = Anchor(anchor_id, kind, layout.scene, objects, actions, provenance={
-        "source": "perception", "camera": "head", "image_source": "sim", "scene": layout.scene,
-        "layout": layout.key, "seed": seed, "time": datetime.now(UTC).isoformat(timespec="seconds")})
-    check_anchor(anchor)
-    return anchor
+    poses = {name: _xyz(p) for name, p in result.positions().items()}
+    return anchor_from_poses(anchor_id, layout, poses, kind,
+                             {"source": "perception", "camera": "head", "image_source": "sim", "seed": seed})
+
+
+def grounded_poses(markers: Iterable[Any], min_confidence: float) -> dict[str, XYZ]:
+    """Poses of the *grounded* objects in one ``/robofollow/objects`` MarkerArray's markers.
+
+    A grounded object is a marker in the ``world`` frame whose ``text`` carries the perception node's
+    JSON ``{"confidence", "visible", ...}`` with the object seen now and at least ``min_confidence``.
+    Markers without it (the simulator's ground truth shares the topic in a sim graph) are not perception's
+    and are skipped; so are remembered but unseen objects.
+    """
+    out: dict[str, XYZ] = {}
+    for m in markers:
+        if not m.ns or m.header.frame_id not in ("", "world"):
+            continue
+        try:
+            info = json.loads(m.text) if m.text else None
+        except ValueError:
+            info = None
+        if not isinstance(info, dict) or not isinstance(info.get("confidence"), (int, float)):
+            continue
+        if info.get("visible") is False or float(info["confidence"]) < min_confidence:
+            continue
+        p = m.pose.position
+        out[str(m.ns)] = (float(p.x), float(p.y), float(p.z))
+    return out

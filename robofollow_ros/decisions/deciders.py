@@ -20,7 +20,7 @@ from robofollow_ros.decisions.anchors import Anchor
 from robofollow_ros.decisions.chat_client import ChatClient
 from robofollow_ros.decisions.errors import OwdaError
 from robofollow_ros.decisions.language import parse
-from robofollow_ros.decisions.prompt import SYSTEM_PROMPT, read_decision, user_prompt
+from robofollow_ros.decisions.prompt import SYSTEM_PROMPT, read_reply, user_prompt
 from robofollow_ros.decisions.solver import OPS, TaskSpec, solve
 
 
@@ -28,6 +28,8 @@ from robofollow_ros.decisions.solver import OPS, TaskSpec, solve
 class Answer:
     raw: str
     decision: tuple[str, ...] | None
+    #: ok | format_failure (no JSON object with a decision) | invalid_decision (outside the decision space)
+    status: str = "ok"
 
 
 class Decider(Protocol):
@@ -50,12 +52,12 @@ class ReferenceDecider:
                 spec = TaskSpec(spec.scope, tuple(c for c in spec.constraints if c.op != self.ignore))
             decision = solve(anchor, spec)
         except OwdaError as exc:
-            return Answer(f"error: {exc}", None)
+            return Answer(f"error: {exc}", None, "invalid_decision")
         return Answer(" ".join(decision), decision)
 
 
 class ChatDecider:
-    """A model behind an OpenAI-compatible chat endpoint; unparseable replies count as no decision."""
+    """A model behind an OpenAI-compatible chat endpoint; a reply that maps onto no decision is wrong."""
 
     def __init__(self, client: ChatClient) -> None:
         self.client = client
@@ -63,7 +65,8 @@ class ChatDecider:
 
     def decide(self, anchor: Anchor, instruction: str) -> Answer:
         reply = self.client.complete(SYSTEM_PROMPT, user_prompt(anchor, instruction))
-        return Answer(reply, read_decision(anchor, reply))
+        reading = read_reply(anchor, reply)
+        return Answer(reply, reading.decision, reading.status)
 
 
 def load_decider(spec: str, timeout_s: float = 120.0) -> Decider:

@@ -15,22 +15,24 @@ from robofollow_ros.decisions.deciders import Decider
 from robofollow_ros.decisions.errors import OwdaError
 from robofollow_ros.decisions.generator import Suite
 from robofollow_ros.decisions.metrics import compute_metrics
-from robofollow_ros.decisions.prompt import same_decision
+from robofollow_ros.decisions.prompt import normalised, same_decision
 
 METRICS_FILE = "metrics.json"
 PREDICTIONS_FILE = "predictions.jsonl"
 RUN_FILE = "run.json"
 
 
-def _done(path: Path) -> dict[str, bool]:
-    out: dict[str, bool] = {}
+def _done(path: Path) -> dict[str, dict[str, Any]]:
+    """Predictions already recorded, by instance id (a resumed run asks only for the rest)."""
+    out: dict[str, dict[str, Any]] = {}
     if not path.is_file():
         return out
     for n, line in enumerate(path.read_text().splitlines(), start=1):
         if line.strip():
             try:
                 row = json.loads(line)
-                out[str(row["id"])] = bool(row["correct"])
+                out[str(row["id"])] = {"correct": bool(row["correct"]), "status": str(row.get("status", "ok")),
+                                       "decision": None if row["decision"] is None else tuple(row["decision"])}
             except (json.JSONDecodeError, KeyError, TypeError):
                 raise OwdaError(f"output: {path} line {n} is not a prediction; use a fresh --output") from None
     return out
@@ -55,27 +57,30 @@ def run_evaluation(suite: Suite, decider: Decider, out_dir: Path, suite_dir: str
     out_dir.mkdir(parents=True, exist_ok=True)
     _claim(out_dir, {"model": decider.name, "suite_seed": suite.seed, "counts": suite.counts()})
     pred_path = out_dir / PREDICTIONS_FILE
-    correct = _done(pred_path)
+    rows = _done(pred_path)
     anchors = {a.anchor_id: a for a in suite.anchors}
     total = sum(len(f.instances) for f in suite.families)
-    done = len(correct)
+    done = len(rows)
     with pred_path.open("a") as fh:
         for fam in suite.families:
             anchor = anchors[fam.anchor_id]
             for inst in fam.instances:
-                if inst.instance_id in correct:
+                if inst.instance_id in rows:
                     continue
                 answer = decider.decide(anchor, inst.text)
                 hit = same_decision(anchor, answer.decision, inst.decision)
-                correct[inst.instance_id] = hit
+                decision = normalised(anchor, answer.decision)
+                rows[inst.instance_id] = {"correct": hit, "status": answer.status, "decision": decision}
                 fh.write(json.dumps({"id": inst.instance_id, "family": fam.family_id, "raw": answer.raw[:2000],
-                                     "decision": list(answer.decision) if answer.decision is not None else None,
+                                     "status": answer.status, "decision": None if decision is None else list(decision),
                                      "gold": list(inst.decision), "correct": hit}) + "\n")
                 fh.flush()
                 done += 1
                 if on_progress is not None:
                     on_progress(done, total)
-    metrics = compute_metrics(suite.families, correct, seed=bootstrap_seed)
+    metrics = compute_metrics(suite.families, {k: r["correct"] for k, r in rows.items()},
+                              {k: r["decision"] for k, r in rows.items()}, {k: r["status"] for k, r in rows.items()},
+                              seed=bootstrap_seed)
     result = {"model": decider.name, "suite": suite_dir, "suite_seed": suite.seed, "counts": suite.counts(),
               "metrics": metrics}
     (out_dir / METRICS_FILE).write_text(json.dumps(result, indent=2) + "\n")
@@ -102,18 +107,23 @@ def format_report(data: dict[str, Any]) -> str:
         if entry["value"] is None:
             return "   n/a"
         lo, hi = entry["ci95"]
-        return f"{entry['value']:.3f}  [{lo:.3f}, {hi:.3f}]  ({entry['families']} families)"
+        return f"{entry['value']:.3f}  [{lo:.3f}, {hi:.3f}]  ({entry['units']} over {entry['anchors']} anchors)"
 
     lines = [f"model  {data.get('model')}   suite {data.get('suite') or '-'} (seed {data.get('suite_seed')})",
              f"  atomic accuracy                    {fmt(m['atomic_accuracy'])}",
              f"  compositional accuracy             {fmt(m['compositional_accuracy'])}",
              f"  decision invariance (DI)           {fmt(m['decision_invariance'])}",
              f"  decision sensitivity (DS)          {fmt(m['decision_sensitivity'])}",
-             f"  conditional composition (CCS)      {fmt(m['conditional_composition_success'])}"]
+             f"  conditional composition (CCS)      {fmt(m['conditional_composition_success'])}",
+             f"  CCS, family level (extra)          {fmt(m['ccs_family_level'])}"]
     for k, entry in m["by_k"].items():
         lines.append(f"  compositional K={k}                  {fmt(entry)}")
     for t, entry in m["by_type"].items():
         lines.append(f"  compositional {t:<6}               {fmt(entry)}")
     for op, entry in m["atomic_by_op"].items():
         lines.append(f"  atomic {op}                           {fmt(entry)}")
+    a = m["answers"]
+    lines.append(f"  answers: {a['ok']} mapped to a decision, {a['format_failure']} format failures, "
+                 f"{a['invalid_decision']} invalid decisions, {a['missing']} missing")
+    lines.append(f"  (95 % intervals: bootstrap over anchors, {m['bootstrap']['reps']} resamples)")
     return "\n".join(lines)

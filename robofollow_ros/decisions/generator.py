@@ -1,8 +1,13 @@
 """Build the default OWDA suite at the benchmark's exact sizes, deterministically for a seed.
 
-Compositional families are drawn first (object-centric anchors only, N/E/Q), round-robin over
-anchors and types so every anchor and type is represented; their matched atomic constituents are
-then forced into the atomic set, which is filled round-robin over anchors to its exact size.
+Every family is distinct: a family is an unordered pair of tasks on one anchor (its base and its
+one-word change), so a family and its mirror (the same two tasks with the roles swapped) are one
+family and enter the suite at most once. Compositional families are drawn first (object-centric
+anchors only, N/E/Q), round-robin over anchors and types; each constituent constraint's atomic family
+(same anchor, scope and constraint; for the changed constraint, the same change) is forced into the
+atomic set, which is then filled round-robin over anchors, operators interleaved, to its exact size.
+Each compositional instance records its matched atomic instances: the atomic tasks with exactly its
+scope and one of its constraints, worded with the same template set where there is a choice.
 """
 
 from __future__ import annotations
@@ -10,15 +15,24 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from robofollow_ros.decisions.anchors import Anchor
 from robofollow_ros.decisions.authoring import authored_anchors
-from robofollow_ros.decisions.candidates import Candidate, atomic_candidates, check_candidate, scopes
+from robofollow_ros.decisions.candidates import (
+    MIRROR,
+    Candidate,
+    atomic_candidates,
+    examine,
+    family_key,
+    rejection_reason,
+    scopes,
+)
 from robofollow_ros.decisions.errors import OwdaError
-from robofollow_ros.decisions.language import realise
-from robofollow_ros.decisions.solver import Constraint, solve
+from robofollow_ros.decisions.language import Wording, realise
+from robofollow_ros.decisions.solver import TaskSpec, solve
 from robofollow_ros.decisions.tasks import ROLES, Family, Instance
+from robofollow_ros.decisions.templates import N_TEMPLATES
 
 ATOMIC_FAMILIES = 988
 K2_FAMILIES = 82
@@ -26,6 +40,7 @@ K3_FAMILIES = 20
 K2_TYPES: tuple[tuple[str, ...], ...] = (("E", "N"), ("E", "Q"), ("N", "Q"))
 #: atomic families on object-centric anchors; the rest (736) go to the 64 action-sequence anchors
 OBJECT_CENTRIC_ATOMIC = 252
+Rejections = dict[str, dict[str, int]]
 
 
 @dataclass(frozen=True)
@@ -33,6 +48,10 @@ class Suite:
     seed: int
     anchors: tuple[Anchor, ...]
     families: tuple[Family, ...]
+    #: family seeds the validator's checks turned down while generating, per operator / type and reason
+    rejections: Rejections = field(default_factory=dict, compare=False)
+    #: valid distinct family seeds there were to choose from, per operator / type (compositions: those examined)
+    available: dict[str, int] = field(default_factory=dict, compare=False)
 
     def counts(self) -> dict[str, int]:
         atomic = [f for f in self.families if f.kind == "atomic"]
@@ -53,13 +72,19 @@ class Suite:
 def generate_suite(seed: int) -> Suite:
     anchors = authored_anchors(seed)
     rng = random.Random(f"owda-suite-{seed}")
+    rejected: Rejections = {}
     oc = [a for a in anchors if a.kind == "object_centric"]
-    comps = _pick_compositions(oc, rng)
-    pools = {a.anchor_id: _interleaved(list(atomic_candidates(a)), rng) for a in anchors}
+    pools = {a.anchor_id: _interleaved([_oriented(c, rng) for c in atomic_candidates(a, rejected)], rng)
+             for a in anchors}
+    available: dict[str, int] = {}
+    for pool in pools.values():
+        for c in pool:
+            available[c.ops[0]] = available.get(c.ops[0], 0) + 1
+    comps = _pick_compositions(oc, pools, rng, rejected, available)
     chosen: dict[str, list[Candidate]] = {a.anchor_id: [] for a in anchors}
     for anchor_id, cand in comps:
-        for c in cand.base:
-            atom = _matching_atomic(pools[anchor_id], cand.scope, c)
+        for i in range(len(cand.base)):
+            atom = _constituent(pools[anchor_id], cand, i)
             if atom not in chosen[anchor_id]:
                 chosen[anchor_id].append(atom)
     _fill(chosen, pools, [a.anchor_id for a in oc], OBJECT_CENTRIC_ATOMIC)
@@ -67,16 +92,44 @@ def generate_suite(seed: int) -> Suite:
           ATOMIC_FAMILIES - OBJECT_CENTRIC_ATOMIC)
     by_id = {a.anchor_id: a for a in anchors}
     families: list[Family] = []
-    atomic_ids: dict[tuple[str, tuple[str, ...], Constraint], str] = {}
     for anchor in anchors:
         for cand in chosen[anchor.anchor_id]:
-            fid = f"A{len(atomic_ids) + 1:04d}"
-            atomic_ids[(anchor.anchor_id, cand.scope, cand.base[0])] = fid
-            families.append(_family(fid, "atomic", anchor, cand, rng, ()))
+            families.append(_family(f"A{len(families) + 1:04d}", "atomic", anchor, cand, rng))
+    atomic_by_key = {(f.anchor_id, family_key(_seed_of(f))): f for f in families}
     for n, (anchor_id, cand) in enumerate(comps, start=1):
-        constituents = tuple(atomic_ids[(anchor_id, cand.scope, c)] for c in cand.base)
-        families.append(_family(f"C{n:03d}", "compositional", by_id[anchor_id], cand, rng, constituents))
-    return Suite(seed, tuple(anchors), tuple(families))
+        constituents = [atomic_by_key[(anchor_id, family_key(_constituent(pools[anchor_id], cand, i)))]
+                        for i in range(len(cand.base))]
+        families.append(_composition(f"C{n:03d}", by_id[anchor_id], cand, rng, constituents))
+    return Suite(seed, tuple(anchors), tuple(families), rejected, available)
+
+
+def generate_on_anchors(anchors: list[Anchor], per_anchor: int, seed: int = 0) -> Suite:
+    """Atomic families on given anchors (say, captured on the rig): up to ``per_anchor`` distinct ones each."""
+    if per_anchor < 1:
+        raise OwdaError(f"families per anchor: must be >= 1, got {per_anchor}")
+    rng = random.Random(f"owda-anchors-suite-{seed}")
+    rejected: Rejections = {}
+    families: list[Family] = []
+    for anchor in anchors:
+        pool = _interleaved([_oriented(c, rng) for c in atomic_candidates(anchor, rejected)], rng)
+        if not pool:
+            raise OwdaError(f"anchor {anchor.anchor_id}: supports no valid atomic family")
+        for cand in pool[:per_anchor]:
+            families.append(_family(f"A{len(families) + 1:04d}", "atomic", anchor, cand, rng))
+    return Suite(seed, tuple(anchors), tuple(families), rejected)
+
+
+def _oriented(cand: Candidate, rng: random.Random) -> Candidate:
+    """Either task of the pair may be the base: a seeded coin decides."""
+    if rng.randrange(2) == 0:
+        return cand
+    return Candidate(cand.scope, (cand.changed,), 0, cand.base[0])
+
+
+def _seed_of(f: Family) -> Candidate:
+    base, changed = f.instances[0].spec, f.instances[2].spec
+    idx = next(i for i, (x, y) in enumerate(zip(base.constraints, changed.constraints, strict=True)) if x != y)
+    return Candidate(base.scope, base.constraints, idx, changed.constraints[idx])
 
 
 def _interleaved(pool: list[Candidate], rng: random.Random) -> list[Candidate]:
@@ -89,8 +142,12 @@ def _interleaved(pool: list[Candidate], rng: random.Random) -> list[Candidate]:
     return [c for group in itertools.zip_longest(*lanes) for c in group if c is not None]
 
 
-def _matching_atomic(pool: list[Candidate], scope: tuple[str, ...], c: Constraint) -> Candidate:
-    return next(a for a in pool if a.scope == scope and a.base == (c,))
+def _constituent(pool: list[Candidate], comp: Candidate, i: int) -> Candidate:
+    """The atomic family of constraint ``i`` of a composition: the same scope and constraint, and the same change."""
+    if i == comp.changed_index:
+        want = family_key(Candidate(comp.scope, (comp.base[i],), 0, comp.changed))
+        return next(a for a in pool if family_key(a) == want)
+    return next(a for a in pool if a.scope == comp.scope and comp.base[i] in (a.base[0], a.changed))
 
 
 def _fill(chosen: dict[str, list[Candidate]], pools: dict[str, list[Candidate]], anchor_ids: list[str],
@@ -107,12 +164,14 @@ def _fill(chosen: dict[str, list[Candidate]], pools: dict[str, list[Candidate]],
                 count += 1
                 progress = True
         if not progress:
-            raise OwdaError(f"only {count} valid atomic families for {total} wanted")
+            raise OwdaError(f"only {count} distinct valid atomic families for {total} wanted")
 
 
-def _pick_compositions(anchors: list[Anchor], rng: random.Random) -> list[tuple[str, Candidate]]:
+def _pick_compositions(anchors: list[Anchor], pools: dict[str, list[Candidate]], rng: random.Random,
+                       rejected: Rejections, available: dict[str, int]) -> list[tuple[str, Candidate]]:
     streams: dict[tuple[str, tuple[str, ...]], Iterator[Candidate]] = {
-        (a.anchor_id, ops): _composition_stream(a, ops, rng) for a in anchors for ops in (*K2_TYPES, ("E", "N", "Q"))}
+        (a.anchor_id, ops): _composition_stream(a, pools[a.anchor_id], ops, rng, rejected, available)
+        for a in anchors for ops in (*K2_TYPES, ("E", "N", "Q"))}
     order = [a.anchor_id for a in anchors]
     rng.shuffle(order)
     out: list[tuple[str, Candidate]] = []
@@ -130,28 +189,59 @@ def _pick_compositions(anchors: list[Anchor], rng: random.Random) -> list[tuple[
     return out
 
 
-def _composition_stream(anchor: Anchor, ops: tuple[str, ...], rng: random.Random) -> Iterator[Candidate]:
-    """Valid compositions of ``ops`` on ``anchor``, in a seeded order, each constituent a valid atomic seed."""
-    atomic = list(atomic_candidates(anchor))
-    combos: list[tuple[tuple[str, ...], tuple[tuple[Constraint, Constraint], ...]]] = []
+def _composition_stream(anchor: Anchor, pool: list[Candidate], ops: tuple[str, ...], rng: random.Random,
+                        rejected: Rejections, available: dict[str, int]) -> Iterator[Candidate]:
+    """Distinct valid compositions of ``ops``, in a seeded order; every constraint's change is an atomic family."""
+    combos = []
     for scope in scopes(anchor):
-        per_op = [[(a.base[0], a.changed) for a in atomic if a.scope == scope and a.ops == (op,)] for op in ops]
+        per_op = [[pair for a in pool if a.scope == scope and a.ops == (op,)
+                   for pair in ((a.base[0], a.changed), (a.changed, a.base[0]))] for op in ops]
         combos += [(scope, combo) for combo in itertools.product(*per_op)]
     rng.shuffle(combos)
+    seen: set[frozenset[tuple[object, ...]]] = set()
+    label = "+".join(ops)
     for i, (scope, combo) in enumerate(combos):
         base = tuple(pair[0] for pair in combo)
-        for shift in range(len(ops)):  # rotate which constraint the one-word change touches
-            idx = (i + shift) % len(ops)
-            cand = Candidate(scope, base, idx, combo[idx][1])
-            if check_candidate(anchor, cand):
-                yield cand
-                break
+        idx = i % len(ops)  # rotate which constraint the one-word change touches
+        cand = Candidate(scope, base, idx, combo[idx][1])
+        reason = MIRROR if family_key(cand) in seen else rejection_reason(examine(anchor, cand))
+        seen.add(family_key(cand))
+        if reason:
+            rejected.setdefault(label, {})[reason] = rejected.setdefault(label, {}).get(reason, 0) + 1
+            continue
+        available[label] = available.get(label, 0) + 1
+        yield cand
 
 
-def _family(fid: str, kind: str, anchor: Anchor, cand: Candidate, rng: random.Random,
-            constituents: tuple[str, ...]) -> Family:
-    a = rng.randrange(2)
-    plan = ((cand.base_spec, a), (cand.base_spec, 1 - a), (cand.changed_spec, a), (cand.changed_spec, 1 - a))
-    instances = tuple(Instance(f"{fid}/{i}", ROLES[i], realise(anchor, spec, t), spec, solve(anchor, spec))
-                      for i, (spec, t) in enumerate(plan))
-    return Family(fid, kind, anchor.anchor_id, cand.ops, cand.ops[cand.changed_index], instances, constituents)
+def _wordings(rng: random.Random, n: int) -> tuple[Wording, Wording]:
+    """Two wordings of ``n`` sentences that differ in every sentence (the base's and its rewrite's)."""
+    a = tuple(rng.randrange(N_TEMPLATES) for _ in range(n))
+    b = tuple(rng.choice([t for t in range(N_TEMPLATES) if t != x]) for x in a)
+    return a, b
+
+
+def _instances(fid: str, anchor: Anchor, cand: Candidate, rng: random.Random) -> tuple[Instance, ...]:
+    a, b = _wordings(rng, 1 + len(cand.base))
+    plan: tuple[tuple[TaskSpec, Wording], ...] = (
+        (cand.base_spec, a), (cand.base_spec, b), (cand.changed_spec, a), (cand.changed_spec, b))
+    return tuple(Instance(f"{fid}/{i}", ROLES[i], realise(anchor, spec, w), spec, solve(anchor, spec))
+                 for i, (spec, w) in enumerate(plan))
+
+
+def _family(fid: str, kind: str, anchor: Anchor, cand: Candidate, rng: random.Random) -> Family:
+    return Family(fid, kind, anchor.anchor_id, cand.ops, cand.ops[cand.changed_index],
+                  _instances(fid, anchor, cand, rng))
+
+
+def _composition(fid: str, anchor: Anchor, cand: Candidate, rng: random.Random, constituents: list[Family]) -> Family:
+    instances = []
+    for n, inst in enumerate(_instances(fid, anchor, cand, rng)):
+        matched = []
+        for c in inst.spec.constraints:
+            atomic_spec = TaskSpec(inst.spec.scope, (c,))
+            options = [i for f in constituents for i in f.instances if i.spec == atomic_spec]
+            same_wording = [i for i in options if ROLES.index(i.role) % 2 == n % 2]
+            matched.append((same_wording or options)[0].instance_id)
+        instances.append(Instance(inst.instance_id, inst.role, inst.text, inst.spec, inst.decision, tuple(matched)))
+    return Family(fid, "compositional", anchor.anchor_id, cand.ops, cand.ops[cand.changed_index], tuple(instances),
+                  tuple(f.family_id for f in constituents))

@@ -1,7 +1,7 @@
 """Natural-language realisation of task specs, and the strict parser that reads them back.
 
-Each constraint has two templates (0 and 1): a task-preserving rewrite swaps templates, a
-task-changing rewrite swaps exactly one word (a colour, a shape, a verb, a number, first/last).
+Every sentence has four templates (``templates``): a task-preserving rewrite rewords every sentence,
+a task-changing rewrite swaps exactly one word (a colour, a shape, a verb, a number, first/last).
 The parser is the reference decider's reader and the validator's round-trip check: a sentence it
 cannot map back to the stored constraint is a realisation bug, not a model error.
 
@@ -13,36 +13,21 @@ from __future__ import annotations
 
 import itertools
 import re
-from functools import lru_cache
+from collections.abc import Callable
+from functools import lru_cache, partial
 
 from robofollow_ros.decisions.anchors import Anchor, AnchorObject, CandidateAction
 from robofollow_ros.decisions.errors import ParseError
 from robofollow_ros.decisions.solver import Constraint, TaskSpec
+from robofollow_ros.decisions.templates import ACTION_CLAUSES, BASE, N_TEMPLATES, OBJECT_CLAUSES, fill, matches
 
 NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven")
 GERUNDS = {"lift": "lifting", "push": "pushing", "place": "placing", "stack": "stacking"}
 _VERB_OF_GERUND = {g: v for v, g in GERUNDS.items()}
 #: Objects must be this far apart (x, or y as a fallback) to be told apart by a position word.
 REF_MIN_GAP_M = 0.05
-
-_BASE = {
-    "object_centric": ("Pick up {scope}.", "Collect {scope}."),
-    "action_sequence": ("Carry out the listed actions.", "Perform every action on the list."),
-}
-_OC_CLAUSES = {
-    "E": ("Leave out {refs}.", "Skip {refs}."),
-    "N_colour": ("Do not touch anything {value}.", "Avoid every {value} object."),
-    "N_shape": ("Do not touch any {value}.", "Avoid every {value}."),
-    "Q": ("Take only the {k} closest to the front left corner.",
-          "Stop after the {k} nearest the front left corner."),
-}
-_AS_CLAUSES = {
-    "E": ("Skip {refs}.", "Leave out {refs}."),
-    "N_verb": ("Do not {value} anything.", "No {gerund} at all."),
-    "N_object": ("Do not touch {ref}.", "Keep your hands off {ref}."),
-    "Q": ("Do only the first {k}.", "Stop after the first {k}."),
-    "T": ("{imperative} {value}.", "Make {gerund_phrase} the {value} step."),
-}
+#: A wording: the template index of the base sentence, then one per constraint clause.
+Wording = tuple[int, ...]
 
 
 # ------------------------------------------------------------------------------------ referring phrases
@@ -100,14 +85,18 @@ def _action_phrases(anchor: Anchor) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------ realise
-def realise(anchor: Anchor, spec: TaskSpec, template: int) -> str:
-    """The instruction for ``spec`` in template set 0 or 1."""
+def realise(anchor: Anchor, spec: TaskSpec, wording: Wording | int = 0) -> str:
+    """The instruction for ``spec``; ``wording`` picks a template per sentence (an int: the same for all)."""
+    w = (wording,) * (1 + len(spec.constraints)) if isinstance(wording, int) else tuple(wording)
+    if len(w) != 1 + len(spec.constraints):
+        raise ParseError(f"wording {list(w)} needs {1 + len(spec.constraints)} template indices")
+    t = [i % N_TEMPLATES for i in w]
     if anchor.kind == "object_centric":
-        base = _BASE["object_centric"][template].format(scope=_scope_phrase(spec.scope))
-        clauses = [_oc_clause(anchor, c, template) for c in spec.constraints]
+        base = fill(BASE["object_centric"][t[0]], scope=_scope_phrase(spec.scope))
+        clauses = [_oc_clause(anchor, c, i) for c, i in zip(spec.constraints, t[1:], strict=True)]
     else:
-        base = _BASE["action_sequence"][template]
-        clauses = [_as_clause(anchor, c, template) for c in spec.constraints]
+        base = BASE["action_sequence"][t[0]]
+        clauses = [_as_clause(anchor, c, i) for c, i in zip(spec.constraints, t[1:], strict=True)]
     return " ".join([base, *clauses])
 
 
@@ -128,52 +117,89 @@ def _ref(anchor: Anchor, name: str) -> str:
 
 def _oc_clause(anchor: Anchor, c: Constraint, t: int) -> str:
     if c.op == "E":
-        return _OC_CLAUSES["E"][t].format(refs=" and ".join(_ref(anchor, n) for n in c.names))
+        return fill(OBJECT_CLAUSES["E"][t], refs=" and ".join(_ref(anchor, n) for n in c.names),
+                    pron="they are" if len(c.names) > 1 else "it is")
     if c.op == "N":
-        return _OC_CLAUSES[f"N_{c.attr}"][t].format(value=c.value)
+        return fill(OBJECT_CLAUSES[f"N_{c.attr}"][t], value=c.value)
     if c.op == "Q":
-        return _OC_CLAUSES["Q"][t].format(k=NUMBER_WORDS[c.k])
+        return fill(OBJECT_CLAUSES["Q"][t], k=NUMBER_WORDS[c.k])
     raise ParseError(f"constraint {c.op} cannot be realised on an object-centric anchor")
 
 
 def _as_clause(anchor: Anchor, c: Constraint, t: int) -> str:
     if c.op == "E":
         phrases = [action_phrase(anchor, anchor.action(n), gerund=True) for n in c.names]
-        return _AS_CLAUSES["E"][t].format(refs=" and ".join(phrases))
+        return fill(ACTION_CLAUSES["E"][t], refs=" and ".join(phrases))
     if c.op == "N" and c.attr == "verb":
-        return _AS_CLAUSES["N_verb"][t].format(value=c.value, gerund=GERUNDS[c.value])
+        return fill(ACTION_CLAUSES["N_verb"][t], verb=c.value, gerund=GERUNDS[c.value])
     if c.op == "N":
-        return _AS_CLAUSES["N_object"][t].format(ref=_ref(anchor, c.value))
+        return fill(ACTION_CLAUSES["N_object"][t], ref=_ref(anchor, c.value))
     if c.op == "Q":
-        return _AS_CLAUSES["Q"][t].format(k=NUMBER_WORDS[c.k])
+        return fill(ACTION_CLAUSES["Q"][t], k=NUMBER_WORDS[c.k])
     action = anchor.action(c.names[0])
-    text = _AS_CLAUSES["T"][t].format(imperative=action_phrase(anchor, action), value=c.value,
-                                       gerund_phrase=action_phrase(anchor, action, gerund=True))
-    return text[0].upper() + text[1:]
+    return fill(ACTION_CLAUSES["T"][t], imperative=action_phrase(anchor, action), value=c.value,
+                gerund_phrase=action_phrase(anchor, action, gerund=True))
 
 
 # -------------------------------------------------------------------------------------------- parse
 _SENTENCE = re.compile(r"(?<=\.)\s+")
-_OC_BASE = re.compile(r"^(?:pick up|collect) all the (?:(objects)|(\w+) objects|(\w+)s)$")
-_AS_BASE = ("carry out the listed actions", "perform every action on the list")
+_COLOURS = ("red", "yellow", "green", "blue")
+_SHAPES = ("sphere", "cube", "cylinder", "bar")
 
 
 def parse(anchor: Anchor, text: str) -> TaskSpec:
     """Read an instruction back into its spec; ``ParseError`` names the sentence it cannot read."""
-    sentences = [s.strip().lower().rstrip(".") for s in _SENTENCE.split(text.strip()) if s.strip()]
+    sentences = [s.strip().rstrip(".") for s in _SENTENCE.split(text.strip()) if s.strip()]
     if not sentences:
         raise ParseError("instruction: empty")
     base, rest = sentences[0], sentences[1:]
     if anchor.kind == "object_centric":
-        m = _OC_BASE.match(base)
-        if m is None:
+        read = [_read_scope(slots["scope"]) for _, slots in matches(BASE["object_centric"], base)]
+        scopes = [s for s in read if s is not None]
+        if not scopes:
             raise ParseError(f"instruction: cannot read the base sentence {base!r}")
-        scope: tuple[str, ...] = ("all",) if m.group(1) else ("colour", m.group(2)) if m.group(2) else (
-            "shape", m.group(3))
-        return TaskSpec(scope, tuple(_parse_oc_clause(anchor, s) for s in rest))
-    if base not in _AS_BASE:
+        return TaskSpec(scopes[0], tuple(_one(_oc_readings(anchor, s), s) for s in rest))
+    if not matches(BASE["action_sequence"], base):
         raise ParseError(f"instruction: cannot read the base sentence {base!r}")
-    return TaskSpec(("all",), tuple(_parse_as_clause(anchor, s) for s in rest))
+    return TaskSpec(("all",), tuple(_one(_as_readings(anchor, s), s) for s in rest))
+
+
+Reader = Callable[[], Constraint | None]
+
+
+def _one(readers: list[Reader], sentence: str) -> Constraint:
+    """The one constraint ``sentence`` reads as; a name that resolves nowhere is reported as such."""
+    readings: list[Constraint] = []
+    errors: list[str] = []
+    for read in readers:
+        try:
+            c = read()
+        except ParseError as exc:
+            errors.append(str(exc))
+            continue
+        if c is not None:
+            readings.append(c)
+    unique = list(dict.fromkeys(readings))
+    if len(unique) == 1:
+        return unique[0]
+    if unique:
+        raise ParseError(f"instruction: the sentence {sentence!r} reads {len(unique)} ways")
+    raise ParseError(errors[0] if errors else f"instruction: cannot read the sentence {sentence!r}")
+
+
+def _each(templates: tuple[str, ...], sentence: str,
+          read: Callable[[dict[str, str]], Constraint | None]) -> list[Reader]:
+    return [partial(read, slots) for _, slots in matches(templates, sentence)]
+
+
+def _read_scope(phrase: str) -> tuple[str, ...] | None:
+    if phrase == "all the objects":
+        return ("all",)
+    if m := re.fullmatch(r"all the (\w+) objects", phrase):
+        return ("colour", m.group(1)) if m.group(1) in _COLOURS else None
+    if m := re.fullmatch(r"all the (\w+)s", phrase):
+        return ("shape", m.group(1)) if m.group(1) in _SHAPES else None
+    return None
 
 
 def _number(word: str) -> int:
@@ -196,34 +222,41 @@ def _resolve_action(anchor: Anchor, phrase: str) -> str:
     return table[phrase]
 
 
-def _parse_oc_clause(anchor: Anchor, s: str) -> Constraint:
-    if m := re.match(r"^(?:leave out|skip) (.+)$", s):
-        return Constraint("E", names=tuple(_resolve_ref(anchor, p) for p in m.group(1).split(" and ")))
-    if m := (re.match(r"^do not touch anything (\w+)$", s) or re.match(r"^avoid every (\w+) object$", s)):
-        return Constraint("N", attr="colour", value=m.group(1))
-    if m := (re.match(r"^do not touch any (\w+)$", s) or re.match(r"^avoid every (\w+)$", s)):
-        return Constraint("N", attr="shape", value=m.group(1))
-    if m := (re.match(r"^take only the (\w+) closest to the front left corner$", s)
-              or re.match(r"^stop after the (\w+) nearest the front left corner$", s)):
-        return Constraint("Q", k=_number(m.group(1)))
-    raise ParseError(f"instruction: cannot read the sentence {s!r}")
+def _oc_readings(anchor: Anchor, s: str) -> list[Reader]:
+    def exclusion(slots: dict[str, str]) -> Constraint | None:
+        names = tuple(_resolve_ref(anchor, p) for p in slots["refs"].split(" and "))
+        agrees = "pron" not in slots or slots["pron"] == ("they are" if len(names) > 1 else "it is")
+        return Constraint("E", names=names) if agrees else None
+
+    return [
+        *_each(OBJECT_CLAUSES["E"], s, exclusion),
+        *_each(OBJECT_CLAUSES["N_colour"], s, lambda v: Constraint("N", attr="colour", value=v["value"])
+               if v["value"] in _COLOURS else None),
+        *_each(OBJECT_CLAUSES["N_shape"], s, lambda v: Constraint("N", attr="shape", value=v["value"])
+               if v["value"] in _SHAPES else None),
+        *_each(OBJECT_CLAUSES["Q"], s, lambda v: Constraint("Q", k=_number(v["k"]))),
+    ]
 
 
-def _parse_as_clause(anchor: Anchor, s: str) -> Constraint:
-    if m := re.match(r"^(?:skip|leave out) (.+)$", s):
-        return Constraint("E", names=tuple(_resolve_action(anchor, p) for p in m.group(1).split(" and ")))
-    if m := re.match(r"^do not touch (.+)$", s) or re.match(r"^keep your hands off (.+)$", s):
-        return Constraint("N", attr="object", value=_resolve_ref(anchor, m.group(1)))
-    if m := re.match(r"^do not (\w+) anything$", s):
-        if m.group(1) not in GERUNDS:
-            raise ParseError(f"instruction: {m.group(1)!r} is not a primitive verb")
-        return Constraint("N", attr="verb", value=m.group(1))
-    if m := re.match(r"^no (\w+) at all$", s):
-        if m.group(1) not in _VERB_OF_GERUND:
-            raise ParseError(f"instruction: {m.group(1)!r} is not a primitive")
-        return Constraint("N", attr="verb", value=_VERB_OF_GERUND[m.group(1)])
-    if m := (re.match(r"^do only the first (\w+)$", s) or re.match(r"^stop after the first (\w+)$", s)):
-        return Constraint("Q", k=_number(m.group(1)))
-    if m := (re.match(r"^make (.+) the (first|last) step$", s) or re.match(r"^(.+) (first|last)$", s)):
-        return Constraint("T", names=(_resolve_action(anchor, m.group(1)),), value=m.group(2))
-    raise ParseError(f"instruction: cannot read the sentence {s!r}")
+def _as_readings(anchor: Anchor, s: str) -> list[Reader]:
+    def verb(slots: dict[str, str]) -> Constraint:
+        word = slots.get("verb") or _VERB_OF_GERUND.get(slots.get("gerund", ""), "")
+        if word not in GERUNDS:
+            raise ParseError(f"instruction: {s!r} names no primitive verb")
+        return Constraint("N", attr="verb", value=word)
+
+    def order(slots: dict[str, str]) -> Constraint | None:
+        if slots["value"] not in ("first", "last"):
+            return None
+        phrase = slots.get("imperative") or slots["gerund_phrase"]
+        return Constraint("T", names=(_resolve_action(anchor, phrase),), value=slots["value"])
+
+    return [
+        *_each(ACTION_CLAUSES["E"], s, lambda v: Constraint(
+            "E", names=tuple(_resolve_action(anchor, p) for p in v["refs"].split(" and ")))),
+        *_each(ACTION_CLAUSES["N_verb"], s, verb),
+        *_each(ACTION_CLAUSES["N_object"], s,
+               lambda v: Constraint("N", attr="object", value=_resolve_ref(anchor, v["ref"]))),
+        *_each(ACTION_CLAUSES["Q"], s, lambda v: Constraint("Q", k=_number(v["k"]))),
+        *_each(ACTION_CLAUSES["T"], s, order),
+    ]

@@ -1,9 +1,11 @@
 """Run OWDA primitives in SAPIEN with the oracle's planner (``robofollow_ros.policy.expert``).
 
 Each primitive becomes one expert task (a ``TaskMeaning``) planned closed-loop from the poses the
-simulator reports, so the same planner that runs the RoboFollow oracle moves the arms here:
+simulator reports, so the same planner that runs the RoboFollow oracle moves the arms here. Primitives
+name objects by their anchor ids; the runner maps them to the simulator's names.
   lift X           grasp, verify the lift, put X back where it was (on the table spot, on its base
-                   with the stacking placement, or in its bowl) and go home
+                   with the stacking placement, or in its bowl) and go home; with ``set_aside`` put it
+                   down on the free table spot farthest from everything else
   push X to Y      the expert's push, along the line from X towards Y
   place X in bowl  the expert's bowl placement
   place X on label / stack X on Y   the expert's stacking placement onto the target's top
@@ -39,11 +41,13 @@ class StepResult:
 class PrimitiveRunner:
     """One SAPIEN world for a whole decision; primitives run one after another on it."""
 
-    def __init__(self, layout: Layout, seed: int) -> None:
+    def __init__(self, layout: Layout, seed: int, names: dict[str, str] | None = None) -> None:
         from robofollow_ros.benchmark import default_registry
         from robofollow_ros.sim.kinematics import RigKinematics
         from robofollow_ros.sim.world import SimWorld
 
+        #: anchor id -> simulator name (identity where the anchor uses the simulator's names)
+        self.sim_names = dict(names) if names else {o.name: o.name for o in layout.objects}
         self.layout = layout
         self.slot_xy = dict(default_registry().slot_xy)
         self.world = SimWorld(render=False)
@@ -60,7 +64,19 @@ class PrimitiveRunner:
         return np.asarray(self.world.object_pose(name)[0], dtype=np.float64)
 
     def max_rise(self) -> dict[str, float]:
-        return {n: self._max_z[n] - self.start_z[n] for n in self.names}
+        """Per anchor id: the highest its centre rose above its start."""
+        return {a: self._max_z[n] - self.start_z[n] for a, n in self.sim_names.items()}
+
+    def positions(self) -> dict[str, tuple[float, float, float]]:
+        """Per anchor id: where the simulator has the object now."""
+        return {a: tuple(float(v) for v in self.position(n)) for a, n in self.sim_names.items()}  # type: ignore[misc]
+
+    def free_spot(self, sim_name: str) -> tuple[float, float]:
+        """The table spot on the object's arm side farthest from every other object (for setting it aside)."""
+        others = [self.position(n)[:2] for n in self.names if n != sim_name]
+        left = self.position(sim_name)[0] <= 0.0
+        grid = [(x / 100, y / 100) for x in range(-20, 17, 2) for y in range(-22, -1, 2) if (x <= 0) == left]
+        return max(grid, key=lambda p: min(math.dist(p, tuple(o)) for o in others))
 
     def _snapshot(self) -> PoseSnapshot:
         from robofollow_ros.policy.expert import PoseSnapshot
@@ -72,14 +88,19 @@ class PrimitiveRunner:
         from robofollow_ros.policy.expert import ExpertPlanner, TaskMeaning
         from robofollow_ros.policy.interface import PolicyError
 
-        verb, obj, target, label = step.verb, step.obj, step.target, step.label
+        verb, label = step.verb, step.label
+        obj = self.sim_names[step.obj]
+        target = self.sim_names[step.target] if step.target else None
         before = {n: self.position(n) for n in self.names}
         rise_before = dict(self._max_z)
         self._max_z.update({n: float(before[n][2]) for n in self.names})
         arm = "left" if before[obj][0] <= 0.0 else "right"
         slot_xy = dict(self.slot_xy)
         spec = self.layout.object(obj)
-        if verb == "lift" and spec.on_top_of is not None:  # put it back on its base
+        if verb == "lift" and step.set_aside:  # taken away: put down on a free spot
+            slot_xy[0] = self.free_spot(obj)
+            meaning = TaskMeaning(scene=self.layout.scene, action="unstack_to_slot", source=obj, arm=arm, place_slot=0)
+        elif verb == "lift" and spec.on_top_of is not None:  # put it back on its base
             meaning = TaskMeaning(scene=self.layout.scene, action="stack", source=obj, arm=arm, target=spec.on_top_of)
         elif verb == "lift" and spec.in_container is not None:  # put it back in its bowl
             meaning = TaskMeaning(scene=self.layout.scene, action="place_bowl", source=obj, arm=arm,
@@ -110,7 +131,8 @@ class PrimitiveRunner:
         after = {n: self.position(n) for n in self.names}
         # keep the running maximum over the whole decision, not just this step
         self._max_z = {n: max(self._max_z[n], rise_before[n]) for n in self.names}
-        ok, detail = _postcondition(verb, obj, target, before, after, rise)
+        home = np.array([*slot_xy[0], 0.0]) if step.set_aside else before[obj]
+        ok, detail = _postcondition(verb, obj, target, {**before, obj: home}, after, rise)
         return StepResult(label, ok, detail)
 
 

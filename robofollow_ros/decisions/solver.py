@@ -5,9 +5,13 @@ instruction covers) plus constraints N (inhibit an attribute or a verb), E (excl
 Q (keep the k objects closest to the table's front-left corner, or the first k actions) and T
 (force one action first or last).
 They apply in one fixed order (E and N remove, T orders, Q cuts) so that a composition means one
-thing. Where an instruction leaves the order of actions open, actions follow the catalog: the
-lowest-numbered action whose preconditions are met goes next. The solver raises ``TaskError``
-naming the constraint when the decision would be empty, ambiguous or not executable.
+thing, and the prompt says so. Where an instruction leaves the order of actions open, actions follow
+the listed order: the earliest-listed action whose required actions are done goes next. "Do not
+touch X" removes every action that moves X, has X as its target, or takes its object out of X. The
+solver raises ``TaskError`` naming the constraint when the decision would be empty, ambiguous or not
+executable in the symbolic world (``world``): an object-centric pick under an object that stays, or
+out of a bowl the instruction forbids touching; an action whose preconditions the earlier ones leave
+false.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from robofollow_ros.decisions.anchors import Anchor, AnchorObject, CandidateAction
 from robofollow_ros.decisions.errors import TaskError
+from robofollow_ros.decisions.world import WorldState, pick_problems
 
 OPS = ("N", "E", "Q", "T")
 #: Q ranks objects by distance from this point, the table's front-left corner in the world frame (metres).
@@ -89,16 +94,25 @@ def solve(anchor: Anchor, spec: TaskSpec) -> tuple[str, ...]:
 
 def redundant_exclusion(anchor: Anchor, spec: TaskSpec) -> str | None:
     """An E member that an N of the same task inhibits anyway (each named exclusion must do work), or None."""
-    if anchor.kind != "object_centric":
-        return None
     inhibited = [c for c in spec.constraints if c.op == "N"]
     for c in spec.constraints:
-        if c.op == "E":
-            for name in c.names:
+        if c.op != "E":
+            continue
+        for name in c.names:
+            if anchor.kind == "object_centric":
                 obj = anchor.object(name)
                 if any(getattr(obj, n.attr, None) == n.value for n in inhibited):
                     return name
+            elif any(_touches(anchor, anchor.action(name), n) for n in inhibited if name in anchor.candidate_ids):
+                return name
     return None
+
+
+def forbidden_containers(anchor: Anchor, spec: TaskSpec) -> tuple[str, ...]:
+    """Bowls an object-centric N forbids touching: nothing may be taken out of them."""
+    inhibited = [c for c in spec.constraints if c.op == "N" and c.attr in ("colour", "shape")]
+    return tuple(o.name for o in anchor.objects if o.role == "bowl"
+                 and any(getattr(o, c.attr) == c.value for c in inhibited))
 
 
 def _in_scope(obj: AnchorObject, scope: tuple[str, ...]) -> bool:
@@ -113,25 +127,36 @@ def _solve_objects(anchor: Anchor, spec: TaskSpec) -> tuple[str, ...]:
     chosen = [o for o in anchor.candidate_objects if _in_scope(o, spec.scope)]
     if len(chosen) < 2:
         raise TaskError("scope", f"scope {list(spec.scope)} covers {len(chosen)} candidate(s); a task needs >= 2")
+    removed_by = {o.name: "scope" for o in anchor.candidate_objects if o not in chosen}
     for c in spec.constraints:
         if c.op == "E":
             names = {o.name for o in chosen}
             for n in c.names:
                 if n not in names:
                     raise TaskError("E", f"excluded {n!r} is not a candidate in scope {list(spec.scope)}")
+            removed_by.update(dict.fromkeys(c.names, "E"))
             chosen = [o for o in chosen if o.name not in c.names]
         elif c.op == "N":
             if c.attr not in ("colour", "shape"):
                 raise TaskError("N", f"objects can be inhibited by colour or shape, got attr {c.attr!r}")
+            removed_by.update({o.name: "N" for o in chosen if getattr(o, c.attr) == c.value})
             chosen = [o for o in chosen if getattr(o, c.attr) != c.value]
         elif c.op == "T":
             raise TaskError("T", "temporal ordering applies to action-sequence anchors only")
     for c in spec.constraints:
         if c.op == "Q":
-            chosen = _closest_to_corner(chosen, c.k)
+            kept = _closest_to_corner(chosen, c.k)
+            removed_by.update({o.name: "Q" for o in chosen if o not in kept})
+            chosen = kept
     if not chosen:
         raise TaskError(spec.ops[-1] if spec.ops else "scope", "the decision is empty")
     keep = {o.name for o in chosen}
+    problem = pick_problems(anchor, keep, forbidden_containers(anchor, spec))
+    if problem is not None:
+        name, problems = problem
+        stays = next((y for y in WorldState.initial(anchor).resting_on(name) if y not in keep), None)
+        raise TaskError(removed_by.get(stays, "N") if stays else "N",
+                        f"world: {name!r} cannot be picked up: {'; '.join(problems)}")
     return tuple(o.name for o in anchor.candidate_objects if o.name in keep)
 
 
@@ -166,10 +191,8 @@ def _solve_actions(anchor: Anchor, spec: TaskSpec) -> tuple[str, ...]:
         elif c.op == "N":
             if c.attr not in ("verb", "object"):
                 raise TaskError("N", f"actions can be inhibited by verb or object, got attr {c.attr!r}")
-            for a in chosen:
-                if _touches(a, c):
-                    removed_by[a.action_id] = "N"
-            chosen = [a for a in chosen if not _touches(a, c)]
+            removed_by.update({a.action_id: "N" for a in chosen if _touches(anchor, a, c)})
+            chosen = [a for a in chosen if not _touches(anchor, a, c)]
     kept = {a.action_id for a in chosen}
     for a in chosen:
         for req in a.requires:
@@ -189,15 +212,22 @@ def _solve_actions(anchor: Anchor, spec: TaskSpec) -> tuple[str, ...]:
             order = order[: c.k]
     if not order:
         raise TaskError(spec.ops[-1] if spec.ops else "scope", "the decision is empty")
+    _, bad, problems = WorldState.initial(anchor).run(order)
+    if bad is not None:
+        raise TaskError("world", f"{order[bad].action_id!r} (step {bad + 1}) cannot run: {'; '.join(problems)}")
     return tuple(a.action_id for a in order)
 
 
-def _touches(action: CandidateAction, c: Constraint) -> bool:
+def touched(anchor: Anchor, action: CandidateAction) -> tuple[str, ...]:
+    """What an action touches: the object it moves, its target, and a bowl it takes the object out of."""
+    names = [action.obj, action.target, anchor.object(action.obj).in_container]
+    return tuple(n for n in names if n)
+
+
+def _touches(anchor: Anchor, action: CandidateAction, c: Constraint) -> bool:
     if c.attr == "verb":
         return action.verb == c.value
-    return c.value in (action.obj, action.target)
-
-
+    return c.value in touched(anchor, action)
 def _forced(chosen: list[CandidateAction], cons: list[Constraint], kept: set[str], where: str) -> list[CandidateAction]:
     if not cons:
         return []
@@ -207,25 +237,26 @@ def _forced(chosen: list[CandidateAction], cons: list[Constraint], kept: set[str
     if len(c.names) != 1 or c.names[0] not in kept:
         raise TaskError("T", f"action {list(c.names)} to do {where} is not a remaining candidate")
     action = next(a for a in chosen if a.action_id == c.names[0])
-    if where == "first" and action.requires:
-        raise TaskError("T", f"{action.action_id!r} cannot go first: it requires {list(action.requires)}")
+    before = [p for p in action.predecessors if p in kept]
+    if where == "first" and before:
+        raise TaskError("T", f"{action.action_id!r} cannot go first: it comes after {before}")
     if where == "last":
-        needed_by = [a.action_id for a in chosen if action.action_id in a.requires]
-        if needed_by:
-            raise TaskError("T", f"{action.action_id!r} cannot go last: {needed_by} require it")
+        later = [a.action_id for a in chosen if action.action_id in a.predecessors]
+        if later:
+            raise TaskError("T", f"{action.action_id!r} cannot go last: {later} come after it")
     return [action]
 
 
 def _catalog_topological(actions: list[CandidateAction], done: set[str]) -> list[CandidateAction]:
-    """Kahn's order taking, at each step, the lowest-catalog action whose preconditions are met."""
+    """At each step the earliest-listed remaining action whose remaining predecessors are all done."""
     done = set(done)
     pending = list(actions)
     out: list[CandidateAction] = []
     while pending:
-        nxt = next((a for a in pending if all(r in done or r not in {p.action_id for p in pending}
-                                               for r in a.requires)), None)
+        waiting = {p.action_id for p in pending}
+        nxt = next((a for a in pending if not any(r in waiting for r in a.predecessors)), None)
         if nxt is None:
-            raise TaskError("T", f"no executable order for {[a.action_id for a in pending]}")
+            raise TaskError("T", f"no order for {[a.action_id for a in pending]} respects their relations")
         out.append(nxt)
         done.add(nxt.action_id)
         pending.remove(nxt)

@@ -19,7 +19,8 @@ SUITE_FORMAT = "owda-suite/1"
 
 def write_suite(suite: Suite, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    manifest = {"format": SUITE_FORMAT, "seed": suite.seed, "counts": suite.counts()}
+    manifest = {"format": SUITE_FORMAT, "seed": suite.seed, "counts": suite.counts(), "available": suite.available,
+                "rejections": suite.rejections}
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     (out_dir / "anchors.json").write_text(json.dumps([a.to_dict() for a in suite.anchors], indent=1) + "\n")
     with (out_dir / "families.jsonl").open("w") as fh:
@@ -60,7 +61,14 @@ def load_suite(suite_dir: Path) -> Suite:
                 families.append(Family.from_dict(json.loads(line)))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise OwdaError(f"suite: families.jsonl line {n}: {type(exc).__name__}: {exc}") from None
-    suite = Suite(int(manifest.get("seed", 0)), anchors, tuple(families))
+    raw = manifest.get("rejections", {})
+    try:
+        rejections = {str(k): {str(r): int(n) for r, n in v.items()} for k, v in raw.items()}
+        available = {str(k): int(v) for k, v in manifest.get("available", {}).items()}
+    except (AttributeError, TypeError, ValueError):
+        raise OwdaError("suite: manifest.json fields 'rejections' and 'available' must map operators to counts") \
+            from None
+    suite = Suite(int(manifest.get("seed", 0)), anchors, tuple(families), rejections, available)
     if manifest.get("counts") and manifest["counts"] != suite.counts():
         raise OwdaError(f"suite: manifest.json counts {manifest['counts']} do not match the files {suite.counts()}")
     return suite

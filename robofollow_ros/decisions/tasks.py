@@ -6,7 +6,8 @@ Instances of a family, by position:
   2 ``changing``             template set a, one word changed, a different decision
   3 ``changing_preserving``  template set b with the same change; same decision as 2
 So (0, 1) and (2, 3) are the task-preserving pairs (decision invariance) and (0, 2) and (1, 3) the
-task-changing pairs (decision sensitivity).
+task-changing pairs (decision sensitivity). "Template set" means one wording of every sentence; the
+rewrite's wording differs from the base's in every sentence.
 """
 
 from __future__ import annotations
@@ -29,14 +30,20 @@ class Instance:
     text: str
     spec: TaskSpec
     decision: tuple[str, ...]
+    #: compositional only: the matched atomic instances, one per constraint (same anchor, scope, constraint)
+    matched: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.instance_id, "role": self.role, "text": self.text, "spec": self.spec.to_dict(),
-                "decision": list(self.decision)}
+        out = {"id": self.instance_id, "role": self.role, "text": self.text, "spec": self.spec.to_dict(),
+               "decision": list(self.decision)}
+        if self.matched:
+            out["matched"] = list(self.matched)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Instance:
-        return cls(str(d["id"]), str(d["role"]), str(d["text"]), TaskSpec.from_dict(d["spec"]), tuple(d["decision"]))
+        return cls(str(d["id"]), str(d["role"]), str(d["text"]), TaskSpec.from_dict(d["spec"]), tuple(d["decision"]),
+                   tuple(str(m) for m in d.get("matched", ())))
 
 
 @dataclass(frozen=True)

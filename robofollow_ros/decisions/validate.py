@@ -8,12 +8,13 @@ names the task and the constraint that failed, so a hand-edited suite can be fix
 from __future__ import annotations
 
 from robofollow_ros.decisions.anchors import Anchor, check_anchor
-from robofollow_ros.decisions.candidates import one_word_apart
+from robofollow_ros.decisions.candidates import one_word_apart, spec_key
 from robofollow_ros.decisions.errors import OwdaError, TaskError
 from robofollow_ros.decisions.generator import Suite
 from robofollow_ros.decisions.language import parse
-from robofollow_ros.decisions.solver import TaskSpec, redundant_exclusion, solve
+from robofollow_ros.decisions.solver import TaskSpec, forbidden_containers, redundant_exclusion, solve
 from robofollow_ros.decisions.tasks import CHANGING_PAIRS, COMPOSITION_TYPES, PRESERVING_PAIRS, ROLES, Family, Instance
+from robofollow_ros.decisions.world import WorldState, pick_problems
 
 
 def validate_suite(suite: Suite) -> dict[str, int]:
@@ -27,8 +28,17 @@ def validate_suite(suite: Suite) -> dict[str, int]:
     families = {f.family_id: f for f in suite.families}
     if len(families) != len(suite.families):
         raise TaskError("family", "duplicate family ids")
+    instances = {i.instance_id: (f, i) for f in suite.families for i in f.instances}
+    seen: dict[tuple[str, frozenset[tuple[object, ...]]], str] = {}
     for f in suite.families:
         validate_family(f, anchors, families)
+        if f.kind == "compositional":
+            _check_matched(f, instances)
+        key = (f.anchor_id, frozenset(spec_key(i.spec) for i in f.instances))
+        if key in seen:
+            raise _fail(f.family_id, "family", f"the same tasks as family {seen[key]} on anchor {f.anchor_id} "
+                                               "(a family and its mirror are one family)")
+        seen[key] = f.family_id
     return suite.counts()
 
 
@@ -53,9 +63,12 @@ def validate_family(family: Family, anchors: dict[str, Anchor], families: dict[s
         _check_instance(one, anchor, family)
     inst = list(family.instances)
     for a, b in PRESERVING_PAIRS:
-        if inst[a].decision != inst[b].decision or inst[a].text == inst[b].text:
+        if inst[a].decision != inst[b].decision or inst[a].spec != inst[b].spec:
+            raise _fail(inst[b].instance_id, family.changed_op, "a task-preserving rewrite must keep the task")
+        same = [x for x, y in zip(_sentences(inst[a].text), _sentences(inst[b].text), strict=False) if x == y]
+        if same:
             raise _fail(inst[b].instance_id, family.changed_op,
-                        "a task-preserving rewrite must reword the instruction and keep the decision")
+                        f"a task-preserving rewrite must reword every sentence; {same[0]!r} is unchanged")
     for a, b in CHANGING_PAIRS:
         if inst[a].decision == inst[b].decision:
             raise _fail(inst[b].instance_id, family.changed_op, "the task-changing rewrite leaves the decision as is")
@@ -86,6 +99,8 @@ def _check_instance(inst: Instance, anchor: Anchor, family: Family) -> None:
     if decision != inst.decision:
         raise _fail(where, inst.spec.ops[-1], f"stored decision {list(inst.decision)} is not the solution "
                                               f"{list(decision)}")
+    if (problem := world_problem(anchor, inst.spec, inst.decision)) is not None:
+        raise _fail(where, "world", problem)
     if (name := redundant_exclusion(anchor, inst.spec)) is not None:
         raise _fail(where, "E", f"excluded {name!r} is already inhibited by N: the exclusion does no work")
     for i, c in enumerate(inst.spec.constraints):
@@ -96,6 +111,48 @@ def _check_instance(inst: Instance, anchor: Anchor, family: Family) -> None:
             unchanged = False
         if unchanged:
             raise _fail(where, c.op, "the constraint is inactive: dropping it leaves the decision unchanged")
+
+
+def world_problem(anchor: Anchor, spec: TaskSpec, decision: tuple[str, ...]) -> str | None:
+    """Why ``decision`` cannot be executed in the symbolic world, or None: the proof every gold decision gets."""
+    if anchor.kind == "object_centric":
+        found = pick_problems(anchor, decision, forbidden_containers(anchor, spec))
+        return None if found is None else f"picking {found[0]!r}: {'; '.join(found[1])}"
+    try:
+        actions = [anchor.action(a) for a in decision]
+    except OwdaError as exc:
+        return str(exc)
+    _, bad, problems = WorldState.initial(anchor).run(actions)
+    if bad is not None:
+        return f"step {bad + 1} {decision[bad]!r} cannot run after {list(decision[:bad])}: {'; '.join(problems)}"
+    done: set[str] = set()
+    for a in actions:
+        missing = [r for r in a.requires if r not in done]
+        if missing:
+            return f"{a.action_id!r} runs before the actions it requires: {missing}"
+        late = [r for r in a.after if r in decision and r not in done]
+        if late:
+            return f"{a.action_id!r} runs before {late}, which must come first"
+        done.add(a.action_id)
+    return None
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in text.replace(". ", ".\n").splitlines() if s.strip()]
+
+
+def _check_matched(family: Family, instances: dict[str, tuple[Family, Instance]]) -> None:
+    """Each compositional instance names one matched atomic instance per constraint, with that exact task."""
+    for inst in family.instances:
+        if len(inst.matched) != len(inst.spec.constraints):
+            raise _fail(inst.instance_id, family.type, f"needs one matched atomic instance per constraint, "
+                                                       f"got {list(inst.matched)}")
+        for c, mid in zip(inst.spec.constraints, inst.matched, strict=True):
+            other = instances.get(mid)
+            if other is None or other[0].kind != "atomic" or other[0].anchor_id != family.anchor_id:
+                raise _fail(inst.instance_id, c.op, f"matched {mid!r} is not an atomic instance on {family.anchor_id}")
+            if other[1].spec != TaskSpec(inst.spec.scope, (c,)):
+                raise _fail(inst.instance_id, c.op, f"matched {mid} is not the same scope and constraint")
 
 
 def _first_difference(a: TaskSpec, b: TaskSpec) -> str:
@@ -120,6 +177,10 @@ def _check_composition(family: Family, anchor: Anchor, families: dict[str, Famil
         other = families.get(cid)
         if other is None or other.kind != "atomic":
             raise _fail(fid, op, f"matched constituent {cid!r} is not an atomic family of the suite")
-        ospec = other.instances[0].spec
-        if other.anchor_id != family.anchor_id or ospec.scope != base.scope or ospec.constraints != (cons,):
+        specs = {i.spec for i in other.instances}
+        if other.anchor_id != family.anchor_id or TaskSpec(base.scope, (cons,)) not in specs:
             raise _fail(fid, op, f"constituent {cid} is not the same anchor, scope and constraint")
+    changed = family.instances[2].spec.constraints[family.ops.index(family.changed_op)]
+    own = families[family.constituents[family.ops.index(family.changed_op)]]
+    if TaskSpec(base.scope, (changed,)) not in {i.spec for i in own.instances}:
+        raise _fail(fid, family.changed_op, f"constituent {own.family_id} does not make the same one-word change")
