@@ -80,14 +80,27 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
     return condition()
 
 
-def closed_by_peer(sock: socket.socket) -> bool:
-    """True once the peer has closed (EOF or reset pending), without blocking."""
-    if not select.select([sock], [], [], 0)[0]:
-        return False
-    try:
-        return sock.recv(65536, socket.MSG_PEEK) == b""
-    except ConnectionError:
-        return True
+def trickle(sock: socket.socket, count: int, byte: bytes, until: bytes | None = None) -> tuple[int, bytes]:
+    """Send ``count`` bytes one every 0.1 s until the peer closes (or says ``until``);
+    returns (bytes sent, bytes the peer sent)."""
+    received = b""
+    for sent in range(count):
+        while select.select([sock], [], [], 0)[0]:  # read what the server said; b"" means it closed
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionError:
+                chunk = b""
+            if not chunk:
+                return sent, received
+            received += chunk
+            if until is not None and until in received:
+                return sent, received
+        try:
+            sock.sendall(byte)
+        except OSError:
+            return sent, received
+        time.sleep(0.1)  # the trickle under test: each byte well within any per-read timeout
+    return count, received
 
 
 # ------------------------------------------------------------------------------- many clients
@@ -222,14 +235,7 @@ def test_a_trickle_of_bytes_cannot_extend_the_tcp_frame_deadline() -> None:
     with RoboFollowTcpServer(EchoPolicy, port=0, frame_timeout_s=1.0, idle_timeout_s=60).start() as server:
         with socket.create_connection(server.address, timeout=30) as sock:
             sock.sendall(struct.pack(">I", 200))
-            sent = 0
-            while sent < 200 and not closed_by_peer(sock):
-                try:
-                    sock.sendall(b" ")
-                except OSError:
-                    break
-                sent += 1
-                time.sleep(0.1)  # the trickle under test: 200 bytes would take 20 s
+            sent, _ = trickle(sock, 200, b" ")  # 200 bytes would take 20 s
             assert sent < 200, "the server read the whole trickled frame"
         client = tcp_client(server)
         client.reset()  # the server still serves
@@ -241,17 +247,13 @@ def test_a_trickle_of_bytes_cannot_extend_the_openpi_message_deadline() -> None:
         with socket.create_connection(server.address, timeout=30) as sock:
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                          b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-            assert b" 101 " in sock.recv(4096).split(b"\r\n")[0] + b" "
+            assert sock.recv(12) == b"HTTP/1.1 101"
             sock.sendall(bytes([0x82, 0x80 | 126]) + struct.pack(">H", 200) + b"\x00\x00\x00\x00")  # masked, 200 B
-            sent = 0
-            while sent < 200 and not closed_by_peer(sock):
-                try:
-                    sock.sendall(b"\x90")
-                except OSError:
-                    break
-                sent += 1
-                time.sleep(0.1)
+            sent, received = trickle(sock, 200, b"\x90", until=b"message not complete")
             assert sent < 200, "the server waited for the whole trickled message"
+            close = received.rfind(b"\x88")  # the close frame: code 1008 and the reason
+            assert close >= 0 and received[close + 2:close + 4] == struct.pack(">H", 1008), received[-80:]
+            assert b"message not complete within 1 s" in received[close:]
         assert server.stats["timeouts"] == 1
 
 
