@@ -24,6 +24,7 @@ import logging
 import selectors
 import socket
 import threading
+import time
 from typing import Any
 
 from robofollow_ros.policy.errors_reply import describe_error
@@ -44,6 +45,8 @@ DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_MAX_PENDING_BYTES = 512 * 1024 * 1024
 #: How long a refused connection is kept to read the client's request and let it read the refusal.
 REFUSAL_LINGER_S = 5.0
+#: Refusals answered at once; a flood beyond this is closed without a message.
+MAX_REFUSALS_IN_FLIGHT = 16
 
 
 class ServerBusyError(PolicyError):
@@ -77,6 +80,7 @@ class RoboFollowTcpServer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._lock = threading.Lock()
         self._open: dict[socket.socket, threading.Thread] = {}
+        self._refusals = threading.BoundedSemaphore(MAX_REFUSALS_IN_FLIGHT)
         self._thread: threading.Thread | None = None
         #: Counters for logs and tests.
         self.stats = {"connections": 0, "requests": 0, "errors": 0, "dropped": 0, "refused": 0,
@@ -109,6 +113,9 @@ class RoboFollowTcpServer:
                 return
             if len(self._open) >= self.max_connections:
                 self.stats["refused"] += 1
+                if not self._refusals.acquire(blocking=False):
+                    conn.close()
+                    return
                 busy = ServerBusyError(f"server busy: {len(self._open)} connections are open, the limit "
                                        f"(max_connections / --max-connections); try again later")
                 threading.Thread(target=self._refuse, args=(conn, busy), name="robofollow-tcp-refusal",
@@ -160,15 +167,18 @@ class RoboFollowTcpServer:
     # ------------------------------------------------------------------ one connection
     def _refuse(self, conn: socket.socket, busy: ServerBusyError) -> None:
         """Answer a connection over the limit with one error reply, then close without a reset."""
-        with conn:
-            try:
+        try:
+            with conn:
                 send_frame(conn, self._error_reply(busy))
                 conn.shutdown(socket.SHUT_WR)
                 conn.settimeout(REFUSAL_LINGER_S)  # read (and drop) the request so closing sends no RST
-                while conn.recv(65536):
+                deadline = time.monotonic() + REFUSAL_LINGER_S
+                while conn.recv(65536) and time.monotonic() < deadline:
                     pass
-            except OSError:
-                pass
+        except OSError:
+            pass
+        finally:
+            self._refusals.release()
 
     def _run_connection(self, conn: socket.socket) -> None:
         session: Session | None = None
