@@ -49,7 +49,7 @@ class JsonLimits:
 _STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 
 
-def _max_depth(data: bytes, limit: int) -> int:
+def _max_depth(data: bytes | bytearray, limit: int) -> int:
     depth = deepest = 0
     for match in _STRUCTURE.finditer(data):
         token = match.group()
@@ -71,7 +71,9 @@ def loads_bounded(data: bytes | bytearray | memoryview | str, limits: JsonLimits
     ``object_hook`` is passed to :func:`json.loads` (the wire decoder turns arrays into NumPy there);
     exceptions it raises propagate unchanged.
     """
-    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    # bytes and bytearray are used as they are: copying a 128 MiB frame would double its cost.
+    raw: bytes | bytearray = (data.encode("utf-8") if isinstance(data, str)
+                              else data if isinstance(data, bytes | bytearray) else bytes(data))
     if len(raw) > limits.max_bytes:
         raise JsonLimitError(f"{what}: {len(raw):,} bytes exceed the limit of {limits.max_bytes:,}")
     containers = raw.count(b"{") + raw.count(b"[")

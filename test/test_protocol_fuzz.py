@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from robofollow_ros.policy.drills import make_observation
 from robofollow_ros.policy.hold import HoldPolicy
-from robofollow_ros.policy.msgpack_wire import packb, unpackb
+from robofollow_ros.policy.msgpack_wire import check_object_count, packb, unpackb
 from robofollow_ros.policy.openpi_adapter import to_openpi_observation
 from robofollow_ros.policy.openpi_client import OpenpiWebsocketPolicy
 from robofollow_ros.policy.openpi_server import OpenpiPolicyServer
@@ -29,11 +29,10 @@ from robofollow_ros.policy.robofollow_wire import (
     decode_array,
     decode_message,
     encode_message,
-    recv_frame,
-    send_frame,
 )
 from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy, wire_observation
 from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
+from robofollow_ros.policy.wire_frames import recv_frame, send_frame
 
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -113,7 +112,7 @@ def test_bad_array_objects_name_the_field(fields: dict, fragment: str) -> None:
 
 
 def test_deep_nesting_is_a_typed_error() -> None:
-    with pytest.raises(WireFormatError, match="nested too deeply"):
+    with pytest.raises(WireFormatError, match="nesting deeper than 64 levels"):
         decode_message(b"[" * 100_000 + b"]" * 100_000)
     with pytest.raises(WireFormatError):
         unpackb(b"\x91" * 100_000 + b"\xc0")
@@ -163,6 +162,35 @@ def test_msgpack_ndarray_maps_with_hostile_fields(fields: dict) -> None:
 def test_bad_msgpack_arrays_name_the_field(fields: dict, fragment: str) -> None:
     with pytest.raises(WireFormatError, match=fragment):
         unpackb(msgpack.packb(fields, use_bin_type=True))
+
+
+msgpack_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), MSGPACK_INTS, st.floats(width=32), st.text(max_size=40),
+              st.binary(max_size=300), st.sampled_from([b"b" * 70_000, "s" * 300, "t" * 70_000]),
+              st.builds(msgpack.ExtType, st.integers(0, 127), st.binary(max_size=20))),
+    lambda children: st.one_of(st.lists(children, max_size=20),
+                               st.dictionaries(st.text(max_size=5), children, max_size=20)),
+    max_leaves=60)
+
+
+def python_count(value: object) -> int:
+    """msgpack values in ``value`` by the data model (independent of any byte-level reading)."""
+    if isinstance(value, list):
+        return 1 + sum(python_count(v) for v in value)
+    if isinstance(value, dict):
+        return 1 + sum(python_count(k) + python_count(v) for k, v in value.items())
+    return 1
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(msgpack_values, st.booleans())
+def test_msgpack_object_count_matches_the_data_model(value: object, single_floats: bool) -> None:
+    packed = msgpack.packb(value, use_bin_type=True, use_single_float=single_floats)
+    assert check_object_count(packed) == python_count(value)
+    count = python_count(value)
+    if count > 1:
+        with pytest.raises(WireFormatError, match=f"more than {count - 1:,} msgpack objects"):
+            check_object_count(packed, count - 1)
 
 
 # --------------------------------------------------------------------------------- live servers

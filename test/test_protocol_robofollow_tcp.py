@@ -24,11 +24,10 @@ from robofollow_ros.policy.robofollow_wire import (
     WireFormatError,
     decode_message,
     encode_message,
-    recv_frame,
-    send_frame,
 )
 from robofollow_ros.policy.tcp_client import RemotePolicyError, RoboFollowTcpPolicy
 from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
+from robofollow_ros.policy.wire_frames import recv_frame, send_frame
 
 
 @pytest.fixture

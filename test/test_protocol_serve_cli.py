@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +17,9 @@ import numpy as np
 import pytest
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
+from robofollow_ros.cli._common import EXIT_PORT_IN_USE
 from robofollow_ros.policy.drills import make_observation
+from robofollow_ros.policy.echo import instruction_code
 from robofollow_ros.policy.hold import HoldPolicy
 from robofollow_ros.policy.openpi_adapter import to_openpi_observation
 from robofollow_ros.policy.spec import load_policy
@@ -110,9 +114,46 @@ def test_openpi_serve_answers_the_openpi_client() -> None:
         (["--policy", "hold", "--port", "70000"], "--port: 70000"),
         (["--policy", "hold", "--policy-timeout", "0"], "--policy-timeout"),
         (["--policy", "hold", "--host", "203.0.113.1"], "cannot listen on 203.0.113.1"),
+        (["--policy", "hold", "--max-connections", "0"], "--max-connections: 0"),
+        (["--policy", "hold", "--frame-timeout", "0"], "--frame-timeout"),
+        (["--policy", "hold", "--batch-size", "4"], "no predict_batch"),
+        (["--policy", "robofollow_ros.policy.drills:recording", "--batch-size", "4"], "no shareable = True"),
+        (["--policy", "robofollow_ros.policy.echo:shared_echo", "--batch-size", "4", "--batch-wait-ms", "-1"],
+         "--batch-wait-ms"),
     ],
 )
 def test_bad_input_exits_2_with_a_message_naming_the_field(args: list[str], fragment: str) -> None:
     result = subprocess.run([*ROBOFOLLOW, "serve", "--port", "0", *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert fragment in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_port_in_use_exits_6_with_one_line() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run([*ROBOFOLLOW, "serve", "--policy", "hold", "--port", str(port)], capture_output=True,
+                                text=True, timeout=60)
+    assert result.returncode == EXIT_PORT_IN_USE
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_openpi_serve_batches_a_shareable_policy_and_each_client_keeps_its_prompt() -> None:
+    args = ("--protocol", "openpi", "--policy", "robofollow_ros.policy.echo:shared_echo", "--kwargs",
+            '{"delay_s": 0.05}', "--batch-size", "4", "--batch-wait-ms", "200")
+    with serving(*args) as (proc, port):
+        clients = [WebsocketClientPolicy("127.0.0.1", port) for _ in range(6)]
+        codes: dict[int, list[float]] = {}
+
+        def ask(i: int) -> None:
+            request = to_openpi_observation(make_observation(), f"prompt {i}")
+            codes[i] = [float(clients[i].infer(request)["actions"][0, 0]) for _ in range(3)]
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(clients))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert codes == {i: [instruction_code(f"prompt {i}")] * 3 for i in range(len(clients))}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    assert "shared sessions, batches of up to 4" in (proc.stderr.read() if proc.stderr else "")

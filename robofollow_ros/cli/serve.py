@@ -1,12 +1,18 @@
 """``robofollow serve``: expose any policy SPEC over RoboFollow's TCP protocol or openpi's websocket.
 
 Prints ``Policy server: HOST:PORT`` once listening (scripts wait for that line; with ``--port 0``
-it names the port chosen), serves until SIGINT or SIGTERM, then closes the policy.
+it names the port chosen), serves until SIGINT or SIGTERM, then closes the policies.
+
+Many clients at once: the SPEC is a factory, so every connection gets its own policy (built on
+demand, reused by later connections after ``reset``), unless the policy declares itself
+``shareable``; then one object serves everyone and ``--batch-size`` batches concurrent requests
+through its ``predict_batch``.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import signal
 import sys
@@ -14,7 +20,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import EXIT_PORT_IN_USE, CliError
 
 PROTOCOLS = ("robofollow", "openpi")
 
@@ -32,6 +38,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=int, default=8999, help="port to bind; 0 picks a free one (default 8999)")
     p.add_argument("--policy-timeout", type=float, default=300.0, metavar="S",
                    help="seconds a policy call may take before the caller gets an error (default 300)")
+    p.add_argument("--max-connections", type=int, default=64, metavar="N",
+                   help="connections served at once; the next one is refused with a message (default 64)")
+    p.add_argument("--idle-timeout", type=float, default=1800.0, metavar="S",
+                   help="seconds a connection may wait between requests before it is closed (default 1800)")
+    p.add_argument("--frame-timeout", type=float, default=60.0, metavar="S",
+                   help="seconds a request may take to arrive once it started (a deadline; default 60)")
+    p.add_argument("--batch-size", type=int, default=1, metavar="N",
+                   help="batch up to N concurrent predicts into one predict_batch call; needs a shareable "
+                        "policy with predict_batch (default 1: no batching)")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0, metavar="MS",
+                   help="longest a request waits for others to join its batch (default 5)")
     p.add_argument("--debug", action="store_true", help="include full server tracebacks in error replies")
     p.set_defaults(func=_serve)
 
@@ -46,34 +63,79 @@ def _parse_kwargs(text: str) -> dict[str, Any]:
     return kwargs
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from robofollow_ros.policy.guard import TimeoutGuardedPolicy
-    from robofollow_ros.policy.spec import PolicySpecError, load_policy
-
+def _check_limits(args: argparse.Namespace) -> None:
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port: {args.port} is outside 0..65535")
-    if not args.policy_timeout > 0:
-        raise CliError(f"--policy-timeout: {args.policy_timeout} must be positive")
-    kwargs = _parse_kwargs(args.kwargs)
+    for flag, value in (("--policy-timeout", args.policy_timeout), ("--idle-timeout", args.idle_timeout),
+                        ("--frame-timeout", args.frame_timeout)):
+        if not value > 0:
+            raise CliError(f"{flag}: {value} must be positive")
+    if args.max_connections < 1:
+        raise CliError(f"--max-connections: {args.max_connections} must be at least 1")
+    if args.batch_size < 1:
+        raise CliError(f"--batch-size: {args.batch_size} must be at least 1")
+
+
+def _sessions(args: argparse.Namespace, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """(PolicySessions, the shared policy the caller must close or None)."""
+    from robofollow_ros.policy.batching import BatchSettings, DynamicBatcher
+    from robofollow_ros.policy.guard import TimeoutGuardedPolicy
+    from robofollow_ros.policy.interface import close_policy
+    from robofollow_ros.policy.sessions import PolicySessions, declares_shareable
+    from robofollow_ros.policy.spec import PolicySpecError, load_policy
+
     try:
-        policy = load_policy(args.policy, kwargs)
+        first = load_policy(args.policy, kwargs)  # bad SPECs fail here, before listening
     except PolicySpecError as exc:
         raise CliError(str(exc)) from exc
-    guarded = TimeoutGuardedPolicy(policy, args.policy_timeout)
+    shareable = declares_shareable(first)
+    if args.batch_size > 1:
+        predict_batch = getattr(first, "predict_batch", None)
+        if not shareable or not callable(predict_batch):
+            close_policy(first)
+            raise CliError(f"--batch-size: {args.batch_size} needs a policy with shareable = True and a "
+                           f"predict_batch method; {args.policy!r} has "
+                           f"{'no predict_batch' if shareable else 'no shareable = True'}")
+        try:
+            settings = BatchSettings(args.batch_size, args.batch_wait_ms)
+        except ValueError as exc:
+            close_policy(first)
+            raise CliError(str(exc)) from exc
+    if shareable:
+        shared = TimeoutGuardedPolicy(first, args.policy_timeout)
+        batcher = (DynamicBatcher(first.predict_batch, settings, args.policy_timeout)  # type: ignore[attr-defined]
+                   if args.batch_size > 1 else None)
+        return PolicySessions(shared=shared, batcher=batcher), shared
+
+    def build() -> Any:
+        return TimeoutGuardedPolicy(load_policy(args.policy, kwargs), args.policy_timeout)
+
+    return PolicySessions(factory=build, first=TimeoutGuardedPolicy(first, args.policy_timeout)), None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    _check_limits(args)
+    kwargs = _parse_kwargs(args.kwargs)
+    sessions, shared = _sessions(args, kwargs)
+    limits = {"debug": args.debug, "idle_timeout_s": args.idle_timeout, "frame_timeout_s": args.frame_timeout,
+              "max_connections": args.max_connections}
     server: Any
     try:
         if args.protocol == "openpi":
             from robofollow_ros.policy.openpi_server import OpenpiPolicyServer
 
-            server = OpenpiPolicyServer(guarded, args.host, args.port, debug=args.debug,
-                                        metadata={"policy": args.policy})
+            server = OpenpiPolicyServer(sessions, args.host, args.port, metadata={"policy": args.policy}, **limits)
         else:
             from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
 
-            server = RoboFollowTcpServer(guarded, args.host, args.port, debug=args.debug)
+            server = RoboFollowTcpServer(sessions, args.host, args.port, **limits)
     except OSError as exc:
-        guarded.close()
-        raise CliError(f"--host/--port: cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from exc
+        sessions.close()
+        if shared is not None:
+            shared.close()
+        code = EXIT_PORT_IN_USE if exc.errno == errno.EADDRINUSE else 2
+        raise CliError(f"--host/--port: cannot listen on {args.host}:{args.port} ({exc.strerror or exc})",
+                       code) from exc
 
     stop = threading.Event()
 
@@ -85,13 +147,17 @@ def _serve(args: argparse.Namespace) -> int:
         server.start()
         host, port = server.address
         print(f"Policy server: {host}:{port}", flush=True)
-        print(f"protocol {args.protocol}, policy {args.policy}; Ctrl-C stops", file=sys.stderr, flush=True)
+        batching = (f", batches of up to {args.batch_size} within {args.batch_wait_ms:g} ms"
+                    if sessions.batcher is not None else "")
+        print(f"protocol {args.protocol}, policy {args.policy}, {sessions.kind} sessions{batching}, "
+              f"up to {args.max_connections} connections; Ctrl-C stops", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
     finally:
-        server.stop()
-        guarded.close()
+        server.stop()  # closes the policies the sessions built
+        if shared is not None:
+            shared.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        print("policy server stopped, policy closed", file=sys.stderr, flush=True)
+        print("policy server stopped, policies closed", file=sys.stderr, flush=True)
     return 0

@@ -12,7 +12,10 @@ class HoldPolicy:
     """Returns ``chunk_size`` copies of the current ``joint_action.vector``.
 
     Useful to test plumbing (transport, timing, recording) without a model: the robot must not move.
+    Stateless, so a server may share one object among all its connections.
     """
+
+    shareable = True
 
     def __init__(self, chunk_size: int = 5) -> None:
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:

@@ -19,9 +19,12 @@ from robofollow_ros.policy.robofollow_wire import MAX_NDIM, WireFormatError
 
 _NUMERIC_KINDS = frozenset("biuf")
 #: Largest websocket message either openpi side accepts by default: about 70 times a 3-camera
-#: 224×224 request (and 12 times three raw 640×480 frames). msgpack can turn each byte into one
-#: Python object (~60 bytes), so this also bounds what a hostile message can cost (under 2 GiB).
+#: 224×224 request (and 12 times three raw 640×480 frames).
 OPENPI_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+#: Most msgpack objects (containers and scalars) one message may hold. msgpack can turn every byte
+#: into one Python object (32 MiB of empty maps would be ~2 GiB of dicts); a real request holds
+#: about 30, and a million keep a hostile message to tens of MB. Counted before unpacking.
+OPENPI_MAX_OBJECTS = 1_000_000
 
 
 def _pack_default(obj: Any) -> Any:
@@ -63,7 +66,7 @@ def _dtype(value: Any) -> np.dtype:
         raise WireFormatError(f"array dtype: {text!r} is not a NumPy dtype") from exc
     if dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
         raise WireFormatError(f"array dtype: {text!r} is not numeric or bool")
-    if len(_DTYPE_CACHE) < 256:  # only valid dtypes are cached, and only so many
+    if dtype.isnative and len(_DTYPE_CACHE) < 256:  # valid native dtypes only, and only so many
         _DTYPE_CACHE[value] = dtype
     return dtype
 
@@ -109,11 +112,58 @@ def _checked_array(obj: dict[Any, Any]) -> np.ndarray:
                               f"{dtype.str} ({exc})") from exc
     if checked.nbytes != len(data):  # NumPy accepts a larger buffer; we want exactly the payload
         raise WireFormatError(f"array data: {len(data)} bytes do not match shape {str(shape)[:80]} of {dtype.str}")
+    if not dtype.isnative:  # '>f4' from a big-endian peer: same values, in the order policies can use
+        checked = checked.astype(dtype.newbyteorder("="))
+        checked.flags.writeable = False
     return checked
 
 
-def unpackb(data: bytes | bytearray | memoryview) -> Any:
-    """The message in one msgpack frame; raises :class:`WireFormatError` on anything malformed."""
+# Bytes after the type byte that a fixed-size msgpack value occupies (nil, bools, numbers, fixext).
+_FIXED_PAYLOAD = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2,
+                  0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
+# Width of the length field of bin/str (payload follows) and ext (a type byte, then the payload).
+_SIZED = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4}
+_EXT = {0xC7: 1, 0xC8: 2, 0xC9: 4}
+# Width of the element count of array16/32 and map16/32 (the elements follow as values).
+_CONTAINERS = {0xDC: 2, 0xDD: 4, 0xDE: 2, 0xDF: 4}
+
+
+def check_object_count(data: bytes | bytearray | memoryview, limit: int = OPENPI_MAX_OBJECTS) -> int:
+    """Count the msgpack values in ``data`` by their headers (payloads are skipped, nothing is built).
+
+    Raises :class:`WireFormatError` past ``limit``, so the cost of a hostile message is bounded by
+    the limit, not by its length. Truncation and other malformations are left to the unpacker.
+    """
+    view = memoryview(data).cast("B")
+    end, pos, count = len(view), 0, 0
+    while pos < end:
+        count += 1
+        if count > limit:
+            raise WireFormatError(f"message: more than {limit:,} msgpack objects (the limit)")
+        byte = view[pos]
+        pos += 1
+        if byte <= 0x9F or byte >= 0xE0:  # fixint, fixmap, fixarray, negative fixint: header only
+            continue
+        if byte <= 0xBF:  # fixstr
+            pos += byte & 0x1F
+        elif byte in _FIXED_PAYLOAD:
+            pos += _FIXED_PAYLOAD[byte]
+        elif byte in _SIZED or byte in _EXT:
+            width = _SIZED.get(byte) or _EXT[byte]
+            pos += width + int.from_bytes(view[pos:pos + width], "big") + (1 if byte in _EXT else 0)
+        elif byte in _CONTAINERS:
+            pos += _CONTAINERS[byte]
+        else:
+            raise WireFormatError(f"message: invalid msgpack (byte 0x{byte:02x} at offset {pos - 1})")
+    return count
+
+
+def unpackb(data: bytes | bytearray | memoryview, max_objects: int = OPENPI_MAX_OBJECTS) -> Any:
+    """The message in one msgpack frame; raises :class:`WireFormatError` on anything malformed.
+
+    At most ``max_objects`` values (:func:`check_object_count`), counted before unpacking.
+    """
+    check_object_count(data, max_objects)
     try:
         return msgpack.unpackb(data, object_hook=_unpack_hook, raw=False)
     except WireFormatError:

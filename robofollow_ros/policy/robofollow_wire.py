@@ -1,13 +1,15 @@
-"""RoboFollow's TCP wire format (spec section f): length-prefixed JSON with base64 NumPy arrays.
+"""RoboFollow's TCP messages (spec section f): JSON with base64 NumPy arrays.
 
-Framing: a 4-byte unsigned big-endian length ``N`` (1 ≤ N ≤ 128 MiB), then ``N`` bytes of UTF-8
-JSON. Arrays anywhere in the tree become ``{"__numpy_array__": true, "data": <base64 of the raw
-C-order bytes>, "dtype": <name>, "shape": [...]}``. The encoder keeps Python's ``json`` defaults
-(ASCII-escaped, ``", "`` and ``": "`` separators) so a reference peer sees byte-identical text.
+Framing (a 4-byte big-endian length, then the JSON body) lives in ``wire_frames.py``. Arrays
+anywhere in the tree become ``{"__numpy_array__": true, "data": <base64 of the raw C-order bytes>,
+"dtype": <name>, "shape": [...]}``. The encoder keeps Python's ``json`` defaults (ASCII-escaped,
+``", "`` and ``": "`` separators) so a reference peer sees byte-identical text.
 
 The decoder is the security boundary of the TCP server, so it never trusts a field: the dtype must
-be a plain numeric name, the shape's byte count must match the base64 length *before* anything is
-decoded or allocated, and every failure is a :class:`WireFormatError` naming the field and value.
+be a numeric or bool dtype (either byte order, as the official decoder accepts), the shape's byte
+count must match the base64 length *before* anything is decoded or allocated, the JSON's shape is
+bounded (:data:`WIRE_JSON_LIMITS`), and every failure is a :class:`WireFormatError` naming the
+field and value.
 """
 
 from __future__ import annotations
@@ -15,23 +17,30 @@ from __future__ import annotations
 import binascii
 import json
 import secrets
-import socket
-import struct
+import warnings
 from typing import Any
 
 import numpy as np
 
+from robofollow_ros.jsonlimits import JsonLimitError, JsonLimits, loads_bounded
 from robofollow_ros.policy.interface import PolicyError
 
 #: Largest frame body either side accepts (spec: 134,217,728 bytes).
 MAX_FRAME_BYTES = 128 * 1024 * 1024
-_HEADER = struct.Struct(">I")
-#: dtype names a peer may send; anything else (object, void, strings, complex) is rejected.
+#: dtype names our encoder writes (native order); the decoder also takes other spellings and byte orders.
 ALLOWED_DTYPES = frozenset(
     ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
      "float16", "float32", "float64"]
 )
 MAX_NDIM = 32
+#: Bounds on one message's JSON. A real observation has ~20 containers and ~60 commas; these leave
+#: room for arrays sent as plain JSON lists (a 640×480 RGB image as lists fits) while keeping the
+#: Python objects a hostile message can create to a few hundred MB. NaN/Infinity are accepted, as
+#: Python's (and the official) encoder writes them.
+WIRE_JSON_LIMITS = JsonLimits(max_bytes=128 * 1024 * 1024, max_depth=64, max_containers=1_000_000,
+                              max_commas=2_000_000, max_int_digits=64, allow_nan=True)
+_NUMERIC_KINDS = frozenset("biuf")
+_DTYPES: dict[str, np.dtype] = {}
 
 
 class WireFormatError(PolicyError, ValueError):
@@ -69,11 +78,43 @@ def encode_array(array: np.ndarray, inline: bool = True) -> dict[str, Any]:
     }
 
 
+def wire_dtype(name: Any) -> np.dtype:
+    """The dtype a peer named, accepted as the official ``np.dtype(name)`` accepts it, numeric kinds only.
+
+    The official encoder writes ``str(dtype)``: ``'float32'`` for native arrays but ``'>f8'``,
+    ``'<i4'``... for arrays in the other byte order, and any NumPy spelling (``'f8'``, ``'double'``,
+    ``'?'``) parses there. We accept every spelling NumPy parses to a plain bool, integer or float
+    dtype of at most 8 bytes, in either byte order; strings, objects, records, complex, datetimes and
+    ``float128`` are refused (the official server would hand those to the policy or fail inside NumPy).
+    """
+    cached = _DTYPES.get(name) if isinstance(name, str) else None
+    if cached is not None:
+        return cached
+    if not isinstance(name, str) or not 0 < len(name) <= 32:
+        raise WireFormatError(f"array dtype: {_short(name)} is not a dtype string such as 'float32' or '>f8'")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # deprecated spellings are refused, not half-accepted
+            dtype = np.dtype(name)
+    except (TypeError, ValueError, SyntaxError, Warning) as exc:
+        raise WireFormatError(f"array dtype: {name!r} is not a NumPy dtype ({_short(str(exc))})") from exc
+    if (dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None
+            or dtype.itemsize > 8):
+        raise WireFormatError(f"array dtype: {name!r} is not a bool, integer or float of at most 8 bytes "
+                              f"(e.g. {sorted(ALLOWED_DTYPES)}, in either byte order)")
+    if len(_DTYPES) < 256:  # only valid dtypes are cached, and only so many
+        _DTYPES[name] = dtype
+    return dtype
+
+
 def decode_array(obj: dict[str, Any], max_bytes: int = MAX_FRAME_BYTES) -> np.ndarray:
-    """A read-only array from a ``__numpy_array__`` object, validated before allocation."""
-    dtype_name = obj.get("dtype")
-    if not isinstance(dtype_name, str) or dtype_name not in ALLOWED_DTYPES:
-        raise WireFormatError(f"array dtype: {dtype_name!r} is not one of {sorted(ALLOWED_DTYPES)}")
+    """A read-only array from a ``__numpy_array__`` object, validated before allocation.
+
+    Arrays that arrive in the non-native byte order (``'>f8'`` on x86) hold the same values as the
+    official decoder's ``np.frombuffer`` view, converted to native order so that policies (torch,
+    JAX) can use them directly.
+    """
+    dtype = wire_dtype(obj.get("dtype"))
     shape = obj.get("shape")
     if (not isinstance(shape, list) or len(shape) > MAX_NDIM
             or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
@@ -81,23 +122,26 @@ def decode_array(obj: dict[str, Any], max_bytes: int = MAX_FRAME_BYTES) -> np.nd
     data = obj.get("data")
     if not isinstance(data, str):
         raise WireFormatError(f"array data: expected a base64 string, got {type(data).__name__}")
-    dtype = np.dtype(dtype_name)
     nbytes = dtype.itemsize
     for dim in shape:
         nbytes *= dim  # Python ints: a hostile shape cannot overflow
     if nbytes > max_bytes:
-        raise WireFormatError(f"array shape: {shape} of {dtype_name} needs {nbytes} bytes; the limit is {max_bytes}")
+        raise WireFormatError(f"array shape: {shape} of {dtype.str} needs {nbytes} bytes; the limit is {max_bytes}")
     expected_chars = 4 * ((nbytes + 2) // 3)
     if len(data) != expected_chars:
         raise WireFormatError(f"array data: {len(data)} base64 characters do not match shape {shape} of "
-                              f"{dtype_name} ({nbytes} bytes, {expected_chars} characters)")
+                              f"{obj.get('dtype')} ({nbytes} bytes, {expected_chars} characters)")
     try:
         raw = binascii.a2b_base64(data, strict_mode=True)
     except (binascii.Error, ValueError) as exc:
         raise WireFormatError(f"array data: invalid base64 ({exc})") from exc
     if len(raw) != nbytes:
-        raise WireFormatError(f"array data: {len(raw)} bytes do not match shape {shape} of {dtype_name}")
-    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+        raise WireFormatError(f"array data: {len(raw)} bytes do not match shape {shape} of {obj.get('dtype')}")
+    array = np.frombuffer(raw, dtype=dtype).reshape(shape)
+    if not dtype.isnative:
+        array = array.astype(dtype.newbyteorder("="))
+        array.flags.writeable = False
+    return array
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -142,58 +186,18 @@ def encode_message(message: Any) -> bytes:
 
 
 def decode_message(body: bytes | bytearray | memoryview) -> Any:
-    """The message tree of one frame body; raises :class:`WireFormatError` on any malformed input."""
+    """The message tree of one frame body; raises :class:`WireFormatError` on any malformed input.
+
+    Parsed by :func:`~robofollow_ros.jsonlimits.loads_bounded` within :data:`WIRE_JSON_LIMITS`, so
+    the *shape* of a message cannot cost more memory than its size: 127 MiB of ``[{},{},...]`` is
+    refused by counting, before one object is built.
+    """
     try:
-        # Decode first: json.loads(bytes) uses the slow 'surrogatepass' path (~1 ms per MB).
-        return json.loads(bytes(body).decode("utf-8"), object_hook=_object_hook)
+        return loads_bounded(body if isinstance(body, bytes | bytearray) else bytes(body), WIRE_JSON_LIMITS,
+                             what="message", object_hook=_object_hook)
     except WireFormatError:
         raise
-    except RecursionError as exc:
-        raise WireFormatError("message: JSON nested too deeply") from exc
-    except (ValueError, TypeError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except JsonLimitError as exc:
+        raise WireFormatError(str(exc)) from exc
+    except (RecursionError, ValueError, TypeError) as exc:
         raise WireFormatError(f"message: invalid JSON ({_short(str(exc), 200)})") from exc
-
-
-# ---------------------------------------------------------------------------------------- frames
-def check_frame_length(length: int) -> None:
-    if not 1 <= length <= MAX_FRAME_BYTES:
-        raise WireFormatError(f"frame length: {length} is outside 1..{MAX_FRAME_BYTES}")
-
-
-def send_frame(sock: socket.socket, body: bytes) -> None:
-    """Send one frame. Prefix and body go in two writes, as the reference client does."""
-    check_frame_length(len(body))
-    sock.sendall(_HEADER.pack(len(body)))
-    sock.sendall(body)
-
-
-def _recv_exact(sock: socket.socket, size: int, what: str) -> bytearray:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    got = 0
-    while got < size:
-        n = sock.recv_into(view[got:], size - got)
-        if n == 0:
-            raise PeerClosedError(f"peer closed the connection after {got} of {size} bytes of the {what}")
-        got += n
-    return buffer
-
-
-def recv_frame(sock: socket.socket, idle_timeout_s: float | None = None,
-               frame_timeout_s: float | None = None) -> bytearray | None:
-    """Read one frame body, or return ``None`` when the peer closed cleanly before a new frame.
-
-    ``idle_timeout_s`` bounds the wait for the first byte of the header; ``frame_timeout_s`` (if
-    given) then bounds every further read of the frame. The length is validated before the body
-    is allocated.
-    """
-    sock.settimeout(idle_timeout_s)
-    first = sock.recv(_HEADER.size)
-    if not first:
-        return None
-    if frame_timeout_s is not None:
-        sock.settimeout(frame_timeout_s)
-    header = first if len(first) == _HEADER.size else first + _recv_exact(sock, _HEADER.size - len(first), "header")
-    (length,) = _HEADER.unpack(bytes(header))
-    check_frame_length(length)
-    return _recv_exact(sock, length, "body")

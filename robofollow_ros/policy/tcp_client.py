@@ -2,9 +2,9 @@
 
 Behaviour follows the reference client, because a stateful model must never see a command twice:
 connect lazily with ``connect_attempts`` tries ``connect_interval_s`` apart; one timeout bounds
-connect, send and every receive; on a socket error or timeout the socket is closed and only
-``reset`` is replayed (once, after reconnecting); ``predict`` and ``set_instruction`` raise
-:class:`ConnectionError` and the next call reconnects.
+connect, send, the wait for a reply and (as a deadline) the whole reply; on a socket error or
+timeout the socket is closed and only ``reset`` is replayed (once, after reconnecting);
+``predict`` and ``set_instruction`` raise :class:`ConnectionError` and the next call reconnects.
 """
 
 from __future__ import annotations
@@ -17,14 +17,8 @@ import numpy as np
 
 from robofollow_ros.contract import CAMERA_OBS_KEYS
 from robofollow_ros.policy.interface import Observation, PolicyError
-from robofollow_ros.policy.robofollow_wire import (
-    WireFormatError,
-    check_frame_length,
-    decode_message,
-    encode_message,
-    recv_frame,
-    send_frame,
-)
+from robofollow_ros.policy.robofollow_wire import WireFormatError, decode_message, encode_message
+from robofollow_ros.policy.wire_frames import check_frame_length, recv_frame, send_frame
 
 
 class RemotePolicyError(PolicyError, RuntimeError):

@@ -10,7 +10,10 @@ One object serves the headless evaluator, the ROS sim node and the CLI:
         obs, frame = world.observation(), world.scorer_frame()
 
 Each ``reset`` builds a fresh physics scene, so one seed and one action list always give the same
-frames. ``render=False`` never creates a render system or camera (physics-only, fast).
+frames. ``render=False`` never creates a render system or camera (physics-only, fast). With
+``render=True`` the renderer's shared state is kept warm across resets (``sim/renderer.py``), so
+only the first scene of a process pays the seconds-long first picture; ``keep_renderer=False``
+reproduces the old per-scene cost (benchmarks compare both).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from robofollow_ros.sim.cameras import FAR, NEAR, CameraSettings
 from robofollow_ros.sim.control import Segment, pad_segment, plan_segment
 from robofollow_ros.sim.kinematics import SCENE1_FINGERTIP_OFFSET
 from robofollow_ros.sim.layout_builder import place_layout
+from robofollow_ros.sim.renderer import keep_renderer_warm
 from robofollow_ros.sim.rig_config import RigConfig, load_rig_config
 from robofollow_ros.sim.robot import Frame, JointMap, load_rig_for_simulation
 from robofollow_ros.sim.scene_objects import build_table
@@ -45,12 +49,13 @@ class SimWorld:
     """The rig plus one layout in SAPIEN; see the module docstring for the per-trial call order."""
 
     def __init__(self, render: bool = False, cameras: CameraSettings | None = None, rig: RigConfig | None = None,
-                 stepper: Stepper = "topp", direct_steps: int = DIRECT_STEPS) -> None:
+                 stepper: Stepper = "topp", direct_steps: int = DIRECT_STEPS, keep_renderer: bool = True) -> None:
         if stepper not in ("topp", "direct"):
             raise ValueError(f"stepper: expected 'topp' or 'direct', got {stepper!r}")
         if direct_steps < 1:
             raise ValueError(f"direct_steps: must be >= 1, got {direct_steps}")
         self.render = render
+        self.keep_renderer = keep_renderer
         self.cameras = cameras or CameraSettings()
         self.rig = rig or load_rig_config()
         self.stepper = stepper
@@ -69,6 +74,8 @@ class SimWorld:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise ValueError(f"seed: expected an integer, got {seed!r}")
         self.close()
+        if self.render and self.keep_renderer:
+            keep_renderer_warm()
         scene = sapien.Scene() if self.render else sapien.Scene([sapien.physx.PhysxCpuSystem()])
         scene.set_timestep(self.dt)
         self._scene = scene

@@ -1,0 +1,169 @@
+"""RoboFollow's TCP framing: a 4-byte unsigned big-endian length ``N`` (1 ≤ N ≤ 128 MiB), then ``N`` bytes.
+
+Reading is where a server meets hostile peers, so every wait has a bound that the peer cannot
+stretch: ``idle_timeout_s`` for the first byte of a frame, then one *deadline* for the whole frame
+(a trickle of one byte a second does not extend it). The body buffer grows as bytes arrive (a
+header that announces 128 MiB costs nothing until the bytes come), and the structural characters
+of a large JSON body are counted chunk by chunk, so a body with more containers or elements than
+:data:`~robofollow_ros.policy.robofollow_wire.WIRE_JSON_LIMITS` allows is refused after a few MB:
+the rest of the frame is read and discarded (keeping the connection in step), then
+:class:`MessageTooComplexError` names the bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+
+from robofollow_ros.jsonlimits import JsonLimits
+from robofollow_ros.policy.robofollow_wire import MAX_FRAME_BYTES, WIRE_JSON_LIMITS, PeerClosedError, WireFormatError
+
+_HEADER = struct.Struct(">I")
+#: Bytes asked of the kernel per read.
+CHUNK_BYTES = 1 << 20
+#: Bodies up to this size are only counted once, by the decoder (a real observation is ~1 MB);
+#: larger ones are also counted as they arrive, so a hostile one is refused before it is buffered.
+COUNT_WHILE_RECEIVING_ABOVE = 8 << 20
+
+
+class MessageTooComplexError(WireFormatError):
+    """A frame body with more JSON containers or elements than the limits; the frame was consumed."""
+
+
+class FrameTimeoutError(TimeoutError):
+    """A frame did not complete before its deadline."""
+
+
+def check_frame_length(length: int) -> None:
+    if not 1 <= length <= MAX_FRAME_BYTES:
+        raise WireFormatError(f"frame length: {length} is outside 1..{MAX_FRAME_BYTES}")
+
+
+def send_frame(sock: socket.socket, body: bytes) -> None:
+    """Send one frame. Prefix and body go in two writes, as the reference client does."""
+    check_frame_length(len(body))
+    sock.sendall(_HEADER.pack(len(body)))
+    sock.sendall(body)
+
+
+class FrameDeadline:
+    """The moment a frame must be complete; every read of the frame waits at most until then."""
+
+    def __init__(self, timeout_s: float | None) -> None:
+        self.timeout_s = timeout_s
+        self.at = None if timeout_s is None else time.monotonic() + timeout_s
+
+    def recv_into(self, sock: socket.socket, view: memoryview) -> int:
+        if self.at is not None:
+            remaining = self.at - time.monotonic()
+            if remaining <= 0:
+                raise FrameTimeoutError(f"frame: not complete within {self.timeout_s:g} s")
+            sock.settimeout(remaining)
+        try:
+            return sock.recv_into(view)
+        except TimeoutError as exc:
+            raise FrameTimeoutError(f"frame: not complete within {self.timeout_s:g} s") from exc
+
+
+def recv_header(sock: socket.socket, idle_timeout_s: float | None,
+                frame_timeout_s: float | None) -> tuple[int, FrameDeadline] | None:
+    """The validated length of the next frame and its deadline, or ``None`` on a clean close."""
+    sock.settimeout(idle_timeout_s)
+    header = bytearray(_HEADER.size)
+    view = memoryview(header)
+    got = sock.recv_into(view)
+    if got == 0:
+        return None
+    deadline = FrameDeadline(frame_timeout_s)  # the clock starts at the frame's first byte
+    while got < _HEADER.size:
+        n = deadline.recv_into(sock, view[got:])
+        if n == 0:
+            raise PeerClosedError(f"peer closed the connection after {got} of {_HEADER.size} bytes of the header")
+        got += n
+    (length,) = _HEADER.unpack(header)
+    check_frame_length(length)
+    return length, deadline
+
+
+def recv_body(sock: socket.socket, length: int, deadline: FrameDeadline,
+              limits: JsonLimits | None = WIRE_JSON_LIMITS) -> bytearray:
+    """Read ``length`` bytes before ``deadline``; with ``limits``, count JSON structure as it arrives."""
+    body = bytearray()
+    scratch = bytearray(min(length, CHUNK_BYTES))
+    view = memoryview(scratch)
+    got = containers = commas = 0
+    refused: str | None = None
+    if length <= COUNT_WHILE_RECEIVING_ABOVE:
+        limits = None
+    while got < length:
+        n = deadline.recv_into(sock, view[:min(len(scratch), length - got)])
+        if n == 0:
+            raise PeerClosedError(f"peer closed the connection after {got} of {length} bytes of the body")
+        got += n
+        if refused is not None:
+            continue  # discard the rest of a refused frame, so the next frame starts in step
+        if limits is not None:
+            containers += scratch.count(b"{", 0, n) + scratch.count(b"[", 0, n)
+            commas += scratch.count(b",", 0, n)
+            if containers > limits.max_containers:
+                refused = f"message: more than {limits.max_containers:,} objects/arrays (the limit)"
+            elif commas > limits.max_commas:
+                refused = f"message: more than {limits.max_commas:,} elements (the limit)"
+            if refused is not None:
+                body = bytearray()  # free what was kept
+                continue
+        body += view[:n]
+    if refused is not None:
+        raise MessageTooComplexError(refused)
+    return body
+
+
+def recv_frame(sock: socket.socket, idle_timeout_s: float | None = None, frame_timeout_s: float | None = None,
+               limits: JsonLimits | None = WIRE_JSON_LIMITS) -> bytearray | None:
+    """Read one frame body, or return ``None`` when the peer closed cleanly before a new frame.
+
+    ``idle_timeout_s`` bounds the wait for the frame's first byte; ``frame_timeout_s`` is then a
+    deadline for the whole frame. The length is validated before anything is allocated.
+    """
+    header = recv_header(sock, idle_timeout_s, frame_timeout_s)
+    if header is None:
+        return None
+    length, deadline = header
+    return recv_body(sock, length, deadline, limits)
+
+
+class FrameBudget:
+    """Bytes of frame bodies all connections of a server may hold at once.
+
+    A frame waits for room until its own deadline; ``hold`` yields False if none came.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < MAX_FRAME_BYTES:
+            raise ValueError(f"max_pending_bytes: {capacity} is below one maximum frame ({MAX_FRAME_BYTES})")
+        self.capacity = capacity
+        self.used = 0
+        self._cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, size: int, deadline: FrameDeadline) -> Iterator[bool]:
+        with self._cond:
+            while self.used + size > self.capacity:
+                remaining = None if deadline.at is None else deadline.at - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            admitted = self.used + size <= self.capacity
+            if admitted:
+                self.used += size
+        try:
+            yield admitted
+        finally:
+            if admitted:
+                with self._cond:
+                    self.used -= size
+                    self._cond.notify_all()
