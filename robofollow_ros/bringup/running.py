@@ -83,9 +83,11 @@ def run_in_process(profile: Profile, stop: threading.Event) -> BringupOutcome:
         return BringupOutcome(finished, run_dir, summary, manager.exit_code if finished else None)
     finally:
         # Let callbacks already handed to the thread pool finish before their nodes go away.
+        from robofollow_ros.nodes._main import shutdown_executor
+
         for node in nodes:
             executor.remove_node(node)
-        executor.shutdown(timeout_sec=30.0)
+        shutdown_executor(executor, timeout_sec=30.0)
         for node in reversed(nodes):
             node.destroy_node()
         rclpy.shutdown(context=context)
