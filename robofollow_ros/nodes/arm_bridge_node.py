@@ -145,8 +145,11 @@ class ArmBridgeNode(Node):
                     data=json.dumps({"hold": decision.hold, "clamped": decision.clamped, "reasons": decision.reasons})
                 )
             )
-            log = self.get_logger().warning if decision.hold else self.get_logger().info
-            log("; ".join(decision.reasons), throttle_duration_sec=1.0)
+            # Two call sites: rclpy keys a throttled log by its call site and refuses a second severity there.
+            if decision.hold:
+                self.get_logger().warning("; ".join(decision.reasons), throttle_duration_sec=1.0)
+            else:
+                self.get_logger().info("; ".join(decision.reasons), throttle_duration_sec=1.0)
 
     # -- command side ----------------------------------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
