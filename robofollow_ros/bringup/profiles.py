@@ -158,7 +158,10 @@ def load_profile(name_or_path: str | Path) -> Profile:
         raise ProfileError(f"profile {path}: remap_files: expected a list of file names")
     remaps = parse_remappings(data.get("remappings"), f"profile {path}: remappings")
     for name in files:
-        remaps += load_remap_file(name)
+        try:
+            remaps += load_remap_file(name)
+        except ProfileError as exc:
+            raise ProfileError(f"profile {path}: remap_files: {exc}") from None
     profile = Profile(str(data.get("name", path.stem)), path, tuple(nodes), remaps)
     check_parameters(profile, f"profile {path}")
     return profile
