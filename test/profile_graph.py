@@ -11,10 +11,12 @@ from ros_harness import RosHarness
 
 
 def start_profile_graph(ros: RosHarness, profile: str, extra: Mapping[str, Mapping[str, Any]] | None = None,
-                        leave_out: Iterable[str] = ("foxglove_node",)) -> dict[str, Any]:
-    """Build and spin every node of ``profile`` (minus ``leave_out``) with ``extra`` parameters; by name."""
+                        leave_out: Iterable[str] = ("foxglove_node",),
+                        remappings: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """Build and spin every node of ``profile`` (minus ``leave_out``) with ``extra`` parameters and
+    ``remappings``; the nodes by name."""
     chosen = without_nodes(load_profile(profile), set(leave_out))
-    chosen = with_overrides(chosen, extra=extra or {})
+    chosen = with_overrides(chosen, extra=extra or {}, remappings=remappings)
     nodes = build_nodes(chosen, ros.context)
     for node in nodes:
         ros.add(node)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import EXIT_OK, EXIT_TRIALS_FAILED, CliError
 
 
 def register(subparsers: Any) -> None:
@@ -87,4 +87,5 @@ def _eval(args: argparse.Namespace) -> int:
             print(f"resumed: {outcome.skipped} trials were already recorded, {outcome.recorded} ran now")
         for trial, reason in outcome.failed_trials:
             print(f"failed trial {trial}: {reason}")
-    return 0
+    # Trials that could not be executed (policy errors) are not "ran and scored low": a status of their own.
+    return EXIT_TRIALS_FAILED if outcome.failed_trials else EXIT_OK

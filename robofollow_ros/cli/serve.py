@@ -7,6 +7,7 @@ it names the port chosen), serves until SIGINT or SIGTERM, then closes the polic
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import signal
 import sys
@@ -14,7 +15,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import EXIT_PORT_IN_USE, CliError
 
 PROTOCOLS = ("robofollow", "openpi")
 
@@ -73,6 +74,9 @@ def _serve(args: argparse.Namespace) -> int:
             server = RoboFollowTcpServer(guarded, args.host, args.port, debug=args.debug)
     except OSError as exc:
         guarded.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(f"port {args.port} on {args.host} is in use; stop what holds it or choose another with "
+                           "--port (0 picks a free port)", EXIT_PORT_IN_USE) from None
         raise CliError(f"--host/--port: cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from exc
 
     stop = threading.Event()
