@@ -105,6 +105,11 @@ def test_one_trial_end_to_end_over_dds(graph):
             "left_wrist_camera_optical"} <= static
     assert '<robot name="robofollow_rig">' in got["description"][-1].data
     assert {m.ns for m in got["objects"][-1].markers} >= {"large_red_cylinder"}
+    # sim time everywhere: every node's clock follows the sim's /clock (stamps and clocks agree)
+    nodes = [n for n in ros.nodes if n.get_name() != "watcher"]
+    assert all(n.get_parameter("use_sim_time").value for n in nodes)
+    ros.wait_for(lambda: all(n.get_clock().now().nanoseconds == clock[-1] for n in nodes),
+                 what="every node's clock at the last /clock")
     # the dry run drove the rig's command path: every row reached both arms' driver topics, in driver names
     ros.wait_for(lambda: len(got["left_driver"]) >= 15 and len(got["right_driver"]) >= 15, what="driver commands")
     assert len(got["left_driver"]) == len(got["right_driver"]) == 15

@@ -80,7 +80,8 @@ def run_in_process(profile: Profile, stop: threading.Event) -> BringupOutcome:
         finished = manager is not None and manager.finished.is_set()
         summary = manager.summary() if manager is not None else None
         run_dir = manager.run_dir if manager is not None else None
-        return BringupOutcome(finished, run_dir, summary, manager.exit_code if finished else None)
+        return BringupOutcome(finished, run_dir, summary,
+                              manager.exit_code if manager is not None and finished else None)
     finally:
         # Let callbacks already handed to the thread pool finish before their nodes go away.
         from robofollow_ros.nodes._main import shutdown_executor

@@ -78,8 +78,8 @@ def _floats(text: str | None, count: int, default: tuple[float, ...], where: str
 def _limit(element: ET.Element | None, kind: str, name: str, where: str) -> tuple[float, float, float]:
     """(lower, upper, velocity); a revolute or prismatic joint must bound its travel."""
     if kind == "continuous":
-        velocity = element.get("velocity") if element is not None else None
-        return -math.inf, math.inf, float(velocity) if velocity else math.inf
+        text = element.get("velocity") if element is not None else None
+        return -math.inf, math.inf, float(text) if text else math.inf
     if element is None:
         raise UrdfError(f"{where}: joint {name!r} ({kind}) has no <limit>")
     values = []
@@ -96,9 +96,9 @@ def _limit(element: ET.Element | None, kind: str, name: str, where: str) -> tupl
         values.append(value)
     if values[0] > values[1]:
         raise UrdfError(f"{where}: joint {name!r} has lower {values[0]} > upper {values[1]}")
-    velocity_text = element.get("velocity")
-    velocity = float(velocity_text) if velocity_text else math.inf
-    return values[0], values[1], velocity if velocity > 0 else math.inf
+    speed_text = element.get("velocity")
+    speed = float(speed_text) if speed_text else math.inf
+    return values[0], values[1], speed if speed > 0 else math.inf
 
 
 class UrdfModel:
