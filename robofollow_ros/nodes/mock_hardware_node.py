@@ -121,10 +121,8 @@ class MockHardwareNode(Node):
 
     # -- the table -------------------------------------------------------------------------------
     def _on_trial(self, msg: String) -> None:
-        try:
-            trial = tp.decode(msg.data, TOPIC_TRIAL)
-        except ValueError as exc:
-            self.get_logger().error(str(exc))
+        trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self.get_logger())
+        if trial is None:
             return
         if trial.get("phase") != tp.PHASE_RESETTING or trial.get("id") == self._trial_id:
             return

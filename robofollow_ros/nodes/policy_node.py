@@ -136,10 +136,8 @@ class PolicyNode(Node):
             self.get_logger().error(f"{camera}: {exc}", throttle_duration_sec=5.0)
 
     def _on_trial(self, msg: String) -> None:
-        try:
-            trial = tp.decode(msg.data, TOPIC_TRIAL)
-        except ValueError as exc:
-            self.get_logger().error(str(exc))
+        trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self.get_logger())
+        if trial is None:
             return
         if trial.get("id") != self._trial_id and self._worker is not None:
             self._cancel.set()  # a new trial (or a stop) ends the old one

@@ -141,10 +141,8 @@ class SimNode(Node):
             self._reset_for(msg)
 
     def _reset_for(self, msg: String) -> None:
-        try:
-            trial = tp.decode(msg.data, TOPIC_TRIAL)
-        except ValueError as exc:
-            self.get_logger().error(str(exc))
+        trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self.get_logger())
+        if trial is None:
             return
         if trial.get("phase") != tp.PHASE_RESETTING or trial.get("id") == self.trial_id:
             return

@@ -125,10 +125,8 @@ class StageMonitorNode(Node):
             del buffer[min(buffer)]
 
     def _on_trial(self, msg: String) -> None:
-        try:
-            trial = tp.decode(msg.data, TOPIC_TRIAL)
-        except ValueError as exc:
-            self.get_logger().error(str(exc))
+        trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self.get_logger())
+        if trial is None:
             return
         phase, trial_id = trial.get("phase"), str(trial.get("id"))
         if trial_id in self._finished_ids or phase not in (tp.PHASE_RUNNING, tp.PHASE_STOPPING, tp.PHASE_SCORING):

@@ -66,6 +66,16 @@ def encode(payload: dict[str, Any]) -> str:
     return json.dumps(payload, sort_keys=True, allow_nan=False)
 
 
+def decode_or_log(text: str, what: str, logger: Any) -> dict[str, Any] | None:
+    """:func:`decode`, or None after logging the one-line reason (another publisher's garbage must not
+    stop a node)."""
+    try:
+        return decode(text, what)
+    except ValueError as exc:
+        logger.error(str(exc), throttle_duration_sec=5.0)
+        return None
+
+
 def decode(text: str, what: str) -> dict[str, Any]:
     """A JSON object from a String message; anything else is a clear error naming the topic."""
     try:
