@@ -117,6 +117,10 @@ class UrdfModel:
         self.moving_joints = tuple(j.name for j in joints if j.moving)
         self.index = {name: i for i, name in enumerate(self.moving_joints)}
         self._chains = {link: self._chain(link) for link in links}
+        #: Per link, its chain as (q index or -1, prismatic, origin R, origin p, axis in the parent frame).
+        self._steps = {link: [(self.index.get(j.name, -1) if j.moving else -1, j.kind == "prismatic",
+                               j.origin_rotation, j.origin_position, j.origin_rotation @ j.axis, j.axis)
+                              for j in chain] for link, chain in self._chains.items()}
 
     @classmethod
     def from_text(cls, text: str, source: str = "<urdf>") -> UrdfModel:
@@ -203,12 +207,18 @@ class UrdfModel:
 
     def link_pose(self, q: np.ndarray, link: str) -> tuple[np.ndarray, np.ndarray]:
         """(rotation, position) of ``link`` in the root frame for the moving-joint vector ``q``."""
+        self._require(link)
         rotation, position = np.eye(3), np.zeros(3)
-        for joint in self.chain(link):
-            value = float(q[self.index[joint.name]]) if joint.moving else 0.0
-            r, p = self.joint_motion(joint, value)
-            position = position + rotation @ p
-            rotation = rotation @ r
+        for index, prismatic, r0, p0, axis_parent, axis in self._steps[link]:
+            if index < 0:
+                position = position + rotation @ p0
+                rotation = rotation @ r0
+            elif prismatic:
+                position = position + rotation @ (p0 + axis_parent * float(q[index]))
+                rotation = rotation @ r0
+            else:
+                position = position + rotation @ p0
+                rotation = rotation @ (r0 @ axis_rotation(axis, float(q[index])))
         return rotation, position
 
     def all_link_poses(self, q: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -230,26 +240,35 @@ class UrdfModel:
     def jacobian(self, q: np.ndarray, link: str, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rotation, position, J) of ``link``: J is 6 × len(columns), linear rows first, world frame.
 
-        ``columns`` are indices into ``q``; a joint not on the link's chain has a zero column.
+        ``columns`` are indices into ``q``; a joint not on the link's chain has a zero column. Called in
+        every IK iteration, so it walks precomputed steps once and keeps NumPy's small-array helpers out.
         """
+        self._require(link)
         rotation, position = np.eye(3), np.zeros(3)
-        axes: dict[int, tuple[str, np.ndarray, np.ndarray]] = {}
-        for joint in self.chain(link):
-            value = float(q[self.index[joint.name]]) if joint.moving else 0.0
-            r, p = self.joint_motion(joint, value)
-            position = position + rotation @ p
-            if joint.moving:
-                # The joint's axis in the root frame, at the joint's own origin.
-                axes[self.index[joint.name]] = (joint.kind, rotation @ (joint.origin_rotation @ joint.axis), position)
-            rotation = rotation @ r
-        jac = np.zeros((6, len(columns)))
-        for k, column in enumerate(columns):
-            if int(column) not in axes:
+        axes: dict[int, tuple[bool, np.ndarray, np.ndarray]] = {}
+        for index, prismatic, r0, p0, axis_parent, axis in self._steps[link]:
+            if index < 0:
+                position = position + rotation @ p0
+                rotation = rotation @ r0
                 continue
-            kind, axis, origin = axes[int(column)]
-            if kind == "prismatic":
-                jac[:3, k] = axis
+            world_axis = rotation @ axis_parent
+            if prismatic:
+                position = position + rotation @ (p0 + axis_parent * float(q[index]))
+                rotation = rotation @ r0
             else:
-                jac[:3, k] = np.cross(axis, position - origin)
-                jac[3:, k] = axis
+                position = position + rotation @ p0
+                rotation = rotation @ (r0 @ axis_rotation(axis, float(q[index])))
+            axes[index] = (prismatic, world_axis, position)
+        jac = np.zeros((6, len(columns)))
+        for k, column in enumerate(columns.tolist()):
+            entry = axes.get(column)
+            if entry is None:
+                continue
+            prismatic, world_axis, origin = entry
+            ax, ay, az = world_axis.tolist()
+            if prismatic:
+                jac[:3, k] = ax, ay, az
+            else:
+                dx, dy, dz = (position - origin).tolist()
+                jac[:, k] = ay * dz - az * dy, az * dx - ax * dz, ax * dy - ay * dx, ax, ay, az
         return rotation, position, jac
