@@ -92,3 +92,28 @@ def test_the_rig_graph_runs_trials_on_mock_hardware_with_its_topics_remapped(tmp
     assert json.loads(got["trial"][-1].data)["phase"] == tp.PHASE_FINISHED
     picture = (tmp_path / "run" / "layouts").glob("*_layout.png")
     assert len(list(picture)) == 1  # the operator's picture was drawn (and confirmed at once by the mock)
+
+
+def test_an_unreachable_policy_ends_the_run_before_the_first_trial(tmp_path):
+    """The trial manager has policy_node reach the policy first: no table is laid out for a policy that
+    cannot answer, and the run ends at once with the address named and its own exit status."""
+    import socket
+
+    from robofollow_ros.cli._common import EXIT_POLICY_UNREACHABLE
+
+    with socket.socket() as unused, RosHarness() as ros:
+        unused.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{unused.getsockname()[1]}"
+        watcher = ros.node("watcher")
+        trials: list = []
+        watcher.create_subscription(String, "/robofollow/trial", ros.collector(trials), tp.LATCHED)
+        manager = start_profile_graph(ros, "mock", {
+            "policy_node": {"policy": address},
+            "trial_manager_node": {"trials": f"tasks={TASK}", "output": str(tmp_path / "run")}})["trial_manager_node"]
+        ros.wait_for(manager.finished.is_set, timeout=60, what="the run to end")
+        assert manager.exit_code == EXIT_POLICY_UNREACHABLE
+        ros.wait_for(lambda: trials and json.loads(trials[-1].data)["phase"] == tp.PHASE_FINISHED, what="finished")
+    assert all(json.loads(m.data)["phase"] in (tp.PHASE_IDLE, tp.PHASE_FINISHED) for m in trials)  # no trial ran
+    assert address in json.loads(trials[-1].data)["error"]
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["status"] == "failed" and address in run["error"]
