@@ -38,14 +38,13 @@ from robofollow_ros.contract import (
     SERVICE_TRIAL_START,
     SERVICE_TRIAL_STOP,
     TOPIC_INSTRUCTION,
-    TOPIC_JOINT_COMMAND,
-    TOPIC_JOINT_STATES,
     TOPIC_SCORE,
     TOPIC_TRIAL,
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
-from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, unexecuted_result
+from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, graph_ready, unexecuted_result
+from robofollow_ros.nodes.trial_services import TrialServices
 
 
 def _non_negative(value: Any) -> str | None:
@@ -56,12 +55,7 @@ def _not_empty(value: Any) -> str | None:
     return None if str(value).strip() else "must not be empty"
 
 
-#: Awaited nodes that never read /robofollow/trial, and the input they must be seen on instead (the arm
-#: bridge only forwards commands; the robot state publisher only turns joint states into TF).
-NODE_INPUTS = {"arm_bridge_node": TOPIC_JOINT_COMMAND, "robot_state_node": TOPIC_JOINT_STATES}
-
-
-class TrialManagerNode(Node):
+class TrialManagerNode(TrialServices, Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("trial_manager_node", **kwargs)
         params = ParameterSet(self)
@@ -256,22 +250,7 @@ class TrialManagerNode(Node):
 
     # -- the state machine -----------------------------------------------------------------------
     def _graph_ready(self) -> bool:
-        """Every awaited node is up and, where it follows the trial, its trial subscription is discovered.
-
-        A node's name shows before its endpoints are matched; a recorder or scorer that joined after
-        the first rows would miss them, so the nodes that read ``/robofollow/trial`` must be seen on it
-        (the others on their input, ``NODE_INPUTS``).
-        """
-        names = set(self.get_node_names())
-        readers: dict[str, set[str]] = {}
-
-        def reads(node: str) -> bool:
-            topic = NODE_INPUTS.get(node, TOPIC_TRIAL)
-            if topic not in readers:
-                readers[topic] = {info.node_name for info in self.get_subscriptions_info_by_topic(topic)}
-            return node in readers[topic]
-
-        return all(n in names and reads(n) for n in self.wait_for_nodes)
+        return graph_ready(self, self.wait_for_nodes)
 
     def _tick(self) -> None:
         waited = time.monotonic() - self._phase_since
@@ -291,41 +270,6 @@ class TrialManagerNode(Node):
             self._publish({"phase": tp.PHASE_STOPPING})
         elif self.phase == tp.PHASE_SCORING and waited > self.score_timeout_s:
             self._record_failure(f"no final score within {self.score_timeout_s} s")
-
-    def _read_keys(self) -> None:
-        for _line in sys.stdin:
-            if self.phase == tp.PHASE_AWAITING_CONFIRM:
-                self._confirmed.set()
-
-    # -- services --------------------------------------------------------------------------------
-    def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        self.paused = False
-        res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; running the protocol"
-        return res
-
-    def _srv_stop(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        self.paused = True
-        if self.phase == tp.PHASE_RUNNING:
-            self._publish({"phase": tp.PHASE_STOPPING})
-            res.success, res.message = True, f"stopping trial {self.trial['id']}; paused after it"
-        else:
-            res.success, res.message = True, f"phase {self.phase}; paused"
-        return res
-
-    def _srv_next(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        if self.phase == tp.PHASE_RUNNING:
-            self._publish({"phase": tp.PHASE_STOPPING})
-        self.paused = False
-        res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; going on to the next trial"
-        return res
-
-    def _srv_confirm(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        if self.phase != tp.PHASE_AWAITING_CONFIRM:
-            res.success, res.message = False, f"nothing to confirm in phase {self.phase}"
-            return res
-        self._confirmed.set()
-        res.success, res.message = True, f"layout of {self.trial['id']} confirmed; starting"
-        return res
 
     def summary(self) -> dict[str, Any]:
         return self.records.summary()

@@ -1,4 +1,5 @@
-"""The trial manager's results: ``RunWriter`` on its own thread, and what the exit status needs.
+"""The trial manager's helpers: its results (``RunWriter`` on its own thread, and what the exit status
+needs), the policy gate before the first trial, and when the graph is ready.
 
 SQLite connections belong to the thread that opened them, while executor callbacks run on any
 thread, so every write goes through one worker thread. Trials that could not be executed (a
@@ -14,7 +15,31 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.benchmark import EvalTask
+from robofollow_ros.contract import TOPIC_JOINT_COMMAND, TOPIC_JOINT_STATES, TOPIC_TRIAL
 from robofollow_ros.evaluation.selection import TrialKey
+
+#: Awaited nodes that never read /robofollow/trial, and the input they must be seen on instead (the arm
+#: bridge only forwards commands; the robot state publisher only turns joint states into TF).
+NODE_INPUTS = {"arm_bridge_node": TOPIC_JOINT_COMMAND, "robot_state_node": TOPIC_JOINT_STATES}
+
+
+def graph_ready(node: Any, wait_for_nodes: list[str]) -> bool:
+    """Every awaited node is up and, where it follows the trial, its trial subscription is discovered.
+
+    A node's name shows before its endpoints are matched; a recorder or scorer that joined after the
+    first rows would miss them, so the nodes that read ``/robofollow/trial`` must be seen on it (the
+    others on their input, ``NODE_INPUTS``).
+    """
+    names = set(node.get_node_names())
+    readers: dict[str, set[str]] = {}
+
+    def reads(name: str) -> bool:
+        topic = NODE_INPUTS.get(name, TOPIC_TRIAL)
+        if topic not in readers:
+            readers[topic] = {info.node_name for info in node.get_subscriptions_info_by_topic(topic)}
+        return name in readers[topic]
+
+    return all(n in names and reads(n) for n in wait_for_nodes)
 
 
 def unexecuted_result(task: EvalTask, error: str) -> dict[str, Any]:
