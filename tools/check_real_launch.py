@@ -3,13 +3,17 @@
 PyPI has no ``launch`` or ``launch_ros``, so the test suite checks the launch files with a stand-in
 (``test/test_launch_files.py``). This script is the check against the real thing, for a machine
 that has their sources (e.g. clones of github.com/ros2/launch and github.com/ros2/launch_ros, plus
-``pip install --target DEPS osrf-pycommon``); nothing of theirs is part of this repository.
+``pip install --target DEPS osrf-pycommon``, and — since ``launch_ros.actions`` imports the service
+types of composable nodes, which this package never uses — a stand-in ``composition_interfaces.srv``
+with ``LoadNode``, ``UnloadNode`` and ``ListNodes``); nothing of theirs is part of this repository.
 
-It lays out an install prefix the way ``colcon build`` does (ament index marker, the console scripts
-under ``lib/robofollow_ros``), then runs ``LaunchService`` — the call ``ros2 launch`` makes — on
-``launch/mock.launch.py`` three times: a run that must complete its trials and end by itself, a run
-against an unreachable policy that must end at once with a non-zero status naming the address, and
-an endless run stopped with Ctrl-C (SIGINT) that must end with every node finishing cleanly.
+It installs the package into a prefix as ``colcon build`` does (``setup.py install --prefix``: the
+ament index marker, ``share/robofollow_ros``, the console scripts under ``lib/robofollow_ros``), hides
+the source checkout (an editable install would otherwise win), then runs ``LaunchService`` — the call
+``ros2 launch`` makes — on the installed ``share/robofollow_ros/launch/mock.launch.py`` three times:
+a run that must complete its trials and end by itself, a run against an unreachable policy that
+must end at once with a non-zero status naming the address, and an endless run stopped with Ctrl-C
+(SIGINT) that must end with every node finishing cleanly.
 
     .venv/bin/python tools/check_real_launch.py --path /tmp/launch_src/launch --path /tmp/launch_src/launch_ros \\
         --path /tmp/launch_deps --path /tmp/launch_stubs
@@ -46,17 +50,28 @@ sys.exit(service.run())
 """
 
 
-def install_prefix(prefix: Path) -> None:
-    """What ``colcon build`` leaves for launch_ros to find the executables: the ament index and lib/<pkg>/."""
-    (prefix / "share" / "ament_index" / "resource_index" / "packages").mkdir(parents=True)
-    (prefix / "share" / "ament_index" / "resource_index" / "packages" / "robofollow_ros").write_text("")
-    lib = prefix / "lib" / "robofollow_ros"
-    lib.mkdir(parents=True)
-    scripts = Path(sys.executable).parent
-    for name in NODE_ENTRY_POINTS:
-        if not (scripts / name).is_file():
-            raise SystemExit(f"{scripts / name} is missing: install the package first (make setup)")
-        (lib / name).symlink_to(scripts / name)
+#: Put first on PYTHONPATH: drops the venv's editable-install finder, so the installed copy is imported.
+HIDE_SOURCE = """import sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in (getattr(f, "__module__", "") + repr(f)).lower()]
+"""
+
+
+def install_prefix(prefix: Path, work: Path) -> Path:
+    """``setup.py install`` into ``prefix`` as colcon's ament_python build does; returns its site-packages."""
+    build = work / "build"
+    build.mkdir()
+    done = subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(build), "build",
+                           "--build-base", str(build / "build"), "install", "--prefix", str(prefix), "--record",
+                           str(build / "install.txt"), "--single-version-externally-managed"],
+                          cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"setup.py install failed:\n{done.stderr[-3000:]}")
+    for name in [*NODE_ENTRY_POINTS, "robofollow"]:
+        if not (prefix / "lib" / "robofollow_ros" / name).is_file():
+            raise SystemExit(f"{prefix}/lib/robofollow_ros/{name} was not installed")
+    (work / "hide_source").mkdir()
+    (work / "hide_source" / "sitecustomize.py").write_text(HIDE_SOURCE)
+    return next((prefix / "lib").glob("python3*/site-packages"))
 
 
 #: A DDS domain of this check's own: other runs on the machine (a demo in domain 0) must not be heard.
@@ -64,12 +79,13 @@ DOMAIN = str(1 + (os.getpid() * 7919 + time.time_ns() // 1000) % 200)
 
 
 def _command(paths: list[str], prefix: Path, arguments: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    site = next((prefix / "lib").glob("python3*/site-packages"))
     env = dict(os.environ, AMENT_PREFIX_PATH=os.pathsep.join(filter(None, [str(prefix),
                                                                            os.environ.get("AMENT_PREFIX_PATH")])),
-               PYTHONPATH=os.pathsep.join([*paths, str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               PYTHONPATH=os.pathsep.join([str(prefix.parent / "hide_source"), str(site), *paths]),
                ROS_DOMAIN_ID=os.environ.get("ROS_DOMAIN_ID", DOMAIN))
-    return [sys.executable, "-c", RUNNER, str(ROOT / "launch" / "mock.launch.py"),
-            *(f"{k}:={v}" for k, v in arguments.items())], env
+    launch_file = prefix / "share" / "robofollow_ros" / "launch" / "mock.launch.py"
+    return [sys.executable, "-c", RUNNER, str(launch_file), *(f"{k}:={v}" for k, v in arguments.items())], env
 
 
 def launch(paths: list[str], prefix: Path, arguments: dict[str, str], timeout: float) -> tuple[int, str, float]:
@@ -116,7 +132,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         prefix = Path(tmp) / "install"
-        install_prefix(prefix)
+        install_prefix(prefix, Path(tmp))
         out = Path(tmp) / "run"
         common = {"tasks": "L0_pickup_red_cylinder", "rounds": "1", "max_steps": "2", "foxglove_port": "0"}
         code, log, took = launch(args.path, prefix, {**common, "output": str(out)}, args.timeout)
