@@ -52,13 +52,16 @@ setup(
         *share_tree("urdf"),
         *share_tree("calibration"),
     ],
-    install_requires=["numpy", "pyyaml", "msgpack", "websockets>=13", "pillow"],
-    extras_require={"test": ["pytest", "pytest-timeout", "hypothesis", "openpi-client"]},
+    # Runtime dependencies come from package.xml (rosdep) in a ROS workspace and from requirements.txt in
+    # a venv; listing them here would make `colcon build` try to fetch them. The pip-only ones:
+    install_requires=["setuptools"],
+    extras_require={"live": ["foxglove-sdk", "mcap"], "sim": ["sapien"],
+                    "test": ["pytest", "pytest-timeout", "hypothesis", "openpi-client"]},
     zip_safe=False,
     maintainer="robofollow_ros developers",
     maintainer_email="robofollow-ros@example.org",
     description="Run RoboFollow and OWDA instruction-following benchmarks on a dual-arm rig or in SAPIEN.",
     license="Apache-2.0",
-    python_requires=">=3.10",
+    python_requires=">=3.11",  # Kilted and Jazzy (Ubuntu 24.04) run 3.12; the venv of `make setup` 3.11
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

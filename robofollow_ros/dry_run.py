@@ -1,8 +1,11 @@
 """The sim-in-the-loop dry run, as users run a model: the policy served in its own process, the ROS
 graph (``robofollow bringup sim``) in another, and the headless evaluator as the reference.
 
-The ROS graph and the headless evaluator run the same core objects, so for the same tasks and seeds
-their verdicts must be equal; the dry run checks that on every trial and says where they differ.
+The sim profile is the rig's graph with SAPIEN playing the drivers: every row the policy sends goes
+through ``arm_bridge_node``'s safety filter and the rig's driver mapping to the arm drivers'
+command topics, as it will on the rig. The ROS graph and the headless evaluator run the same core
+objects, so for the same tasks and seeds their verdicts must be equal; the dry run checks that on
+every trial and says where they differ.
 """
 
 from __future__ import annotations
@@ -78,14 +81,14 @@ def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render
                 stream: TextIO | None = None, foxglove_port: int | None = None) -> DryRunOutcome:
     """Serve ``policy``, run the trials over ROS against it, rerun them headless, compare verdicts."""
     tasks = dry_run_task_ids(registry)
-    trials = f"tasks={','.join(tasks)} rounds=1"
     ros_dir, headless_dir = output / "ros", output / "headless"
     with served_policy(policy, output / "logs" / "policy_server.log") as spec:
         if stream is not None:
             stream.write(f"==> {policy} served at {spec}; robofollow bringup sim over {len(tasks)} trials\n")
             stream.flush()
-        cmd = [sys.executable, "-m", "robofollow_ros.cli", "bringup", "sim", "--policy", spec, "--trials", trials,
-               "--output", str(ros_dir), "--exit-when-done", *([] if render else ["--no-render"]),
+        cmd = [sys.executable, "-m", "robofollow_ros.cli", "bringup", "sim", "--policy", spec, "--tasks",
+               ",".join(tasks), "--rounds", "1", "--output", str(ros_dir), "--exit-when-done",
+               *([] if render else ["--no-render"]),
                *([] if foxglove_port is None else ["--foxglove-port", str(foxglove_port)])]
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stream or subprocess.DEVNULL, text=True,
                               timeout=BRINGUP_TIMEOUT_S)

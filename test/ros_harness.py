@@ -12,6 +12,8 @@ from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 
+from robofollow_ros.nodes._main import shutdown_executor
+
 
 class RosHarness:
     """Spins the nodes it is given in a background thread; ``wait_for`` blocks until a condition holds."""
@@ -70,7 +72,7 @@ class RosHarness:
         """Destroy every node even if one fails to, so no node outlives its test and talks to the next."""
         self._stop.set()  # the spin thread must not wait on entities being destroyed
         self._thread.join(timeout=5)
-        self.executor.shutdown(timeout_sec=5)  # and no callback may still run in the executor's pool
+        shutdown_executor(self.executor, timeout_sec=5)  # and no callback may still run in the executor's pool
         errors: list[BaseException] = []
         for node in self.nodes:
             try:

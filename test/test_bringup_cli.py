@@ -1,18 +1,28 @@
 """``robofollow bringup`` as a user runs it: a real subprocess over DDS in its own domain. It runs the
-trials and prints the table, rejects bad input with exit 2 before starting anything, and stops
-cleanly on SIGTERM (in one process) and on SIGINT (one process per node), leaving a failed run.json."""
+trials and prints the table, rejects bad input with exit 2 before starting anything, fails fast
+with its own status on an unreachable policy or a port in use, exits with a distinct status when
+trials could not be executed, and stops cleanly on SIGTERM (in one process) and on SIGINT (one
+process per node), leaving a failed run.json."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+
+from robofollow_ros.cli._common import (
+    EXIT_BAD_INPUT,
+    EXIT_POLICY_UNREACHABLE,
+    EXIT_PORT_IN_USE,
+    EXIT_TRIALS_FAILED,
+)
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 TASK = "L0_pickup_red_cylinder"
@@ -38,7 +48,7 @@ def _results(run_dir: Path) -> list:  # type: ignore[type-arg]
 @pytest.mark.parametrize("mode", [[], ["--processes"]], ids=["one-process", "process-per-node"])
 def test_bringup_sim_runs_the_trials_and_prints_the_table(tmp_path, mode):
     out = tmp_path / "run"
-    done = _run("sim", *mode, "--no-render", "--trials", f"tasks={TASK} rounds=2", "--max-steps", "2",
+    done = _run("sim", *mode, "--no-render", "--tasks", TASK, "--rounds", "2", "--max-steps", "2",
                 "--output", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "hold over ROS" in done.stdout and "S2" in done.stdout
@@ -58,25 +68,73 @@ def test_bringup_sim_runs_the_trials_and_prints_the_table(tmp_path, mode):
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (["--trials", "colour=red"], ["trials", "colour=red"]),
-    (["--trials", "tasks=no_such_task"], ["no_such_task"]),
+    (["--scene", "colour"], ["--scene", "colour"]),
+    (["--levels", "L9"], ["--levels", "L9"]),
+    (["--tasks", "no_such_task"], ["no_such_task"]),
+    (["--rounds", "11"], ["--rounds", "11"]),
     (["--policy", "no_such_policy"], ["no_such_policy"]),
+    (["--kwargs", "[1]"], ["--kwargs", "JSON object"]),
     (["--max-steps", "0"], ["--max-steps", "0"]),
     (["--profile", "/nonexistent/profile.yaml"], ["/nonexistent/profile.yaml"]),
+    (["--driver-config", "no_such_driver"], ["--driver-config", "no_such_driver"]),
+    (["--remap", "/a=/b"], ["--remap", "FROM:=TO"]),
+    (["--calibration-dir", "/x"], ["--calibration-dir", "no perception_node"]),
 ])
 def test_bad_input_exits_2_with_the_field_named(tmp_path, args, words):
     done = _run("sim", "--output", str(tmp_path / "run"), *args, timeout=60)
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     for word in words:
         assert word in done.stderr
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("parameter", "words"), [
+    ("warp_factor: 9", ["parameter 'warp_factor' is unknown"]),
+    ("control_hz: 50", ["parameter 'control_hz'", "expected a float"]),
+    ("control_hz: -5.0", ["parameter 'control_hz'", "must be > 0"]),
+])
+def test_a_bad_profile_parameter_exits_2_naming_file_node_and_parameter(tmp_path, parameter, words):
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(f"nodes:\n  - executable: policy_node\n    parameters: {{{parameter}}}\n"
+                       "  - executable: trial_manager_node\n")
+    done = _run("mock", "--profile", str(profile), "--output", str(tmp_path / "run"), timeout=60)
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    line = done.stderr.strip()
+    assert "\n" not in line and str(profile) in line and "node policy_node" in line
+    for word in words:
+        assert word in line
+
+
+def test_an_unreachable_policy_exits_at_once_naming_the_address(tmp_path):
+    with socket.socket() as unused:  # bound, never listening: connections are refused
+        unused.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{unused.getsockname()[1]}"
+        done = _run("sim", "--policy", address, "--output", str(tmp_path / "run"), timeout=60)
+    assert done.returncode == EXIT_POLICY_UNREACHABLE, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"robofollow bringup: error: policy {address} is unreachable: connection refused "
+        "(is the server running on that port?)"]
+    assert not (tmp_path / "run").exists()  # nothing started, nothing recorded
+
+
+def test_a_foxglove_port_in_use_exits_naming_the_port_and_the_flag(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([*ROBOFOLLOW, "bringup", "mock", "--foxglove-port", str(port), "--output",
+                               str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == EXIT_PORT_IN_USE, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert f"port {port} on 127.0.0.1" in done.stderr and "--foxglove-port" in done.stderr
+
+
 def test_a_failing_policy_fails_its_trials_and_is_listed(tmp_path):
-    done = _run("sim", "--no-render", "--policy", "test_node_policy:broken", "--trials", f"tasks={TASK}",
+    done = _run("sim", "--no-render", "--policy", "test_node_policy:broken", "--tasks", TASK,
                 "--max-steps", "2", "--output", str(tmp_path / "run"))
-    assert done.returncode == 0, done.stderr[-2000:]
+    # trials that could not be executed: a status of their own, not "ran and scored low" (0)
+    assert done.returncode == EXIT_TRIALS_FAILED, done.stderr[-2000:]
     assert f"failed trial {TASK} r1: RuntimeError: model exploded" in done.stdout
     assert _results(tmp_path / "run")[0]["intent_score"] == 0.0
 
@@ -91,8 +149,8 @@ def test_non_empty_output_is_refused(tmp_path):
 @pytest.mark.parametrize(("mode", "sig"), [([], signal.SIGTERM), (["--processes"], signal.SIGINT)])
 def test_signal_stops_the_graph_cleanly_and_marks_the_run_interrupted(tmp_path, mode, sig):
     out = tmp_path / "run"
-    proc = subprocess.Popen([*ROBOFOLLOW, "bringup", "sim", *mode, "--no-render", "--no-foxglove", "--trials",
-                             f"tasks={TASK} rounds=3", "--max-steps", "1000000", "--output", str(out)],
+    proc = subprocess.Popen([*ROBOFOLLOW, "bringup", "sim", *mode, "--no-render", "--no-foxglove", "--tasks",
+                             TASK, "--rounds", "3", "--max-steps", "1000000", "--output", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
                             start_new_session=True)
     lines: list[str] = []

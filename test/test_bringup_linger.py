@@ -61,8 +61,8 @@ class Terminal:
 
 
 def _bringup(tmp_path: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "robofollow_ros.cli", "bringup", "sim", "--no-render", "--trials",
-            f"tasks={TASK} rounds=1", "--max-steps", "1", "--foxglove-port", "0", "--output", str(tmp_path / "run"),
+    return [sys.executable, "-m", "robofollow_ros.cli", "bringup", "sim", "--no-render", "--tasks", TASK,
+            "--rounds", "1", "--max-steps", "1", "--foxglove-port", "0", "--output", str(tmp_path / "run"),
             *extra]
 
 

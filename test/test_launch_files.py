@@ -1,10 +1,13 @@
 """The launch files, loaded with a tiny stand-in for ``launch``/``launch_ros`` (not installed here): they
-start exactly the profile's nodes with the profile's parameters, name only executables that the
-package installs, and every parameter they pass is one the node declares, with the right type."""
+start exactly the profile's nodes with the profile's parameters and remappings, apply the launch
+arguments as ``robofollow bringup`` applies its flags, end the launch when the trial manager exits,
+name only executables that the package installs, and every parameter they pass is one the node
+declares, with the right type. (``tools/check_real_launch.py`` runs them with the real launch code.)"""
 
 from __future__ import annotations
 
 import runpy
+import socket
 import sys
 import types
 from importlib import metadata
@@ -13,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from robofollow_ros.bringup import load_profile
+from robofollow_ros.bringup import load_profile, with_overrides
+from robofollow_ros.cli._common import EXIT_TRIALS_FAILED
 from robofollow_ros.nodes.catalog import NODE_ENTRY_POINTS
 
 LAUNCH_DIR = Path(__file__).resolve().parents[1] / "launch"
@@ -62,6 +66,10 @@ class _Recorder:
             def __init__(self, **kwargs: Any) -> None:
                 recorder.nodes.append(kwargs)
 
+        class Shutdown:
+            def __init__(self, reason: str = "") -> None:
+                self.reason = reason
+
         self.classes = locals()
         self.modules = {
             "launch": types.ModuleType("launch"),
@@ -76,6 +84,7 @@ class _Recorder:
         actions.DeclareLaunchArgument = DeclareLaunchArgument  # type: ignore[attr-defined]
         actions.OpaqueFunction = OpaqueFunction  # type: ignore[attr-defined]
         actions.IncludeLaunchDescription = IncludeLaunchDescription  # type: ignore[attr-defined]
+        actions.Shutdown = Shutdown  # type: ignore[attr-defined]
         self.modules["launch.substitutions"].LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
         self.modules["launch.launch_description_sources"].PythonLaunchDescriptionSource = (  # type: ignore[attr-defined]
             PythonLaunchDescriptionSource)
@@ -106,51 +115,113 @@ def launcher(monkeypatch):  # type: ignore[no-untyped-def]
     return recorder
 
 
+#: Every test passes foxglove_port:=0 (any free port): the launch files check the port they will serve on.
+FREE_PORT = {"foxglove_port": "0"}
+
+
 def _expected(profile_name: str) -> list[tuple[str, dict[str, Any]]]:
-    return [(n.executable, n.parameters) for n in load_profile(profile_name).nodes]
+    profile = with_overrides(load_profile(profile_name), extra={"foxglove_node": {"port": 0}})
+    return [(n.executable, n.parameters) for n in profile.nodes]
 
 
 @pytest.mark.parametrize(("launch_file", "arguments", "profile"), [
     ("robofollow.launch.py", {}, "rig"),  # use_sim defaults to false
     ("robofollow.launch.py", {"use_sim": "true"}, "sim"),
     ("robofollow.launch.py", {"use_sim": "false"}, "rig"),
+    ("robofollow.launch.py", {"use_mock_hardware": "true"}, "mock"),
     ("sim.launch.py", {}, "sim"),
     ("rig.launch.py", {}, "rig"),
+    ("mock.launch.py", {}, "mock"),
 ])
 def test_launch_file_starts_the_profile(launcher, launch_file, arguments, profile):
-    nodes = launcher.launch(LAUNCH_DIR / launch_file, arguments)
+    nodes = launcher.launch(LAUNCH_DIR / launch_file, {**arguments, **FREE_PORT})
     assert [(n["executable"], n["parameters"][0]) for n in nodes] == _expected(profile)
     assert all(n["package"] == "robofollow_ros" and n["name"] == n["executable"] for n in nodes)
+    assert all(n["remappings"] == [] for n in nodes)  # the shipped profiles remap nothing
+    # only the trial manager ends the launch: its exit shuts the graph down
+    assert [n["executable"] for n in nodes if n["on_exit"] is not None] == ["trial_manager_node"]
 
 
-def test_launch_arguments_override_the_profile(launcher):
-    nodes = launcher.launch(LAUNCH_DIR / "robofollow.launch.py",
-                            {"use_sim": "true", "trials": "tasks=L0_pickup_red_cylinder", "policy": "tcp://h:5555"})
+def test_the_trial_managers_exit_shuts_down_and_a_failure_fails_the_launch(launcher):
+    nodes = launcher.launch(LAUNCH_DIR / "robofollow.launch.py", {"use_mock_hardware": "true", **FREE_PORT})
+    on_exit = next(n["on_exit"] for n in nodes if n["executable"] == "trial_manager_node")
+    done = on_exit(types.SimpleNamespace(returncode=0), None)
+    assert [type(a).__name__ for a in done] == ["Shutdown"]
+    assert [type(a).__name__ for a in on_exit(types.SimpleNamespace(returncode=-2), None)] == ["Shutdown"]  # Ctrl-C
+    failed = on_exit(types.SimpleNamespace(returncode=EXIT_TRIALS_FAILED), None)
+    assert [type(a).__name__ for a in failed] == ["OpaqueFunction", "Shutdown"]
+    with pytest.raises(RuntimeError, match=f"status {EXIT_TRIALS_FAILED}: some trials could not be executed"):
+        failed[0].function(None)
+
+
+def test_launch_arguments_mean_what_the_bringup_flags_mean(launcher):
+    nodes = launcher.launch(LAUNCH_DIR / "robofollow.launch.py", {
+        "use_sim": "true", "tasks": "L0_pickup_red_cylinder", "rounds": "2", "max_steps": "3",
+        "policy": "tcp://h:5555", "policy_kwargs": '{"timeout_s": 30}', "foxglove_host": "0.0.0.0",
+        "foxglove_port": "0", "driver_config": "piper_ros2", "remap": "/cameras/head/image_raw:=/cam/image",
+        "remap_file": "realsense2_camera"})
     by_name = {n["executable"]: n["parameters"][0] for n in nodes}
-    assert by_name["trial_manager_node"]["trials"] == "tasks=L0_pickup_red_cylinder"
+    assert by_name["trial_manager_node"]["trials"] == "rounds=2 tasks=L0_pickup_red_cylinder"
+    assert by_name["trial_manager_node"]["max_steps"] == 3
     assert by_name["policy_node"]["policy"] == "tcp://h:5555"
+    assert by_name["policy_node"]["policy_kwargs"] == '{"timeout_s": 30}'
     assert by_name["trial_manager_node"]["policy_label"] == "tcp://h:5555"
+    assert (by_name["foxglove_node"]["host"], by_name["foxglove_node"]["port"]) == ("0.0.0.0", 0)
+    piper = str(LAUNCH_DIR.parent / "config" / "rig" / "piper_ros2.yaml")
+    assert by_name["arm_bridge_node"]["driver_config"] == by_name["sim_node"]["driver_config"] == piper
+    remaps = nodes[0]["remappings"]
+    assert all(n["remappings"] == remaps for n in nodes)  # every node hears the same names
+    assert ("/cameras/head/image_raw", "/cam/image") in remaps
+    assert ("/cameras/left_wrist/image_raw", "/cameras/left_wrist/color/image_raw") in remaps  # the preset
 
 
-def test_bad_use_sim_is_named(launcher):
-    with pytest.raises(ValueError, match="use_sim: 'maybe'"):
-        launcher.launch(LAUNCH_DIR / "robofollow.launch.py", {"use_sim": "maybe"})
+def test_the_rig_takes_the_calibration_directory(launcher, tmp_path):
+    nodes = launcher.launch(LAUNCH_DIR / "rig.launch.py", {"calibration_dir": str(tmp_path), **FREE_PORT})
+    assert next(n for n in nodes if n["executable"] == "perception_node")["parameters"][0]["calibration_dir"] == \
+        str(tmp_path)
+
+
+@pytest.mark.parametrize(("arguments", "words"), [
+    ({"use_sim": "maybe"}, ["use_sim: 'maybe'"]),
+    ({"use_sim": "true", "use_mock_hardware": "true"}, ["pick one"]),
+    ({"limit": "two"}, ["limit:=two", "not an integer"]),
+    ({"rounds": "0"}, ["rounds:=", ">= 1"]),
+    ({"tasks": "no_such_task"}, ["no_such_task"]),
+    ({"policy_kwargs": "[1]"}, ["policy_kwargs:=", "JSON object"]),
+    ({"driver_config": "no_such_driver"}, ["driver_config:=", "no_such_driver"]),
+    ({"remap": "/a:/b"}, ["remap:=", "FROM:=TO"]),
+    ({"use_sim": "true", "calibration_dir": "/x"}, ["calibration_dir:=", "no perception_node"]),
+])
+def test_bad_launch_arguments_are_named(launcher, arguments, words):
+    with pytest.raises(ValueError) as info:
+        launcher.launch(LAUNCH_DIR / "robofollow.launch.py", {**FREE_PORT, **arguments})
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_a_foxglove_port_in_use_is_named_with_its_argument(launcher):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(RuntimeError, match=rf"port {port} on 127\.0\.0\.1 .* in use.*foxglove_port:="):
+            launcher.launch(LAUNCH_DIR / "mock.launch.py", {"foxglove_port": str(port)})
 
 
 def test_every_launched_executable_is_installed():
     scripts = {ep.name: ep.value for ep in metadata.entry_points(group="console_scripts")}
-    for profile in ("sim", "rig"):
+    for profile in ("sim", "rig", "mock"):
         for spec in load_profile(profile).nodes:
             assert spec.executable in NODE_ENTRY_POINTS
             assert scripts.get(spec.executable) == NODE_ENTRY_POINTS[spec.executable]
 
 
-@pytest.mark.parametrize("profile", ["sim", "rig"])
+@pytest.mark.parametrize("profile", ["sim", "rig", "mock"])
 def test_every_profile_parameter_is_declared_by_its_node_with_that_type(profile, tmp_path):
-    from robofollow_ros.bringup import build_nodes, with_overrides
+    from robofollow_ros.bringup import build_nodes
     from ros_harness import RosHarness
 
-    chosen = with_overrides(load_profile(profile), output=str(tmp_path / "run"))
+    chosen = with_overrides(load_profile(profile), output=str(tmp_path / "run"), extra={"foxglove_node": {"port": 0}})
     with RosHarness() as ros:
         nodes = build_nodes(chosen, ros.context)  # a wrongly typed or rejected value raises here
         try:

@@ -153,3 +153,79 @@ def test_bad_parameter_is_rejected_with_its_name(tmp_path):
     with RosHarness() as ros, pytest.raises(Exception, match="watchdog_timeout_s"):
         ArmBridgeNode(context=ros.context, parameter_overrides=[
             Parameter("driver_config", value=str(config)), Parameter("watchdog_timeout_s", value=-1.0)])
+
+
+def test_one_joint_state_per_round_of_driver_states_stamped_as_the_drivers_measured(tmp_path):
+    """Each arm's driver reports on its own; /joint_states is published once both have reported, with the
+    newest driver stamp (what the drivers measured, not when the bridge heard of it)."""
+    config = tmp_path / "drivers.yaml"
+    config.write_text(DRIVERS)
+    with RosHarness() as ros:
+        ros.add(ArmBridgeNode(context=ros.context, parameter_overrides=[
+            Parameter("driver_config", value=str(config)), Parameter("workspace_check", value=False)]))
+        driver = ros.node("fake_arm_drivers")
+        out: list = []
+        driver.create_subscription(JointState, "/joint_states", ros.collector(out), 10)
+        left = driver.create_publisher(JointState, "/test_left/joint_states", 10)
+        right = driver.create_publisher(JointState, "/test_right/joint_states", 10)
+
+        def state(names: list[str], value: float, sec: int) -> JointState:
+            msg = JointState(name=names, position=[value] * 6 + [0.0])
+            msg.header.stamp.sec = sec
+            return msg
+
+        lnames = ["la1", "la2", "la3", "la4", "la5", "la6", "lg"]
+        rnames = ["ra1", "ra2", "ra3", "ra4", "ra5", "ra6", "rg"]
+        ros.wait_for(lambda: left.get_subscription_count() and right.get_subscription_count(), what="the bridge")
+        left.publish(state(lnames, 0.1, 5))
+        with pytest.raises(TimeoutError):  # half a round: nothing yet (a bounded wait for a negative)
+            ros.wait_for(lambda: bool(out), timeout=1.0)
+        right.publish(state(rnames, 0.3, 7))
+        ros.wait_for(lambda: out, what="/joint_states")
+        right.publish(state(rnames, 0.5, 9))  # the other order: the newest stamp still wins
+        left.publish(state(lnames, 0.4, 8))
+        ros.wait_for(lambda: len(out) >= 2, what="the second round")
+    assert [m.header.stamp.sec for m in out] == [7, 9]
+    assert out[0].position[0] == pytest.approx(0.1) and out[0].position[7] == pytest.approx(0.3)
+    assert out[1].position[0] == pytest.approx(0.4) and out[1].position[7] == pytest.approx(0.5)
+
+
+def test_drivers_sharing_one_state_topic(tmp_path):
+    """One joint_state_broadcaster for both arms: one message carries both, one /joint_states follows."""
+    config = tmp_path / "drivers.yaml"
+    config.write_text(DRIVERS.replace("/test_left/joint_states", "/both/joint_states")
+                      .replace("/test_right/joint_states", "/both/joint_states"))
+    with RosHarness() as ros:
+        ros.add(ArmBridgeNode(context=ros.context, parameter_overrides=[
+            Parameter("driver_config", value=str(config)), Parameter("workspace_check", value=False)]))
+        driver = ros.node("broadcaster")
+        out: list = []
+        driver.create_subscription(JointState, "/joint_states", ros.collector(out), 10)
+        both = driver.create_publisher(JointState, "/both/joint_states", 10)
+        msg = JointState(name=["la1", "la2", "la3", "la4", "la5", "la6", "lg", "ra1", "ra2", "ra3", "ra4", "ra5",
+                               "ra6", "rg"], position=[0.1] * 6 + [0.04] + [0.2] * 6 + [1.5])
+        ros.wait_for(lambda: both.publish(msg) or bool(out), what="/joint_states from one shared topic")
+    assert out[0].position[6] == pytest.approx(1.0) and out[0].position[13] == pytest.approx(1.0)
+    assert out[0].position[7] == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize(("limit", "words"), [
+    ('lower="nan" upper="2.6"', ["left_joint1", "not finite"]),
+    ('upper="2.6"', ["left_joint1", "no lower"]),
+    ('lower="2.6" upper="-2.6"', ["left_joint1", "lower 2.6 > upper -2.6"]),
+])
+def test_the_bridge_refuses_to_start_on_a_joint_limit_it_cannot_enforce(tmp_path, limit, words):
+    from robofollow_ros.paths import share_path
+
+    urdf = share_path("urdf", "robofollow_rig.urdf").read_text()
+    bad = urdf.replace('<limit lower="-2.6" upper="2.6"', f"<limit {limit}", 1)
+    assert bad != urdf
+    path = tmp_path / "rig.urdf"
+    path.write_text(bad)
+    config = tmp_path / "drivers.yaml"
+    config.write_text(DRIVERS)
+    with RosHarness() as ros, pytest.raises(ValueError) as info:
+        ArmBridgeNode(context=ros.context, parameter_overrides=[
+            Parameter("driver_config", value=str(config)), Parameter("urdf", value=str(path))])
+    for word in words:
+        assert word in str(info.value)

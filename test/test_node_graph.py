@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
+from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
+from profile_graph import start_profile_graph
 from robofollow_ros.contract import JOINT_NAMES
 from robofollow_ros.nodes import trial_protocol as tp
 from ros_harness import RosHarness
@@ -25,13 +26,9 @@ TASK = "L0_pickup_red_cylinder"
 @pytest.fixture
 def graph(tmp_path):  # type: ignore[no-untyped-def]
     def start(max_steps: int, trials: str = f"tasks={TASK} rounds=2"):  # type: ignore[no-untyped-def]
-        from robofollow_ros.nodes.policy_node import PolicyNode
-        from robofollow_ros.nodes.sim_node import SimNode
-        from robofollow_ros.nodes.stage_monitor_node import StageMonitorNode
-        from robofollow_ros.nodes.trial_manager_node import TrialManagerNode
-
         ros = RosHarness()
-        got: dict[str, list] = {k: [] for k in ("trial", "score", "joints", "tf", "static", "clock", "objects")}
+        got: dict[str, list] = {k: [] for k in ("trial", "score", "joints", "tf", "static", "clock", "objects",
+                                                "left_driver", "right_driver", "description")}
         watcher = ros.node("watcher")
         watcher.create_subscription(String, "/robofollow/trial",
                                     ros.collector(got["trial"]), tp.LATCHED)
@@ -41,13 +38,17 @@ def graph(tmp_path):  # type: ignore[no-untyped-def]
         watcher.create_subscription(TFMessage, "/tf_static", ros.collector(got["static"]), tp.LATCHED)
         watcher.create_subscription(Clock, "/clock", ros.collector(got["clock"]), 100)
         watcher.create_subscription(MarkerArray, "/robofollow/objects", ros.collector(got["objects"]), 100)
-        ros.add(SimNode(context=ros.context, parameter_overrides=[Parameter("render", value=False)]))
-        ros.add(PolicyNode(context=ros.context))
-        ros.add(StageMonitorNode(context=ros.context))
-        manager = ros.add(TrialManagerNode(context=ros.context, parameter_overrides=[
-            Parameter("trials", value=trials), Parameter("max_steps", value=max_steps),
-            Parameter("output", value=str(tmp_path / "run")),
-            Parameter("wait_for_nodes", value=["sim_node", "policy_node", "stage_monitor_node", "watcher"])]))
+        # the rig's own driver topics (config/rig/arm_drivers.yaml): the arm bridge commands them, the sim obeys
+        for arm in ("left", "right"):
+            watcher.create_subscription(JointTrajectory, f"/{arm}_arm_controller/joint_trajectory",
+                                        ros.collector(got[f"{arm}_driver"]), 100)
+        watcher.create_subscription(String, "/robot_description", ros.collector(got["description"]), tp.LATCHED)
+        nodes = start_profile_graph(ros, "sim", {
+            "sim_node": {"render": False}, "policy_node": {"request_images": False},
+            "trial_manager_node": {"trials": trials, "max_steps": max_steps, "output": str(tmp_path / "run"),
+                                   "wait_for_nodes": ["sim_node", "arm_bridge_node", "policy_node",
+                                                      "stage_monitor_node", "watcher"]}})
+        manager = nodes["trial_manager_node"]
         started.append(ros)
         return ros, manager, got, watcher
 
@@ -92,11 +93,27 @@ def test_one_trial_end_to_end_over_dds(graph):
     clock = [m.clock.sec * 10**9 + m.clock.nanosec for m in got["clock"]]
     assert clock == sorted(set(clock)) and set(clock) <= set(stamps) and clock[-1] == stamps[-1]
     frames = {t.child_frame_id for m in got["tf"] for t in m.transforms}
-    assert {"left_tcp", "right_tcp", "left_wrist_camera", "object/large_red_cylinder"} <= frames
-    ros.wait_for(lambda: got["static"], what="/tf_static")
+    # every moving link of the URDF, from the measured joint states (robot_state_node), and the objects (sim)
+    assert {f"{arm}_link{i}" for arm in ("left", "right") for i in range(1, 7)} <= frames
+    assert {"left_finger_a", "right_finger_b", "object/large_red_cylinder"} <= frames
+    link_stamps = {m.transforms[0].header.stamp.sec * 10**9 + m.transforms[0].header.stamp.nanosec
+                   for m in got["tf"] if m.transforms[0].child_frame_id == "left_link1"}
+    assert link_stamps == set(stamps)  # one TF update per measured state, stamped with it
+    ros.wait_for(lambda: got["static"] and got["description"], what="/tf_static and /robot_description")
     static = {t.child_frame_id for m in got["static"] for t in m.transforms}
-    assert {"left_base", "right_base", "head_camera", "head_camera_optical"} <= static
+    assert {"left_base", "right_base", "left_tcp", "right_wrist_camera", "head_camera", "head_camera_optical",
+            "left_wrist_camera_optical"} <= static
+    assert '<robot name="robofollow_rig">' in got["description"][-1].data
     assert {m.ns for m in got["objects"][-1].markers} >= {"large_red_cylinder"}
+    # sim time everywhere: every node's clock follows the sim's /clock (stamps and clocks agree)
+    nodes = [n for n in ros.nodes if n.get_name() != "watcher"]
+    assert all(n.get_parameter("use_sim_time").value for n in nodes)
+    ros.wait_for(lambda: all(n.get_clock().now().nanoseconds == clock[-1] for n in nodes),
+                 what="every node's clock at the last /clock")
+    # the dry run drove the rig's command path: every row reached both arms' driver topics, in driver names
+    ros.wait_for(lambda: len(got["left_driver"]) >= 15 and len(got["right_driver"]) >= 15, what="driver commands")
+    assert len(got["left_driver"]) == len(got["right_driver"]) == 15
+    assert list(got["left_driver"][0].joint_names) == [f"fl_joint{i}" for i in range(1, 8)]
 
 
 def test_stop_scores_the_trial_so_far_and_pauses_then_next_goes_on(graph):

@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 import numpy as np
-from rclpy.parameter import Parameter
 
+from profile_graph import start_profile_graph
 from robofollow_ros.benchmark import default_registry
 from ros_harness import RosHarness
 
@@ -38,10 +38,6 @@ def picture_recorder() -> PictureRecorder:
 
 def test_policy_pictures_over_ros_equal_the_headless_ones(tmp_path):
     from robofollow_ros.evaluation.episode import EpisodeSettings, run_episode
-    from robofollow_ros.nodes.policy_node import PolicyNode
-    from robofollow_ros.nodes.sim_node import SimNode
-    from robofollow_ros.nodes.stage_monitor_node import StageMonitorNode
-    from robofollow_ros.nodes.trial_manager_node import TrialManagerNode
     from robofollow_ros.sim.world import SimWorld
 
     task = default_registry().eval_task(TASK)
@@ -51,13 +47,11 @@ def test_policy_pictures_over_ros_equal_the_headless_ones(tmp_path):
     headless = list(PICTURES)
 
     with RosHarness() as ros:
-        ros.add(SimNode(context=ros.context, parameter_overrides=[Parameter("camera_hz", value=0.0)]))
-        ros.add(PolicyNode(context=ros.context, parameter_overrides=[
-            Parameter("policy", value="test_node_images:picture_recorder"), Parameter("request_images", value=True)]))
-        ros.add(StageMonitorNode(context=ros.context))
-        manager = ros.add(TrialManagerNode(context=ros.context, parameter_overrides=[
-            Parameter("trials", value=f"tasks={TASK}"), Parameter("max_steps", value=3),
-            Parameter("actions_per_step", value=2), Parameter("output", value=str(tmp_path / "run"))]))
+        manager = start_profile_graph(ros, "sim", {
+            "sim_node": {"camera_hz": 0.0},
+            "policy_node": {"policy": "test_node_images:picture_recorder", "request_images": True},
+            "trial_manager_node": {"trials": f"tasks={TASK}", "max_steps": 3, "actions_per_step": 2,
+                                   "output": str(tmp_path / "run")}})["trial_manager_node"]
         ros.wait_for(manager.finished.is_set, timeout=180, what="the rendered trial")
     over_ros = list(PICTURES)
 

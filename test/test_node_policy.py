@@ -10,11 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 from rclpy.parameter import Parameter
-from sensor_msgs.msg import JointState
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
+from std_srvs.srv import Trigger
 
+from robofollow_ros.contract import CAMERA_NAMES, CAMERA_OPTICAL_FRAMES, camera_image_topic
 from robofollow_ros.nodes import trial_protocol as tp
-from robofollow_ros.nodes.conversions import joint_state_msg, joint_vector, object_markers_msg, stamp_ns
+from robofollow_ros.nodes.conversions import image_msg, joint_state_msg, joint_vector, object_markers_msg, stamp_ns
 from robofollow_ros.nodes.policy_node import PolicyNode
 from ros_harness import RosHarness
 
@@ -192,3 +195,48 @@ def test_rate_mode_holds_while_the_policy_is_stale(robot):
     RELEASE_SLOW.set()
     ros.wait_for(lambda: publish_state(measured) or _done(got) is not None, timeout=30, what="policy done")
     assert _done(got)["error"] is None and _done(got)["rows"] == 4
+
+
+def test_a_best_effort_camera_driver_feeds_the_policy(robot):
+    """Camera drivers (realsense2_camera, usb_cam ...) often publish best effort: the default sensor-data
+    subscription must match them, or a policy on the rig would see no picture at all."""
+    ros, got, trial, publish_state = robot
+    policy = ros.add(PolicyNode(context=ros.context, parameter_overrides=[
+        Parameter("policy", value="test_node_policy:recorder"), Parameter("mode", value="rate"),
+        Parameter("privileged", value=False), Parameter("control_hz", value=100.0), Parameter("stale_s", value=5.0)]))
+    camera = ros.node("best_effort_camera")
+    best_effort = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+    publishers = {c: camera.create_publisher(Image, camera_image_topic(c), best_effort) for c in CAMERA_NAMES}
+    picture = np.zeros((240, 320, 3), dtype=np.uint8)
+    picture[100:140, 150:170] = (200, 30, 30)
+
+    def tick() -> None:  # the camera driver at its own rate, stamped with its clock (after the trial start)
+        for c, pub in publishers.items():
+            pub.publish(image_msg(picture, 10**9, CAMERA_OPTICAL_FRAMES[c]))
+
+    camera.create_timer(0.02, tick)
+    ros.wait_for(lambda: len(policy.cache.images(0)) == len(CAMERA_NAMES), timeout=30,
+                 what="every camera's picture in the policy node")
+    trial.publish(_trial("t5", max_steps=2, per_step=1))
+    ros.wait_for(lambda: publish_state(np.zeros(14)) or _done(got) is not None, timeout=30, what="policy done")
+    assert _done(got)["error"] is None
+    for obs in SEEN:
+        for key in ("head_camera", "left_camera", "right_camera"):
+            assert np.array_equal(obs["observation"][key]["rgb"], picture), key
+
+
+def test_policy_check_names_an_unreachable_address(robot):
+    import socket
+
+    ros, _, _, _ = robot
+    with socket.socket() as unused:  # a port nobody listens on: bound, never listening
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+        ros.add(PolicyNode(context=ros.context, parameter_overrides=[
+            Parameter("policy", value=f"tcp://127.0.0.1:{port}")]))
+        client = ros.node("checker").create_client(Trigger, tp.SERVICE_POLICY_CHECK)
+        assert client.wait_for_service(timeout_sec=10)
+        reply = client.call_async(Trigger.Request())
+        ros.wait_for(reply.done, timeout=30, what="the check's answer")
+    assert not reply.result().success
+    assert f"tcp://127.0.0.1:{port}" in reply.result().message and "refused" in reply.result().message

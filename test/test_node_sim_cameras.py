@@ -1,5 +1,7 @@
-"""sim_node with the CPU renderer: the three cameras, their camera_info and the head depth, stamped with
-the state they show; a reset asked for an unknown task is reported, not fatal."""
+"""sim_node with the CPU renderer, playing the arm drivers: the three cameras, their camera_info and the
+head depth, stamped with the state they show; each arm's driver state on the driver's topic in the
+driver's joint names and gripper units; one row executed once both arms' driver commands arrived; a
+reset asked for an unknown task is reported, not fatal."""
 
 from __future__ import annotations
 
@@ -9,12 +11,18 @@ import numpy as np
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from robofollow_ros.contract import CAMERA_NAMES, camera_image_topic, camera_info_topic
 from robofollow_ros.nodes import trial_protocol as tp
-from robofollow_ros.nodes.conversions import image_array, joint_state_msg, stamp_ns
+from robofollow_ros.nodes.conversions import image_array, stamp_ns
 from robofollow_ros.nodes.sim_node import SimNode
 from ros_harness import RosHarness
+
+#: config/rig/arm_drivers.yaml, the map sim_node plays by default.
+DRIVER = {arm: (f"/{arm}_arm_controller/joint_trajectory", f"/{arm}_arm/joint_states",
+                [f"f{arm[0]}_joint{i}" for i in range(1, 8)]) for arm in ("left", "right")}
+GRIPPER_OPEN = 0.045
 
 
 def test_cameras_depth_and_status_after_reset_and_a_command():
@@ -29,9 +37,12 @@ def test_cameras_depth_and_status_after_reset_and_a_command():
             probe.create_subscription(CameraInfo, camera_info_topic(camera), ros.collector(got[f"{camera}_info"]), 10)
         probe.create_subscription(Image, "/cameras/head/depth", ros.collector(got["depth"]), 10)
         probe.create_subscription(String, tp.TOPIC_SIM_STATUS, ros.collector(got["status"]), tp.LATCHED)
-        probe.create_subscription(JointState, "/joint_states", ros.collector(got["joints"]), tp.STATE_STREAM)
+        for arm, (_, state_topic, _) in DRIVER.items():
+            got[arm] = []
+            probe.create_subscription(JointState, state_topic, ros.collector(got[arm]), tp.STATE_STREAM)
         trial = probe.create_publisher(String, "/robofollow/trial", tp.LATCHED)
-        command = probe.create_publisher(JointState, "/robofollow/joint_command", tp.STATE_STREAM)
+        commands = {arm: probe.create_publisher(JointTrajectory, topic, tp.STATE_STREAM)
+                    for arm, (topic, _, _) in DRIVER.items()}
 
         trial.publish(String(data=tp.encode({"id": "bad", "phase": "resetting", "task": "no_such_task", "seed": 1})))
         ros.wait_for(lambda: got["status"], timeout=60, what="sim status")
@@ -57,11 +68,33 @@ def test_cameras_depth_and_status_after_reset_and_a_command():
         metres = np.frombuffer(bytes(depth.data), dtype=np.float32)
         assert 0.3 < float(np.median(metres)) < 3.0  # the table seen from the head camera
 
-        ros.wait_for(lambda: got["joints"], what="joint states")
-        vector = np.asarray(got["joints"][-1].position)
-        vector[0] += 0.05
-        count = len(got["head"])
-        command.publish(joint_state_msg(vector, 0))
-        ros.wait_for(lambda: len(got["head"]) > count, timeout=60, what="a new picture after the command")
+        ros.wait_for(lambda: got["left"] and got["right"], what="driver joint states")
+        for arm, (_, _, names) in DRIVER.items():
+            state = got[arm][-1]
+            assert list(state.name) == names and stamp_ns(state.header.stamp) == ready["stamp_ns"]
+            assert state.position[6] == GRIPPER_OPEN  # the gripper in the driver's units: open
+        left = np.asarray(got["left"][-1].position)
+        target = left.copy()
+        target[0] += 0.05
+        count, states = len(got["head"]), len(got["right"])
+        commands["left"].publish(JointTrajectory(joint_names=DRIVER["left"][2],
+                                                 points=[JointTrajectoryPoint(positions=target.tolist())]))
+        # one arm's command alone is half a row: nothing moves until the other arm's command arrives
+        assert not ros_waits(ros, lambda: len(got["right"]) > states, 1.0)
+        assert sim.world.physics_steps == 0
+        commands["right"].publish(JointTrajectory(joint_names=DRIVER["right"][2],
+                                                  points=[JointTrajectoryPoint(positions=list(got["right"][-1].position))]))
+        ros.wait_for(lambda: len(got["head"]) > count and len(got["left"]) > 1, timeout=60,
+                     what="a new picture and driver state after the row")
         assert stamp_ns(got["head"][-1].header.stamp) > ready["stamp_ns"]
         assert sim.world.physics_steps > 0
+        assert abs(got["left"][-1].position[0] - target[0]) < 0.01  # the left arm went where it was told
+
+
+def ros_waits(ros: RosHarness, predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    """True when ``predicate`` became true within ``timeout`` s (a negative check's bounded wait)."""
+    try:
+        ros.wait_for(predicate, timeout=timeout)
+    except TimeoutError:
+        return False
+    return True

@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 import numpy as np
-from rclpy.parameter import Parameter
 
+from profile_graph import start_profile_graph
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.contract import GRIPPER_INDEX
 from ros_harness import RosHarness
@@ -85,19 +85,13 @@ def _headless(policy: str, tasks: tuple[str, ...], max_steps: int, per_step: int
 
 def _run_graph(tmp_path, policy: str, tasks: tuple[str, ...] = TASKS, max_steps: int = MAX_STEPS,  # type: ignore[no-untyped-def]
                per_step: int = ROWS_PER_STEP) -> list[dict[str, Any]]:
-    from robofollow_ros.nodes.policy_node import PolicyNode
-    from robofollow_ros.nodes.sim_node import SimNode
-    from robofollow_ros.nodes.stage_monitor_node import StageMonitorNode
-    from robofollow_ros.nodes.trial_manager_node import TrialManagerNode
-
     with RosHarness() as ros:
-        ros.add(SimNode(context=ros.context, parameter_overrides=[Parameter("render", value=False)]))
-        ros.add(PolicyNode(context=ros.context, parameter_overrides=[Parameter("policy", value=policy)]))
-        ros.add(StageMonitorNode(context=ros.context))
-        manager = ros.add(TrialManagerNode(context=ros.context, parameter_overrides=[
-            Parameter("trials", value=f"tasks={','.join(tasks)} rounds=1"),
-            Parameter("max_steps", value=max_steps), Parameter("actions_per_step", value=per_step),
-            Parameter("output", value=str(tmp_path / "run")), Parameter("policy_label", value=policy)]))
+        # The sim profile's graph: the commands go through the arm bridge and the drivers' topics.
+        manager = start_profile_graph(ros, "sim", {
+            "sim_node": {"render": False}, "policy_node": {"policy": policy, "request_images": False},
+            "trial_manager_node": {"trials": f"tasks={','.join(tasks)} rounds=1", "max_steps": max_steps,
+                                   "actions_per_step": per_step, "output": str(tmp_path / "run"),
+                                   "policy_label": policy}})["trial_manager_node"]
         ros.wait_for(manager.finished.is_set, timeout=240, what="all trials over ROS")
     return json.loads((tmp_path / "run" / "results.json").read_text())
 

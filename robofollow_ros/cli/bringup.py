@@ -1,9 +1,13 @@
-"""``robofollow bringup sim|rig``: start a bringup profile's ROS graph without ``launch`` installed.
+"""``robofollow bringup sim|rig|mock``: start a bringup profile's ROS graph without ``launch`` installed.
 
-Reads the same ``config/profiles/<rig>.yaml`` as the launch files, runs the trials, stops cleanly on
-Ctrl-C / SIGTERM or when the trials end, and prints the score table. Run from a terminal with the
-Foxglove node in the profile, the graph (and so the live view) stays up after the trials until Ctrl-C,
-so the final state can be inspected; ``--exit-when-done`` (scripts, CI, ``make demo``) exits at once.
+Reads the same ``config/profiles/<rig>.yaml`` as the launch files and applies the same choices
+(``bringup.apply_choices``); trials are picked with ``robofollow eval``'s flags. Before anything
+starts it checks the profile's parameters, the trial selection, the policy (connect + reset) and
+the Foxglove port, each failing with one line and its own exit status; then it runs the trials,
+stops cleanly on Ctrl-C / SIGTERM or when the trials end, and prints the score table. Run from a
+terminal with the Foxglove node in the profile, the graph (and so the live view) stays up after the
+trials until Ctrl-C, so the final state can be inspected; ``--exit-when-done`` (scripts, CI,
+``make demo``) exits at once.
 """
 
 from __future__ import annotations
@@ -17,29 +21,50 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_POLICY_UNREACHABLE,
+    EXIT_PORT_IN_USE,
+    CliError,
+)
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "bringup", help="run the ROS 2 graph of a bringup profile (sim or rig) without ros2 launch",
+        "bringup", help="run the ROS 2 graph of a bringup profile (sim, rig or mock) without ros2 launch",
         description="Start the nodes of config/profiles/<rig>.yaml over DDS, run the trials and print the scores.",
     )
-    p.add_argument("rig", choices=("sim", "rig"), help="which profile: sim (SAPIEN) or rig (the physical arms)")
+    p.add_argument("rig", choices=("sim", "rig", "mock"),
+                   help="which profile: sim (SAPIEN), rig (the physical arms) or mock (mock hardware, no physics)")
     p.add_argument("--profile", type=Path, metavar="FILE", help="a profile YAML instead of config/profiles/<rig>.yaml")
-    p.add_argument("--trials", metavar="SPEC", help="trials SPEC, e.g. 'scene=scene1 levels=L0 limit=2 rounds=1'")
     p.add_argument("--policy", metavar="SPEC", help="policy SPEC for policy_node (hold, oracle, tcp://HOST:PORT, ...)")
+    p.add_argument("--kwargs", metavar="JSON", help="JSON keyword arguments for the policy factory or client")
+    p.add_argument("--scene", help="as robofollow eval: all, or a comma list of scene1..scene4")
+    p.add_argument("--levels", help="as robofollow eval: comma list of L0..L3")
+    p.add_argument("--limit", type=int, help="as robofollow eval: keep the first K selected tasks per scene")
+    p.add_argument("--tasks", help="as robofollow eval: comma list of evaluation task ids")
+    p.add_argument("--rounds", type=int, help="as robofollow eval: rounds per task, 1..10 (default: the profile's)")
     p.add_argument("--max-steps", type=int, metavar="N", help="policy calls per trial (the step budget)")
+    p.add_argument("--actions-per-step", type=int, metavar="N", help="rows executed per policy call")
     p.add_argument("--no-render", action="store_true", help="sim: physics only, no camera images")
     p.add_argument("--output", type=Path, metavar="DIR",
-                   help="new or empty run directory (default runs/ros-<UTC time>)")
+                   help="new or empty run directory (default results/ros-<UTC time>)")
     p.add_argument("--processes", action="store_true", help="one OS process per node instead of one process")
+    p.add_argument("--foxglove-host", metavar="HOST", help="address the live Foxglove server binds (default 127.0.0.1)")
     p.add_argument("--foxglove-port", type=int, metavar="PORT",
                    help="port of the live Foxglove server (default 8765; 0 picks a free one)")
     p.add_argument("--no-foxglove", action="store_true",
                    help="leave out foxglove_node (no live view on ws://127.0.0.1:8765, no MCAP per trial)")
     p.add_argument("--exit-when-done", action="store_true",
                    help="exit when the trials end (default from a terminal: keep the Foxglove view up until Ctrl-C)")
+    p.add_argument("--calibration-dir", metavar="DIR", help="rig: perception_node's camera calibration directory")
+    p.add_argument("--driver-config", metavar="FILE",
+                   help="arm driver map: a preset under config/rig/ (piper_ros2, cobot_magic, ...) or a path")
+    p.add_argument("--remap", action="append", default=[], metavar="FROM:=TO", help="remap a topic for every node")
+    p.add_argument("--remap-file", action="append", default=[], metavar="FILE",
+                   help="remap preset under config/rig/ (e.g. realsense2_camera) or a path")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_bringup)
 
@@ -49,21 +74,60 @@ def _linger(args: argparse.Namespace, executables: set[str]) -> bool:
     return not args.exit_when_done and "foxglove_node" in executables and sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def _extra(args: argparse.Namespace, nodes: set[str]) -> dict[str, dict[str, Any]]:
-    extra: dict[str, dict[str, Any]] = {}
-    if args.max_steps is not None:
-        if args.max_steps < 1:
-            raise CliError(f"--max-steps: must be >= 1, got {args.max_steps}")
-        extra["trial_manager_node"] = {"max_steps": args.max_steps}
-    if args.no_render:
-        if "sim_node" not in nodes:
-            raise CliError("--no-render: this profile has no sim_node")
-        extra["sim_node"] = {"render": False}
-    if args.foxglove_port is not None and not args.no_foxglove:
-        if not 0 <= args.foxglove_port <= 65535:
-            raise CliError(f"--foxglove-port: {args.foxglove_port} is outside 0..65535")
-        extra["foxglove_node"] = {"port": args.foxglove_port}
-    return extra
+def _one_line(exc: BaseException) -> str:
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
+def _choices(args: argparse.Namespace, output: Path) -> Any:
+    from robofollow_ros.bringup import Choices
+
+    return Choices(policy=args.policy, policy_kwargs=args.kwargs, scene=args.scene, levels=args.levels,
+                   limit=args.limit, tasks=args.tasks, rounds=args.rounds, max_steps=args.max_steps,
+                   actions_per_step=args.actions_per_step, output=str(output),
+                   render=False if args.no_render else None, foxglove=not args.no_foxglove,
+                   foxglove_host=args.foxglove_host, foxglove_port=args.foxglove_port,
+                   calibration_dir=args.calibration_dir, driver_config=args.driver_config, remaps=list(args.remap),
+                   remap_files=list(args.remap_file))
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-").replace("policy-kwargs", "kwargs")
+
+
+def prepare(args: argparse.Namespace, output: Path) -> Any:
+    """The profile to run, after every check that can fail before a node starts."""
+    from robofollow_ros.bringup import ProfileError, apply_choices, foxglove_address, load_profile, policy_of
+    from robofollow_ros.policy.spec import PolicySpecError
+    from robofollow_ros.preflight import PolicyUnreachable, PortInUse, port_free, reach_policy
+
+    try:
+        profile = apply_choices(load_profile(args.profile or args.rig), _choices(args, output), _flag)
+        if profile.has("trial_manager_node"):
+            profile = _quiet_manager(profile)
+    except ProfileError as exc:
+        raise CliError(_one_line(exc)) from None
+    address = foxglove_address(profile)
+    if address is not None:
+        try:
+            port_free(*address, what="the live Foxglove view", flag="--foxglove-port")
+        except PortInUse as exc:
+            raise CliError(str(exc), EXIT_PORT_IN_USE) from None
+    if profile.has("policy_node"):
+        spec, kwargs = policy_of(profile)
+        try:
+            reach_policy(spec, kwargs)
+        except PolicySpecError as exc:
+            raise CliError(_one_line(exc)) from None
+        except PolicyUnreachable as exc:
+            raise CliError(str(exc), EXIT_POLICY_UNREACHABLE) from None
+    return profile
+
+
+def _quiet_manager(profile: Any) -> Any:
+    """This command prints the table itself; the trial manager need not log it too."""
+    from robofollow_ros.bringup import with_overrides
+
+    return with_overrides(profile, extra={"trial_manager_node": {"print_summary": False}})
 
 
 def _failed_trials(run_dir: Path | None) -> list[str]:
@@ -78,37 +142,13 @@ def _failed_trials(run_dir: Path | None) -> list[str]:
 
 
 def _bringup(args: argparse.Namespace) -> int:
-    from robofollow_ros.benchmark import default_registry
-    from robofollow_ros.bringup import (
-        BringupOutcome,
-        ProfileError,
-        load_profile,
-        run_as_processes,
-        run_in_process,
-        with_overrides,
-        without_nodes,
-    )
+    from robofollow_ros.bringup import BringupOutcome, NodeStartError, run_as_processes, run_in_process
     from robofollow_ros.evaluation.report import format_table, run_table
-    from robofollow_ros.nodes.trial_plan import TrialSpecError, parse_trials
-    from robofollow_ros.policy.spec import PolicySpecError, load_policy
 
     output = args.output or Path("results") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise CliError(f"--output: {output} exists and is not an empty directory")
-    try:
-        profile = load_profile(args.profile or args.rig)
-        if args.no_foxglove:
-            profile = without_nodes(profile, {"foxglove_node"})
-        profile = with_overrides(profile, trials=args.trials, policy=args.policy, output=str(output),
-                                 extra=_extra(args, {n.executable for n in profile.nodes}))
-        manager = profile.node("trial_manager_node")
-        parse_trials(str(manager.parameters.get("trials", "")), default_registry())
-        if args.policy:
-            from robofollow_ros.policy.interface import close_policy
-
-            close_policy(load_policy(args.policy))  # a bad SPEC fails here, not inside a node
-    except (ProfileError, TrialSpecError, PolicySpecError) as exc:
-        raise CliError(str(exc)) from None
+    profile = prepare(args, output)
 
     stop = threading.Event()
     received: list[int] = []
@@ -125,7 +165,7 @@ def _bringup(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(summary, indent=2))
         elif summary is not None:
-            label = args.policy or profile.node("policy_node").parameters.get("policy", "?")
+            label = profile.node("policy_node").parameters.get("policy", "?") if profile.has("policy_node") else "?"
             print(format_table(run_table(summary), title=f"{label} over ROS — {outcome.run_dir}"))
         for trial in _failed_trials(outcome.run_dir):
             print(f"failed trial {trial}")
@@ -139,23 +179,28 @@ def _bringup(args: argparse.Namespace) -> int:
               "Ctrl-C to exit (--exit-when-done exits at once).", flush=True)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    hold = linger if _linger(args, {n.executable for n in profile.nodes}) else None
     try:
-        hold = linger if _linger(args, {n.executable for n in profile.nodes}) else None
-        if args.processes:
-            outcome = run_as_processes(profile, stop, on_finished=hold)
-        else:
-            outcome = run_in_process(profile, stop, on_finished=hold)
+        runner = run_as_processes if args.processes else run_in_process
+        outcome = runner(profile, stop, on_finished=hold)
+    except NodeStartError as exc:
+        in_use = "address already in use" in str(exc.cause).lower() or "address in use" in str(exc.cause).lower()
+        if in_use:
+            raise CliError(f"{exc}; choose another port with --foxglove-port (0 picks a free one)",
+                           EXIT_PORT_IN_USE) from None
+        raise CliError(f"node {_one_line(exc)}", EXIT_BAD_INPUT) from None
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
     if not reported:
         report(outcome)
-    if received and reported and outcome.finished and hold is not None:
-        return 0  # Ctrl-C after the trials ended is how a lingering run is meant to end
-    if received:
+    lingered = received and reported and outcome.finished and hold is not None
+    if received and not lingered:  # Ctrl-C after the trials ended is how a lingering run is meant to end
         print(f"stopped by signal {received[0]}; results so far in {outcome.run_dir}")
         return 128 + received[0]
+    if outcome.exit_code not in (None, EXIT_OK):
+        return int(outcome.exit_code)
     if not outcome.finished:
         print("the graph stopped before all trials ran")
-        return 1
-    return 0
+        return EXIT_INTERNAL
+    return EXIT_OK

@@ -133,9 +133,10 @@ def _serve(args: argparse.Namespace) -> int:
         sessions.close()
         if shared is not None:
             shared.close()
-        code = EXIT_PORT_IN_USE if exc.errno == errno.EADDRINUSE else 2
-        raise CliError(f"--host/--port: cannot listen on {args.host}:{args.port} ({exc.strerror or exc})",
-                       code) from exc
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(f"port {args.port} on {args.host} is in use; stop what holds it or choose another with "
+                           "--port (0 picks a free port)", EXIT_PORT_IN_USE) from None
+        raise CliError(f"--host/--port: cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from exc
 
     stop = threading.Event()
 

@@ -3,21 +3,25 @@
 It is the only node that moves a real arm, so it trusts nothing: every command is checked for finite
 values, URDF joint limits, a per-step clamp and (optionally) a workspace box on the tool points; an
 e-stop topic and a watchdog make it hold the measured position. It also republishes the drivers'
-joint states as the contract's ``/joint_states`` (14 names, normalised grippers).
+joint states as the contract's ``/joint_states`` (14 names, normalised grippers): one message once
+every arm has reported since the last one, stamped with the newest driver stamp (the drivers
+measured then; ``now`` only for a driver that leaves its stamps at zero).
+
+In the ``sim`` and ``mock`` profiles the same node sits in front of drivers played by ``sim_node``
+and ``mock_hardware_node``, so a dry run goes through exactly this filter and mapping. Time is the
+node's ROS clock: wall time on the rig, the simulator's ``/clock`` under ``use_sim_time`` (where sim
+time stands still between commands, so the watchdog only measures how long a row really takes).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import numpy as np
-from builtin_interfaces.msg import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool, Float64MultiArray, String
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from std_msgs.msg import Bool, String
 
 from robofollow_ros.contract import (
     ACTION_DIM,
@@ -28,8 +32,16 @@ from robofollow_ros.contract import (
     TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
 )
+from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, length, positive
+from robofollow_ros.nodes.conversions import MessageError, stamp_ns, time_msg
+from robofollow_ros.nodes.driver_messages import (
+    COMMAND_TYPES,
+    arm_from_state,
+    command_message,
+    group_by_topic,
+)
 from robofollow_ros.paths import share_path
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyDecision, SafetyFilter
@@ -81,74 +93,68 @@ class ArmBridgeNode(Node):
 
         self.safety = SafetyFilter(config, tool_points)
         self._measured = {arm: np.full(7, np.nan) for arm in ARMS}
+        self._reported: dict[str, int | None] = {arm: None for arm in ARMS}  # driver stamp since last publish
         self._driver_pubs = {arm: self._make_publisher(d) for arm, d in self.drivers.items()}
-        for arm, driver in self.drivers.items():
-            self.create_subscription(JointState, driver.state_topic, lambda m, a=arm: self._on_driver_state(a, m), 10)
-        self.create_subscription(JointState, TOPIC_JOINT_COMMAND, self._on_command, 10)
+        for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items():
+            self.create_subscription(JointState, topic, lambda m, group=drivers: self._on_driver_state(group, m),
+                                     tp.STATE_STREAM)
+        self.create_subscription(JointState, TOPIC_JOINT_COMMAND, self._on_command, tp.STATE_STREAM)
         self.create_subscription(Bool, TOPIC_ESTOP, self._on_estop, 10)
-        self.joint_states = self.create_publisher(JointState, TOPIC_JOINT_STATES, 10)
+        self.joint_states = self.create_publisher(JointState, TOPIC_JOINT_STATES, tp.STATE_STREAM)
         self.status = self.create_publisher(String, TOPIC_BRIDGE_STATUS, 10)
-        self.create_timer(period, self._on_watchdog)
+        self.create_timer(period, self._on_watchdog)  # on the node's clock: sim time under use_sim_time
+
+    def _now_s(self) -> float:
+        return self.get_clock().now().nanoseconds / 1e9
 
     # -- driver side -----------------------------------------------------------------------------
     def _make_publisher(self, driver: ArmDriver) -> Any:
-        kind = {"joint_trajectory": JointTrajectory, "forward_command": Float64MultiArray, "joint_state": JointState}[
-            driver.kind
-        ]
-        return self.create_publisher(kind, driver.command_topic, 10)
+        return self.create_publisher(COMMAND_TYPES[driver.kind], driver.command_topic, tp.STATE_STREAM)
 
-    def _on_driver_state(self, arm: str, msg: JointState) -> None:
-        driver = self.drivers[arm]
-        index = {name: i for i, name in enumerate(msg.name)}
-        try:
-            joints = [msg.position[index[j]] for j in driver.joints]
-            gripper = driver.gripper.to_normalised(msg.position[index[driver.gripper.joint]])
-        except (KeyError, IndexError):
-            self.get_logger().warning(
-                f"{arm} driver state on {driver.state_topic} lacks joints {driver.joints}", throttle_duration_sec=5.0
-            )
-            return
-        self._measured[arm] = np.array([*joints, gripper])
+    def _on_driver_state(self, drivers: list[ArmDriver], msg: JointState) -> None:
+        for driver in drivers:
+            try:
+                joints, gripper = arm_from_state(driver, msg)
+            except MessageError as exc:
+                self.get_logger().warning(str(exc), throttle_duration_sec=5.0)
+                return
+            self._measured[driver.arm] = np.array([*joints, gripper])
+            self._reported[driver.arm] = stamp_ns(msg.header.stamp)
+        stamps = [self._reported[arm] for arm in ARMS]
+        if any(s is None for s in stamps):
+            return  # one message per round: every arm has reported since the last one
         vector = np.concatenate([self._measured["left"], self._measured["right"]])
-        if np.all(np.isfinite(vector)):
-            self.safety.update_measured(vector)
-            out = JointState(name=list(JOINT_NAMES), position=vector.tolist())
-            out.header.stamp = self.get_clock().now().to_msg()
-            self.joint_states.publish(out)
+        self.safety.update_measured(vector)
+        newest = max(s for s in stamps if s is not None)
+        out = JointState(name=list(JOINT_NAMES), position=vector.tolist())
+        out.header.stamp = time_msg(newest) if newest > 0 else self.get_clock().now().to_msg()
+        self._reported = {arm: None for arm in ARMS}
+        self.joint_states.publish(out)
 
     def _send(self, decision: SafetyDecision | None) -> None:
         if decision is None:
             return
         q = decision.command
+        now = self.get_clock().now().to_msg()
         for arm, driver in self.drivers.items():
-            joints = q[ARM_SLICE[arm]].tolist()
-            gripper = driver.gripper.to_driver(float(q[GRIPPER_INDEX[arm]]))
-            names = [*driver.joints, driver.gripper.joint]
-            if driver.kind == "joint_trajectory":
-                secs = driver.time_from_start
-                point = JointTrajectoryPoint(
-                    positions=[*joints, gripper], time_from_start=Duration(sec=int(secs), nanosec=int(secs % 1 * 1e9))
-                )
-                msg: Any = JointTrajectory(joint_names=names, points=[point])
-            elif driver.kind == "forward_command":
-                msg = Float64MultiArray(data=[*joints, gripper])
-            else:
-                msg = JointState(name=names, position=[*joints, gripper])
-                msg.header.stamp = self.get_clock().now().to_msg()
-            self._driver_pubs[arm].publish(msg)
+            self._driver_pubs[arm].publish(command_message(driver, q[ARM_SLICE[arm]], float(q[GRIPPER_INDEX[arm]]),
+                                                           now))
         if decision.reasons:
             self.status.publish(
                 String(
                     data=json.dumps({"hold": decision.hold, "clamped": decision.clamped, "reasons": decision.reasons})
                 )
             )
-            log = self.get_logger().warning if decision.hold else self.get_logger().info
-            log("; ".join(decision.reasons), throttle_duration_sec=1.0)
+            # Two call sites: rclpy keys a throttled log by its call site and refuses a second severity there.
+            if decision.hold:
+                self.get_logger().warning("; ".join(decision.reasons), throttle_duration_sec=1.0)
+            else:
+                self.get_logger().info("; ".join(decision.reasons), throttle_duration_sec=1.0)
 
     # -- command side ----------------------------------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
         q = _contract_vector(msg)
-        self._send(self.safety.filter(q, time.monotonic()))
+        self._send(self.safety.filter(q, self._now_s()))
 
     def _on_estop(self, msg: Bool) -> None:
         self.safety.set_estop(bool(msg.data))
@@ -156,7 +162,7 @@ class ArmBridgeNode(Node):
             self._send(self.safety.hold("e-stop engaged"))
 
     def _on_watchdog(self) -> None:
-        self._send(self.safety.watchdog(time.monotonic()))
+        self._send(self.safety.watchdog(self._now_s()))
 
 
 def _contract_vector(msg: JointState) -> np.ndarray:

@@ -100,16 +100,20 @@ class ObservationCache:
                 self._changed.wait(min(remaining, 0.1))
         return None
 
-    def wait_any_objects(self, timeout: float, cancelled: threading.Event) -> bool:
-        """Rig: block until perception has published objects at least once."""
+    def wait_any_objects(self, timeout: float, cancelled: threading.Event, since_ns: int = 0) -> bool:
+        """Rig: block until perception has published objects stamped at or after ``since_ns``."""
         deadline = time.monotonic() + timeout
+
+        def seen() -> bool:
+            return self._latest_objects is not None and self._latest_objects[0] >= since_ns
+
         with self._changed:
-            while self._latest_objects is None and not cancelled.is_set():
+            while not seen() and not cancelled.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 self._changed.wait(min(remaining, 0.1))
-            return self._latest_objects is not None
+            return seen()
 
     def wake(self) -> None:
         with self._changed:

@@ -6,6 +6,12 @@ One trial runs exactly like the headless episode: ``reset`` → ``set_instructio
 how rows are paced: ``lockstep`` (sim) sends a row only once the state that follows the previous
 row has arrived, so every row is executed and observed exactly once; ``rate`` (rig) sends rows at
 ``control_hz``, and stops and holds the measured position when the joint states go stale.
+
+Cameras are subscribed with sensor-data QoS by default (best effort: it matches a camera driver's
+best-effort publisher as well as a reliable one); the sim profile asks for ``reliable`` so that no
+picture rendered for a lock-step observation is dropped. ``/robofollow/policy/check`` (Trigger)
+connects to the policy and resets it once (``preflight.reach_policy``): the trial manager calls it
+before the first trial, so an unreachable server fails the run in seconds.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 import numpy as np
 from rclpy._rclpy_pybind11 import InvalidHandle
 from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -80,18 +87,25 @@ class PolicyNode(Node):
                                      "(the observation's pictures then match the headless evaluator's)")
         self.privileged = params.declare("privileged", True, "add obs['privileged'] (task id, objects) from "
                                                              "/robofollow/objects, as the headless evaluator does")
+        camera_qos = params.declare("camera_qos", "sensor_data", "camera subscriptions: sensor_data (best effort; "
+                                    "matches any camera driver) or reliable (no picture dropped)",
+                                    one_of("sensor_data", "reliable"))
 
         from robofollow_ros.policy.spec import load_policy
 
-        self.policy = load_policy(spec, json.loads(policy_kwargs))
+        self.spec, self.policy_kwargs = spec, json.loads(policy_kwargs)
+        self.policy = load_policy(spec, self.policy_kwargs)
         self.cache = ObservationCache()
         self.command = self.create_publisher(JointState, TOPIC_JOINT_COMMAND, tp.STATE_STREAM)
         self.status = self.create_publisher(String, tp.TOPIC_POLICY_STATUS, tp.LATCHED)
         self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, tp.STATE_STREAM)
         self.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects, tp.STATE_STREAM)
+        image_qos = qos_profile_sensor_data if camera_qos == "sensor_data" else 5
         for camera in CAMERA_NAMES:
-            self.create_subscription(Image, camera_image_topic(camera), lambda m, c=camera: self._on_image(c, m), 5)
+            self.create_subscription(Image, camera_image_topic(camera), lambda m, c=camera: self._on_image(c, m),
+                                     image_qos)
         self.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
+        self.create_service(Trigger, tp.SERVICE_POLICY_CHECK, self._on_check)
         self.render_client: Any = self.create_client(Trigger, tp.SERVICE_SIM_RENDER)
         self._trial_id: str | None = None
         self._cancel = threading.Event()
@@ -122,10 +136,8 @@ class PolicyNode(Node):
             self.get_logger().error(f"{camera}: {exc}", throttle_duration_sec=5.0)
 
     def _on_trial(self, msg: String) -> None:
-        try:
-            trial = tp.decode(msg.data, TOPIC_TRIAL)
-        except ValueError as exc:
-            self.get_logger().error(str(exc))
+        trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self.get_logger())
+        if trial is None:
             return
         if trial.get("id") != self._trial_id and self._worker is not None:
             self._cancel.set()  # a new trial (or a stop) ends the old one
@@ -166,7 +178,8 @@ class PolicyNode(Node):
         if state is None and error is None and not cancelled.is_set():
             error = f"no state at or after the trial start within {self.state_timeout_s} s"
         if state is not None and not lockstep and self.privileged:
-            if not self.cache.wait_any_objects(self.state_timeout_s, cancelled) and error is None:
+            # Objects observed since this trial started: an earlier trial's table must not be planned on.
+            if not self.cache.wait_any_objects(self.state_timeout_s, cancelled, start) and error is None:
                 error = f"no {TOPIC_OBJECTS} (perception) within {self.state_timeout_s} s; privileged is on"
             state = self.cache.latest(True) or state
         last = state.stamp_ns if state is not None else start
@@ -246,6 +259,18 @@ class PolicyNode(Node):
             obs["privileged"] = {"task_id": str(trial["task"]), "objects": state.objects,
                                  "object_quats": state.object_quats}
         return obs
+
+    def _on_check(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        from robofollow_ros.policy.spec import PolicySpecError
+        from robofollow_ros.preflight import PolicyUnreachable, reach_policy
+
+        try:
+            reach_policy(self.spec, self.policy_kwargs)
+        except (PolicyUnreachable, PolicySpecError) as exc:
+            res.success, res.message = False, str(exc)
+            return res
+        res.success, res.message = True, f"policy {self.spec} reached"
+        return res
 
     def _stale(self) -> bool:
         latest = self.cache.latest(False)

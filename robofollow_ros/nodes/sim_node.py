@@ -1,16 +1,27 @@
-"""sim_node: the SAPIEN world as ROS — the rig's topics, TF, cameras and ``/clock`` in sim time.
+"""sim_node: the SAPIEN world in place of the rig's hardware — arm drivers, cameras and ``/clock``.
 
-The same ``SimWorld`` the headless evaluator drives. Sim time stands still between commands: every
-``/robofollow/joint_command`` is executed as one action row (exactly ``SimWorld.execute``) and the
-state after it is published with a strictly later stamp (TF and ``/robofollow/objects`` first,
-``/joint_states`` last). That lets the policy node run in lock-step and the stage monitor score one
+It plays the rig's drivers the ros2_control "mock hardware" way: it consumes each arm's driver
+command topic (JointTrajectory / Float64MultiArray / JointState, per ``config/rig/arm_drivers.yaml``,
+the file the arm bridge uses) and publishes each arm's joint states on the drivers' state topics,
+in the drivers' joint names and gripper units. So ``/robofollow/joint_command`` goes through
+``arm_bridge_node`` (safety filter and driver mapping) exactly as on the rig; ``robot_state_node``
+turns the bridge's ``/joint_states`` into TF. The sim adds what only a simulator knows: the
+objects' ground truth (TF ``world`` → ``object/<name>`` and ``/robofollow/objects``).
+
+The same ``SimWorld`` the headless evaluator drives. Sim time stands still between commands: once
+both arms' commands arrived, they are executed as one action row (exactly ``SimWorld.execute``) and
+the state after it is published with a strictly later stamp (objects, cameras and ``/clock`` first,
+the driver states last). That lets the policy node run in lock-step and the stage monitor score one
 frame per row, so ROS verdicts equal headless ones. Resets come from the trial manager's
-``/robofollow/trial`` (phase ``resetting``); see ``trial_protocol``.
+``/robofollow/trial`` (phase ``resetting``); see ``trial_protocol``. ``/clock`` ticks once per
+published state: at each reset and after each executed row (sim time then jumps by the row's
+physics steps), never in between.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -23,14 +34,13 @@ from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
 
 from robofollow_ros.contract import (
+    ARM_SLICE,
     ARMS,
-    BASE_FRAMES,
-    CAMERA_FRAMES,
     CAMERA_NAMES,
-    TCP_FRAMES,
-    TOPIC_JOINT_COMMAND,
-    TOPIC_JOINT_STATES,
+    CAMERA_OPTICAL_FRAMES,
+    GRIPPER_INDEX,
     TOPIC_OBJECTS,
+    TOPIC_TF,
     TOPIC_TRIAL,
     WORLD_FRAME,
     camera_image_topic,
@@ -44,13 +54,20 @@ from robofollow_ros.nodes.conversions import (
     MessageError,
     camera_info_msg,
     image_msg,
-    joint_state_msg,
-    joint_vector,
     object_frame,
     object_markers_msg,
     time_msg,
     transform_msg,
 )
+from robofollow_ros.nodes.driver_messages import (
+    COMMAND_TYPES,
+    ArmPosition,
+    arm_from_command,
+    group_by_topic,
+    state_message,
+)
+from robofollow_ros.paths import share_path
+from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 
 TOPIC_HEAD_DEPTH = "/cameras/head/depth"
 
@@ -73,6 +90,8 @@ class SimNode(Node):
         stepper = params.declare("stepper", "topp", "how each command row is executed: topp | direct",
                                  one_of("topp", "direct"))
         rig_file = params.declare("rig_config", "", "rig YAML (config/sim/rig.yaml when empty)")
+        driver_file = params.declare("driver_config", str(share_path("config", "rig", "arm_drivers.yaml")),
+                                     "the arm drivers to play: command and state topics, joint names, gripper units")
 
         from robofollow_ros.benchmark import default_registry
         from robofollow_ros.sim.cameras import CameraSettings
@@ -80,6 +99,7 @@ class SimNode(Node):
         from robofollow_ros.sim.world import SimWorld
 
         rig = load_rig_config(rig_file) if rig_file else load_rig_config()
+        self.drivers = load_driver_config(driver_file).arms
         self.world = SimWorld(render=self.render, cameras=CameraSettings(width, height, depth=depth),
                               rig=rig, stepper=stepper)
         self.registry = default_registry()
@@ -92,10 +112,14 @@ class SimNode(Node):
         self.rows = 0
         self._infos = self._camera_infos(rig, width, height)
         self._world_lock = threading.Lock()
+        self._pending: dict[str, deque[ArmPosition]] = {arm: deque() for arm in ARMS}
 
-        self.joint_states = self.create_publisher(JointState, TOPIC_JOINT_STATES, tp.STATE_STREAM)
-        self.tf = self.create_publisher(TFMessage, "/tf", tp.STATE_STREAM)
-        self.tf_static = self.create_publisher(TFMessage, "/tf_static", tp.LATCHED)
+        self.driver_states = {topic: (drivers, self.create_publisher(JointState, topic, tp.STATE_STREAM))
+                              for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items()}
+        for driver in self.drivers.values():
+            self.create_subscription(COMMAND_TYPES[driver.kind], driver.command_topic,
+                                     lambda m, d=driver: self._on_command(d, m), tp.STATE_STREAM)
+        self.tf = self.create_publisher(TFMessage, TOPIC_TF, tp.STATE_STREAM)
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, tp.STATE_STREAM)
         self.clock = self.create_publisher(Clock, tp.TOPIC_CLOCK, 10)
         self.status = self.create_publisher(String, tp.TOPIC_SIM_STATUS, tp.LATCHED)
@@ -103,9 +127,7 @@ class SimNode(Node):
         self.infos = {c: self.create_publisher(CameraInfo, camera_info_topic(c), 5) for c in CAMERA_NAMES}
         self.depth_image = self.create_publisher(Image, TOPIC_HEAD_DEPTH, 5)
         self.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
-        self.create_subscription(JointState, TOPIC_JOINT_COMMAND, self._on_command, tp.STATE_STREAM)
         self.create_service(Trigger, tp.SERVICE_SIM_RENDER, self._on_render_request)
-        self._publish_static_tf()
 
     # -- set-up ----------------------------------------------------------------------------------
     def _camera_infos(self, rig: Any, width: int, height: int) -> dict[str, dict[str, Any]]:
@@ -113,36 +135,14 @@ class SimNode(Node):
 
         return {c: camera_info_dict(c, width, height, rig.camera_fovy[c]) for c in CAMERA_NAMES}
 
-    def _publish_static_tf(self) -> None:
-        """Arm bases, the head camera and every camera's optical frame do not move."""
-        from robofollow_ros.sim.cameras import BODY_FROM_OPTICAL
-        from robofollow_ros.sim.kinematics import RigKinematics
-        from robofollow_ros.sim.transforms import matrix_to_quat
-
-        kinematics = RigKinematics(self.world.rig)
-        home = kinematics.home_vector()
-        transforms = []
-        for arm in ARMS:
-            pose = kinematics.link_pose(home, BASE_FRAMES[arm])
-            transforms.append(transform_msg(WORLD_FRAME, BASE_FRAMES[arm], pose.position, pose.quat_wxyz, 0))
-        head = kinematics.link_pose(home, self.world.rig.camera_links["head"])
-        transforms.append(transform_msg(WORLD_FRAME, CAMERA_FRAMES["head"], head.position, head.quat_wxyz, 0))
-        optical = matrix_to_quat(BODY_FROM_OPTICAL)
-        for camera in CAMERA_NAMES:
-            frame = CAMERA_FRAMES[camera]
-            transforms.append(transform_msg(frame, f"{frame}_optical", (0.0, 0.0, 0.0), optical, 0))
-        self.tf_static.publish(TFMessage(transforms=transforms))
-
     # -- trial side ------------------------------------------------------------------------------
     def _on_trial(self, msg: String) -> None:
         with self._world_lock:
             self._reset_for(msg)
 
     def _reset_for(self, msg: String) -> None:
-        try:
-            trial = tp.decode(msg.data, TOPIC_TRIAL)
-        except ValueError as exc:
-            self.get_logger().error(str(exc))
+        trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self.get_logger())
+        if trial is None:
             return
         if trial.get("phase") != tp.PHASE_RESETTING or trial.get("id") == self.trial_id:
             return
@@ -156,6 +156,8 @@ class SimNode(Node):
                                                        "error": str(exc)})))
             return
         self.rows = 0
+        for queue in self._pending.values():
+            queue.clear()  # commands meant for the previous scene
         self.now_ns += self.step_ns  # frame 0 of a trial is strictly later than anything before it
         self.next_camera_ns = self.now_ns
         self._publish_state()
@@ -166,19 +168,30 @@ class SimNode(Node):
                                                    "seed": self.world.seed})))
         self.get_logger().info(f"reset to {task.task_id} seed {self.world.seed} (trial {self.trial_id})")
 
-    def _on_command(self, msg: JointState) -> None:
-        with self._world_lock:
-            self._execute(msg)
-
-    def _execute(self, msg: JointState) -> None:
-        if self.world.layout is None:
-            self.get_logger().warning("joint command before any reset; ignored", throttle_duration_sec=5.0)
-            return
+    def _on_command(self, driver: ArmDriver, msg: Any) -> None:
+        """One arm's driver command; a row is executed once every arm has one waiting."""
         try:
-            row = joint_vector(msg)
+            target = arm_from_command(driver, msg)
+        except MessageError as exc:
+            self.get_logger().error(f"driver command rejected: {exc}")
+            return
+        with self._world_lock:
+            self._pending[driver.arm].append(target)
+            if all(self._pending[arm] for arm in ARMS):
+                self._execute({arm: self._pending[arm].popleft() for arm in ARMS})
+
+    def _execute(self, targets: dict[str, ArmPosition]) -> None:
+        if self.world.layout is None:
+            self.get_logger().warning("driver command before any reset; ignored", throttle_duration_sec=5.0)
+            return
+        row = np.zeros(len(ARMS) * 7)
+        for arm, (joints, gripper) in targets.items():
+            row[ARM_SLICE[arm]] = joints
+            row[GRIPPER_INDEX[arm]] = gripper
+        try:
             steps = self.world.execute(row)
-        except (MessageError, ValueError) as exc:
-            self.get_logger().error(f"joint command rejected: {exc}")
+        except ValueError as exc:
+            self.get_logger().error(f"driver command rejected: {exc}")
             return
         self.rows += 1
         self.now_ns += steps * self.step_ns
@@ -186,23 +199,21 @@ class SimNode(Node):
 
     # -- state out -------------------------------------------------------------------------------
     def _publish_state(self) -> None:
-        """Everything observable at ``now_ns``; /joint_states goes last (it is the lock-step ack)."""
+        """Everything observable at ``now_ns``; the driver states go last (through the arm bridge they
+        become ``/joint_states``, the lock-step ack)."""
         ns, world = self.now_ns, self.world
         poses = {name: world.object_pose(name) for name in world.objects}
         transforms = [transform_msg(WORLD_FRAME, object_frame(n), p, q, ns) for n, (p, q) in poses.items()]
-        for arm in ARMS:
-            p, q = world.tcp_pose(arm)
-            transforms.append(transform_msg(WORLD_FRAME, TCP_FRAMES[arm], p, q, ns))
-        for camera in CAMERA_NAMES[1:]:
-            p, q = world.camera_pose(camera)
-            transforms.append(transform_msg(WORLD_FRAME, CAMERA_FRAMES[camera], p, q, ns))
         self.tf.publish(TFMessage(transforms=transforms))
         self.objects.publish(object_markers_msg(poses, ns))
         if self.render and self.camera_period_ns is not None and ns >= self.next_camera_ns:
             self._publish_cameras(ns)
             self.next_camera_ns = ns + self.camera_period_ns
         self.clock.publish(Clock(clock=time_msg(ns)))
-        self.joint_states.publish(joint_state_msg(world.joint_vector(), ns))
+        vector = world.joint_vector()
+        positions = {arm: (vector[ARM_SLICE[arm]], float(vector[GRIPPER_INDEX[arm]])) for arm in ARMS}
+        for drivers, publisher in self.driver_states.values():
+            publisher.publish(state_message(drivers, positions, time_msg(ns)))
 
     def _on_render_request(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         """Pictures of the current state, stamped with it: the policy's observation at ``predict`` time
@@ -218,7 +229,7 @@ class SimNode(Node):
     def _publish_cameras(self, ns: int) -> None:
         pictures = self.world.render_images()
         for camera, images in pictures.items():
-            frame = f"{CAMERA_FRAMES[camera]}_optical"
+            frame = CAMERA_OPTICAL_FRAMES[camera]
             self.images[camera].publish(image_msg(images["rgb"], ns, frame))
             self.infos[camera].publish(camera_info_msg(self._infos[camera], ns))
             if camera == "head" and self.depth and "depth" in images:

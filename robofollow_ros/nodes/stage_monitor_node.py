@@ -65,6 +65,7 @@ class StageMonitorNode(Node):
         self._joints: dict[int, np.ndarray] = {}
         self._objects: dict[int, Poses] = {}
         self._latest_objects: Poses | None = None
+        self._latest_objects_ns = -1
         self._monitor: Any = None
         self._trial: dict[str, Any] = {}
         self._last_scored = -1
@@ -89,7 +90,9 @@ class StageMonitorNode(Node):
             return
         stamp = stamp_ns(msg.header.stamp)
         if self.frame_sync == "latest":
-            if self._monitor is not None and self._latest_objects is not None and self._end is None:
+            # Only objects seen since the trial started: the previous trial's table is not this one's.
+            fresh = self._latest_objects_ns >= int(self._trial.get("start_stamp_ns", 0))
+            if self._monitor is not None and self._latest_objects is not None and fresh and self._end is None:
                 self._score(stamp, vector, self._latest_objects)
             return
         self._joints[stamp] = vector
@@ -101,7 +104,7 @@ class StageMonitorNode(Node):
             entry = self._objects.setdefault(stamp, ({}, {}))
             for name, (position, quat) in poses.items():
                 entry[0][name], entry[1][name] = position, quat
-            self._latest_objects = entry
+            self._latest_objects, self._latest_objects_ns = entry, max(self._latest_objects_ns, stamp)
         self._trim(self._objects)
         self._advance()
 
@@ -112,6 +115,7 @@ class StageMonitorNode(Node):
             self.get_logger().error(str(exc), throttle_duration_sec=5.0)
             return
         self._objects[stamp] = self._latest_objects = (positions, quats)
+        self._latest_objects_ns = max(self._latest_objects_ns, stamp)
         self._trim(self._objects)
         self._advance()
 
@@ -121,10 +125,8 @@ class StageMonitorNode(Node):
             del buffer[min(buffer)]
 
     def _on_trial(self, msg: String) -> None:
-        try:
-            trial = tp.decode(msg.data, TOPIC_TRIAL)
-        except ValueError as exc:
-            self.get_logger().error(str(exc))
+        trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self.get_logger())
+        if trial is None:
             return
         phase, trial_id = trial.get("phase"), str(trial.get("id"))
         if trial_id in self._finished_ids or phase not in (tp.PHASE_RUNNING, tp.PHASE_STOPPING, tp.PHASE_SCORING):

@@ -7,6 +7,14 @@ monitor's final score → recorded with ``RunWriter`` (run.json, results.json, s
 exactly as the headless evaluator records it → ``done``. The handshake is in ``trial_protocol``.
 Services: ``start`` (run / resume), ``stop`` (end the current trial now, score it, pause),
 ``next`` (end the current trial if any and go on).
+
+Before the first trial it has ``policy_node`` reach the policy (``/robofollow/policy/check``:
+connect + reset); an unreachable policy ends the run at once with one line naming the address.
+The executable exits when the trials end — with ``EXIT_TRIALS_FAILED`` when some trial could not
+be executed (a policy error, a timed-out reset or score), ``EXIT_POLICY_UNREACHABLE`` when the
+policy was never reached — and the launch files shut the graph down with it. Its timer runs on
+the steady clock, so under ``use_sim_time`` (where sim time stands still between commands) the
+protocol still advances.
 """
 
 from __future__ import annotations
@@ -14,16 +22,17 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import rclpy
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from robofollow_ros.cli._common import EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from robofollow_ros.contract import (
     SERVICE_TRIAL_NEXT,
     SERVICE_TRIAL_START,
@@ -34,6 +43,8 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, graph_ready, unexecuted_result
+from robofollow_ros.nodes.trial_services import TrialServices
 
 
 def _non_negative(value: Any) -> str | None:
@@ -44,11 +55,7 @@ def _not_empty(value: Any) -> str | None:
     return None if str(value).strip() else "must not be empty"
 
 
-#: Awaited nodes that never read /robofollow/trial (the arm bridge only forwards commands).
-NODES_WITHOUT_TRIAL = frozenset({"arm_bridge_node"})
-
-
-class TrialManagerNode(Node):
+class TrialManagerNode(TrialServices, Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("trial_manager_node", **kwargs)
         params = ParameterSet(self)
@@ -68,10 +75,16 @@ class TrialManagerNode(Node):
         self.trial_timeout_s = params.declare("trial_timeout_s", 0.0, "stop a running trial after this long, s "
                                                                       "(0: only the step budget)", _non_negative)
         self.confirm_with_key = params.declare("confirm_with_key", False, "rig: also accept Enter on stdin")
+        self.auto_confirm = params.declare("auto_confirm", False, "rig: confirm every layout at once (mock hardware "
+                                                                  "lays the table out itself)")
+        check_policy = params.declare("check_policy", True, "reach the policy (connect + reset through "
+                                                                 "policy_node) before the first trial")
+        policy_check_timeout_s = params.declare("policy_check_timeout_s", 60.0, "longest wait for that check, s",
+                                                     positive)
+        self.print_summary = params.declare("print_summary", True, "log the IS/ES/CR table when the trials end")
         stepper = params.declare("stepper", "topp", "recorded in run.json (the sim node's stepper)")
 
         from robofollow_ros.benchmark import default_registry
-        from robofollow_ros.evaluation.results import RunWriter
         from robofollow_ros.nodes.trial_plan import parse_trials
 
         self.registry = default_registry()
@@ -79,12 +92,8 @@ class TrialManagerNode(Node):
         self.run_dir = Path(output) if output else Path("runs") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
         arguments = {"trials": trials, "max_steps": self.max_steps, "actions_per_step": self.actions_per_step,
                      "policy": self.policy_label, "mode": "rig" if self.rig_mode else "sim", "via": "ros"}
-        # SQLite connections belong to the thread that opened them; executor callbacks run on any thread.
-        self._results_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="results")
-        self.writer = self._on_results_thread(
-            RunWriter, self.run_dir, arguments=arguments, selected_tasks=self.plan.selected_tasks,
-            expected_trials=len(self.plan), stepper=stepper,
-            metadata_extra={"model": self.policy_label or "unknown", "runtime_graph": "ros2"})
+        self.records = TrialRecords(self.run_dir, arguments, self.plan.selected_tasks, len(self.plan), stepper,
+                                    self.policy_label)
         self.finished = threading.Event()
         self.index = -1
         self.phase = tp.PHASE_IDLE
@@ -94,6 +103,10 @@ class TrialManagerNode(Node):
         self._policy_done: dict[str, Any] | None = None
         self._started_wall = 0.0
         self._confirmed = threading.Event()
+        #: The process's exit status once ``finished`` (cli._common's table).
+        self.exit_code = EXIT_OK
+        self.policy_gate = PolicyGate(self, tp.SERVICE_POLICY_CHECK, check_policy and "policy_node" in
+                                      self.wait_for_nodes, policy_check_timeout_s)
 
         self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
         self.instruction_pub = self.create_publisher(String, TOPIC_INSTRUCTION, tp.LATCHED)
@@ -104,13 +117,11 @@ class TrialManagerNode(Node):
         self.create_service(Trigger, SERVICE_TRIAL_STOP, self._srv_stop)
         self.create_service(Trigger, SERVICE_TRIAL_NEXT, self._srv_next)
         self.create_service(Trigger, tp.SERVICE_CONFIRM_RESET, self._srv_confirm)
-        self.create_timer(0.05, self._tick)
+        # Steady clock: under use_sim_time, sim time stands still until a command moves it.
+        self.create_timer(0.05, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan)})
         if self.rig_mode and self.confirm_with_key:
             threading.Thread(target=self._read_keys, daemon=True).start()
-
-    def _on_results_thread(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._results_thread.submit(function, *args, **kwargs).result()
 
     # -- publishing ------------------------------------------------------------------------------
     def _publish(self, extra: dict[str, Any]) -> None:
@@ -147,6 +158,8 @@ class TrialManagerNode(Node):
                                                                             self.confirm_with_key else ""))
         self._confirmed.clear()
         self._publish({"phase": tp.PHASE_AWAITING_CONFIRM, "layout_picture": str(path)})
+        if self.auto_confirm:
+            self._confirmed.set()
 
     def _run(self, start_stamp_ns: int) -> None:
         self._publish({"phase": tp.PHASE_RUNNING, "start_stamp_ns": int(start_stamp_ns)})
@@ -201,45 +214,52 @@ class TrialManagerNode(Node):
         if done.get("error"):
             result = fail_result(result, str(done["error"]), str(done.get("error_detail", "")))
         key = self.plan.keys[self.index]
-        self._on_results_thread(self.writer.record_trial, result, task=self.registry.eval_task(key.task_id),
-                                round_index=key.round, seed=key.seed)
+        self.records.record(result, self.registry.eval_task(key.task_id), key)
         self.get_logger().info(f"{key.trial_id}: IS {result['intent_score']:.2f} ES {result['exec_score']:.2f} "
                                f"complete {result['completion_ok']}")
         self._publish({"phase": tp.PHASE_DONE, "intent": result["intent_score"], "exec": result["exec_score"],
                        "complete": result["completion_ok"], "error": result.get("policy_error")})
 
     def _record_failure(self, error: str) -> None:
-        from robofollow_ros.evaluation.episode import fail_result
-
-        task = self.registry.eval_task(str(self.trial["task"]))
-        empty = {"task": task.task_id, "instruction": task.instruction, "intent_ok": False, "intent_msg": error,
-                 "exec_ok": False, "exec_msg": error, "completion_ok": False, "intent_score": 0.0,
-                 "exec_score": 0.0, "phases": []}
         self.get_logger().error(f"trial {self.trial['id']} failed: {error}")
         self._policy_done = {**(self._policy_done or {}), "error": error}
-        self._record(fail_result(empty, error))
+        self._record(unexecuted_result(self.registry.eval_task(str(self.trial["task"])), error))
 
     def _finish_run(self) -> None:
-        self._on_results_thread(self.writer.complete)
+        self.records.complete()
         self._publish({"phase": tp.PHASE_FINISHED, "run_dir": str(self.run_dir)})
         self.get_logger().info(f"all {len(self.plan)} trials done; results in {self.run_dir}")
+        if self.print_summary:
+            from robofollow_ros.evaluation.report import format_table, run_table
+
+            title = f"{self.policy_label or 'policy'} over ROS — {self.run_dir}"
+            self.get_logger().info("\n" + format_table(run_table(self.summary()), title=title))
+        if self.records.failed:
+            self.exit_code = EXIT_TRIALS_FAILED
+            self.get_logger().error(f"{self.records.failed} of {len(self.plan)} trials could not be executed "
+                                    "(policy or graph errors; see policy_error in results.json)")
+        self.finished.set()
+
+    def _abort(self, reason: str, exit_code: int) -> None:
+        """End the run before its first trial (nothing was recorded)."""
+        self.get_logger().error(reason)
+        self.records.fail(reason)
+        self._publish({"phase": tp.PHASE_FINISHED, "run_dir": str(self.run_dir), "error": reason})
+        self.exit_code = exit_code
         self.finished.set()
 
     # -- the state machine -----------------------------------------------------------------------
     def _graph_ready(self) -> bool:
-        """Every awaited node is up and, where it follows the trial, its trial subscription is discovered.
-
-        A node's name shows before its endpoints are matched; a recorder or scorer that joined after
-        the first rows would miss them, so the nodes that read ``/robofollow/trial`` must be seen on it.
-        """
-        names = set(self.get_node_names())
-        readers = {info.node_name for info in self.get_subscriptions_info_by_topic(TOPIC_TRIAL)}
-        return all(n in names and (n in readers or n in NODES_WITHOUT_TRIAL) for n in self.wait_for_nodes)
+        return graph_ready(self, self.wait_for_nodes)
 
     def _tick(self) -> None:
         waited = time.monotonic() - self._phase_since
         if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.finished.is_set():
-            if self.phase == tp.PHASE_DONE or self._graph_ready():
+            if self.phase == tp.PHASE_IDLE and self.policy_gate.state != "ok":
+                self.policy_gate.poll(self._graph_ready())
+                if self.policy_gate.state == "failed":
+                    self._abort(self.policy_gate.reason, EXIT_POLICY_UNREACHABLE)
+            elif self.phase == tp.PHASE_DONE or self._graph_ready():
                 self._begin_next()
         elif self.phase == tp.PHASE_RESETTING and not self.rig_mode and waited > self.reset_timeout_s:
             self._record_failure(f"the sim did not reset within {self.reset_timeout_s} s")
@@ -251,63 +271,32 @@ class TrialManagerNode(Node):
         elif self.phase == tp.PHASE_SCORING and waited > self.score_timeout_s:
             self._record_failure(f"no final score within {self.score_timeout_s} s")
 
-    def _read_keys(self) -> None:
-        for _line in sys.stdin:
-            if self.phase == tp.PHASE_AWAITING_CONFIRM:
-                self._confirmed.set()
-
-    # -- services --------------------------------------------------------------------------------
-    def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        self.paused = False
-        res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; running the protocol"
-        return res
-
-    def _srv_stop(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        self.paused = True
-        if self.phase == tp.PHASE_RUNNING:
-            self._publish({"phase": tp.PHASE_STOPPING})
-            res.success, res.message = True, f"stopping trial {self.trial['id']}; paused after it"
-        else:
-            res.success, res.message = True, f"phase {self.phase}; paused"
-        return res
-
-    def _srv_next(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        if self.phase == tp.PHASE_RUNNING:
-            self._publish({"phase": tp.PHASE_STOPPING})
-        self.paused = False
-        res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; going on to the next trial"
-        return res
-
-    def _srv_confirm(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        if self.phase != tp.PHASE_AWAITING_CONFIRM:
-            res.success, res.message = False, f"nothing to confirm in phase {self.phase}"
-            return res
-        self._confirmed.set()
-        res.success, res.message = True, f"layout of {self.trial['id']} confirmed; starting"
-        return res
-
     def summary(self) -> dict[str, Any]:
-        return dict(self._on_results_thread(self.writer.summary))
+        return self.records.summary()
 
     def destroy_node(self) -> None:
-        if hasattr(self, "writer") and self.writer.run["status"] == "running":
-            self._on_results_thread(self.writer.fail, "interrupted before all trials ran")
-        if hasattr(self, "_results_thread"):
-            self._results_thread.shutdown()
+        if hasattr(self, "records"):
+            if self.records.running:
+                self.records.fail("interrupted before all trials ran")
+            self.records.close()
         super().destroy_node()
 
 
 def main(args: list[str] | None = None) -> None:
+    """Run until the trials end, then exit with the run's status (the launch files shut down with it)."""
+    code = EXIT_OK
     try:
         with rclpy.init(args=args):
             node = TrialManagerNode()
             try:
                 while rclpy.ok() and not node.finished.is_set():
                     rclpy.spin_once(node, timeout_sec=0.1)
+                code = node.exit_code
             finally:
                 node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        pass  # Ctrl-C: run.json says "interrupted"; a clean exit, as every node's
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -26,12 +26,15 @@ from typing import Any
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from robofollow_ros.contract import TOPIC_CLOCK as TOPIC_CLOCK  # re-exported beside the protocol's topics
+
 TOPIC_SIM_STATUS = "/robofollow/sim/status"
 TOPIC_POLICY_STATUS = "/robofollow/policy/status"
-TOPIC_CLOCK = "/clock"
 SERVICE_CONFIRM_RESET = "/robofollow/trial/confirm_reset"
 #: sim_node renders and publishes the cameras at the current state (policy_node, before ``predict``).
 SERVICE_SIM_RENDER = "/robofollow/sim/render"
+#: policy_node connects to its policy and resets it once (trial_manager_node, before the first trial).
+SERVICE_POLICY_CHECK = "/robofollow/policy/check"
 
 PHASE_IDLE = "idle"
 PHASE_RESETTING = "resetting"
@@ -61,6 +64,16 @@ FRAME_STREAM = QoSProfile(depth=1024, reliability=ReliabilityPolicy.RELIABLE,
 
 def encode(payload: dict[str, Any]) -> str:
     return json.dumps(payload, sort_keys=True, allow_nan=False)
+
+
+def decode_or_log(text: str, what: str, logger: Any) -> dict[str, Any] | None:
+    """:func:`decode`, or None after logging the one-line reason (another publisher's garbage must not
+    stop a node)."""
+    try:
+        return decode(text, what)
+    except ValueError as exc:
+        logger.error(str(exc), throttle_duration_sec=5.0)
+        return None
 
 
 def decode(text: str, what: str) -> dict[str, Any]:

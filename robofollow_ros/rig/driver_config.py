@@ -104,6 +104,9 @@ def parse_driver_config(data: dict[str, Any], source: str = "<config>") -> Drive
             gripper=gripper,
             time_from_start=tfs,
         )
+    if arms["left"].command_topic == arms["right"].command_topic:
+        raise ValueError(f"{source}: arms.right.command_topic: {arms['right'].command_topic!r} is also the left "
+                         "arm's; each arm needs its own command topic (state topics may be shared)")
     return DriverConfig(arms)
 
 

@@ -44,6 +44,14 @@ class SafetyConfig:
         missing = [j for j in JOINT_NAMES if j not in self.joint_limits and not j.endswith("_gripper")]
         if missing:
             raise ValueError(f"joint_limits: no limits for {missing}")
+        for name in JOINT_NAMES:
+            limit = self.joint_limits.get(name)
+            if limit is None:
+                continue
+            if not (np.isfinite(limit.lower) and np.isfinite(limit.upper)):
+                raise ValueError(f"joint_limits.{name}: lower {limit.lower!r} and upper {limit.upper!r} must be finite")
+            if limit.lower > limit.upper:
+                raise ValueError(f"joint_limits.{name}: lower {limit.lower!r} > upper {limit.upper!r}")
 
 
 @dataclass
@@ -122,8 +130,10 @@ class SafetyFilter:
             span = f"[{self._lower[i]:.4f}, {self._upper[i]:.4f}]"
             reasons.append(f"{JOINT_NAMES[i]}: {q[i]:.4f} outside {span}, clamped")
         delta = limited - self._measured
-        stepped = self._measured + np.clip(delta, -self._max_step, self._max_step)
-        for i in np.flatnonzero(np.abs(delta) > self._max_step):
+        # Within the step limit the target goes out exactly as asked (measured + delta can differ by an ulp).
+        too_far = np.abs(delta) > self._max_step
+        stepped = np.where(too_far, self._measured + np.clip(delta, -self._max_step, self._max_step), limited)
+        for i in np.flatnonzero(too_far):
             reasons.append(f"{JOINT_NAMES[i]}: step {delta[i]:+.4f} exceeds {self._max_step[i]:.4f}, clamped")
         if self._tool_points is not None:
             lo, hi = np.asarray(self.config.workspace_min), np.asarray(self.config.workspace_max)

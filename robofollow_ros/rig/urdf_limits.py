@@ -1,11 +1,17 @@
-"""Joint limits read from the rig's URDF, so the safety filter and the simulator share one source."""
+"""Joint limits read from the rig's URDF, so the safety filter and the simulator share one source.
+
+A limit the safety filter would silently weaken (NaN, infinite, missing, lower above upper) is an
+error naming the joint: the arm bridge refuses to start rather than guard a joint it cannot bound.
+"""
 
 from __future__ import annotations
 
-import math
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+
+from robofollow_ros.rig.urdf_model import UrdfError, UrdfModel
+
+__all__ = ["JointLimit", "UrdfError", "read_joint_limits"]
 
 
 @dataclass(frozen=True)
@@ -17,22 +23,15 @@ class JointLimit:
 
 def read_joint_limits(urdf: str | Path) -> dict[str, JointLimit]:
     """Limits of every revolute/prismatic joint of ``urdf`` (a path or the XML text)."""
-    text = Path(urdf).read_text() if isinstance(urdf, Path) or not str(urdf).lstrip().startswith("<") else str(urdf)
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        raise ValueError(f"urdf: not valid XML ({exc})") from None
-    limits: dict[str, JointLimit] = {}
-    for joint in root.iter("joint"):
-        kind, name = joint.get("type"), joint.get("name")
-        if kind not in ("revolute", "prismatic") or name is None:
-            continue
-        limit = joint.find("limit")
-        if limit is None:
-            raise ValueError(f"urdf: joint {name!r} of type {kind} has no <limit>")
-        limits[name] = JointLimit(
-            lower=float(limit.get("lower", "-inf")),
-            upper=float(limit.get("upper", "inf")),
-            velocity=float(limit.get("velocity", "inf")) or math.inf,
-        )
+    if isinstance(urdf, Path) or not str(urdf).lstrip().startswith("<"):
+        model = UrdfModel.from_file(urdf)
+    else:
+        model = UrdfModel.from_text(str(urdf))
+    limits = {}
+    for name in model.moving_joints:
+        joint = model.joints[name]
+        if joint.kind == "continuous":
+            raise UrdfError(f"{model.source}: joint {name!r} is continuous; the safety filter needs a "
+                            "revolute joint with finite lower and upper limits")
+        limits[name] = JointLimit(joint.lower, joint.upper, joint.velocity)
     return limits

@@ -1,9 +1,13 @@
-"""ROS-free forward and inverse kinematics of the rig, from the same URDF via SAPIEN's Pinocchio model.
+"""ROS-free forward and inverse kinematics of the rig, from the same URDF the simulator loads.
 
-Used by the oracle expert (IK to grasp poses), the ROS stage monitor (FK from ``/joint_states``)
-and the world (scorer EE points). TCP frame: +x along the approach (wrist → fingertips), +y along
-finger opening; so RoboTwin's top-down grasp quaternion (w,x,y,z) = (−0.5, 0.5, −0.5, −0.5)
-means "approach straight down, fingers opening along world x" here too.
+Used by the oracle expert (IK to grasp poses), the ROS stage monitor and arm bridge (FK from
+``/joint_states``), the robot state publisher (TF of every link) and the world (scorer EE points).
+It needs NumPy only (``rig.urdf_model``), so every node runs on a rig without the simulator;
+``test_sim_kinematics`` checks it against SAPIEN's Pinocchio model of the same URDF.
+
+TCP frame: +x along the approach (wrist → fingertips), +y along finger opening; so RoboTwin's
+top-down grasp quaternion (w,x,y,z) = (−0.5, 0.5, −0.5, −0.5) means "approach straight down,
+fingers opening along world x" here too.
 """
 
 from __future__ import annotations
@@ -11,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import sapien
 
 from robofollow_ros.contract import ARM_SLICE, ARMS, TABLE_TOP_Z
+from robofollow_ros.rig.urdf_model import UrdfModel
 from robofollow_ros.sim.ik_seed import ArmGeometry
+from robofollow_ros.sim.joint_map import JointMap
 from robofollow_ros.sim.rig_config import RigConfig, load_rig_config
-from robofollow_ros.sim.robot import JointMap, load_rig_articulation
-from robofollow_ros.sim.transforms import quat_to_matrix, rotation_error
+from robofollow_ros.sim.transforms import matrix_to_quat, quat_to_matrix, rotation_error
 
 #: RoboTwin's top-down grasp orientation (w, x, y, z); identical in this rig's TCP frame.
 TOP_DOWN_QUAT_WXYZ = (-0.5, 0.5, -0.5, -0.5)
@@ -54,36 +58,34 @@ class IkResult:
 
 
 class RigKinematics:
-    """FK of the 14-vector and per-arm IK, on a physics-only scene that is never stepped."""
+    """FK of the 14-vector and per-arm IK on the URDF's kinematic tree (``qpos`` in URDF joint order)."""
 
     def __init__(self, rig: RigConfig | None = None) -> None:
         self.rig = rig or load_rig_config()
-        self._scene = sapien.Scene([sapien.physx.PhysxCpuSystem()])
-        self._robot = load_rig_articulation(self._scene, self.rig, visuals=False)
-        self.joint_map = JointMap.of(self._robot, self.rig)
-        self._model = self._robot.create_pinocchio_model()
-        link_names = [link.name for link in self._robot.links]
-        self._tcp_index = {arm: link_names.index(self.rig.tcp_links[arm]) for arm in ARMS}
-        self._link_index = {name: i for i, name in enumerate(link_names)}
+        self.model = UrdfModel.from_file(self.rig.urdf_path)
+        lower, upper = self.model.limits()
+        self.joint_map = JointMap.from_names(self.model.moving_joints, lower, upper, self.rig)
+        for arm in ARMS:
+            if self.rig.tcp_links[arm] not in self.model.links:
+                raise ValueError(f"rig config: tcp_links.{arm} names no link of {self.rig.urdf_path}")
         self._geometry = {arm: self._measure_arm(arm) for arm in ARMS}
 
     def _measure_arm(self, arm: str) -> ArmGeometry | None:
         """Link lengths by FK at the zero pose, for the closed-form IK seed (None if the URDF differs)."""
         names = {"base": f"{arm}_base", "shoulder": f"{arm}_link2", "elbow": f"{arm}_link3",
                  "wrist": f"{arm}_link5"}
-        if any(n not in self._link_index for n in names.values()):
+        if any(n not in self.model.links for n in names.values()):
             return None
-        qpos = np.zeros(self._robot.dof)
-        at = {key: self._pose_of(qpos, self._link_index[n]) for key, n in names.items()}
-        tcp = self._pose_of(qpos, self._tcp_index[arm])[0]
-        base_r = quat_to_matrix(at["base"][1])
-        base_p = at["base"][0]
+        qpos = np.zeros(self.joint_map.dof)
+        at = {key: self.model.link_pose(qpos, n) for key, n in names.items()}
+        tcp = self.model.link_pose(qpos, self.rig.tcp_links[arm])[1]
+        base_r, base_p = at["base"]
         return ArmGeometry(
             base_rotation=base_r, base_position=base_p,
-            shoulder=base_r.T @ (at["shoulder"][0] - base_p),
-            upper_arm=float(np.linalg.norm(at["elbow"][0] - at["shoulder"][0])),
-            forearm=float(np.linalg.norm(at["wrist"][0] - at["elbow"][0])),
-            tool=float(np.linalg.norm(tcp - at["wrist"][0])),
+            shoulder=base_r.T @ (at["shoulder"][1] - base_p),
+            upper_arm=float(np.linalg.norm(at["elbow"][1] - at["shoulder"][1])),
+            forearm=float(np.linalg.norm(at["wrist"][1] - at["elbow"][1])),
+            tool=float(np.linalg.norm(tcp - at["wrist"][1])),
         )
 
     def home_vector(self) -> np.ndarray:
@@ -92,34 +94,34 @@ class RigKinematics:
     def arm_limits(self, arm: str) -> tuple[np.ndarray, np.ndarray]:
         return self.joint_map.arm_limits(arm)
 
-    def _pose_of(self, qpos: np.ndarray, link_index: int) -> tuple[np.ndarray, np.ndarray]:
-        self._model.compute_forward_kinematics(qpos)
-        pose = self._model.get_link_pose(link_index)
-        return np.asarray(pose.p, dtype=np.float64), np.asarray(pose.q, dtype=np.float64)
+    def _pose_of(self, qpos: np.ndarray, link: str) -> TcpPose:
+        rotation, position = self.model.link_pose(qpos, link)
+        return TcpPose(position, matrix_to_quat(rotation))
+
+    def qpos(self, vector: np.ndarray) -> np.ndarray:
+        """The model's joint positions (URDF order) for a checked 14-vector."""
+        return self.joint_map.to_qpos(self.joint_map.check_vector(vector, "vector"))
 
     def tcp_poses(self, vector: np.ndarray) -> dict[str, TcpPose]:
         """Both TCP poses in the world frame for a 14-vector."""
-        qpos = self.joint_map.to_qpos(self.joint_map.check_vector(vector, "vector"))
-        self._model.compute_forward_kinematics(qpos)
-        out = {}
-        for arm in ARMS:
-            pose = self._model.get_link_pose(self._tcp_index[arm])
-            out[arm] = TcpPose(np.asarray(pose.p, dtype=np.float64), np.asarray(pose.q, dtype=np.float64))
-        return out
+        qpos = self.qpos(vector)
+        return {arm: self._pose_of(qpos, self.rig.tcp_links[arm]) for arm in ARMS}
 
     def link_pose(self, vector: np.ndarray, link: str) -> TcpPose:
         """World pose of any URDF link (e.g. a camera link) for a 14-vector."""
-        if link not in self._link_index:
+        if link not in self.model.links:
             raise ValueError(f"link: unknown link {link!r}")
-        qpos = self.joint_map.to_qpos(self.joint_map.check_vector(vector, "vector"))
-        return TcpPose(*self._pose_of(qpos, self._link_index[link]))
+        return self._pose_of(self.qpos(vector), link)
+
+    def link_poses(self, vector: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Every link's (rotation, position) in the world frame for a 14-vector (one pass over the tree)."""
+        return self.model.all_link_poses(self.qpos(vector))
 
     def parent_link(self, link: str) -> str | None:
         """Name of a link's parent link in the URDF tree (None for the root)."""
-        if link not in self._link_index:
+        if link not in self.model.links:
             raise ValueError(f"link: unknown link {link!r}")
-        parent = self._robot.links[self._link_index[link]].parent
-        return None if parent is None else str(parent.name)
+        return self.model.parent_link(link)
 
     def ee_points(self, vector: np.ndarray, scene: str) -> dict[str, np.ndarray]:
         """The scorer's EE points: TCP positions, or for Scene 1 the fingertip proxy (TCP + 0.04 m along +x)."""
@@ -163,19 +165,16 @@ class RigKinematics:
         columns = self.joint_map.arm_qpos_index[arm]
         lower, upper = self.joint_map.arm_limits(arm)
         qpos[columns] = np.clip(start, lower, upper)
-        link = self._tcp_index[arm]
+        link = self.rig.tcp_links[arm]
         damping = 1e-3
         pos_err = rot_err = np.inf
         for _ in range(max_iterations):
-            p, q = self._pose_of(qpos, link)
-            rot = quat_to_matrix(q)
+            rot, p, jac = self.model.jacobian(qpos, link, columns)
             e_p = target_p - p
             e_r = rotation_error(target_r, rot)
             pos_err, rot_err = float(np.linalg.norm(e_p)), float(np.linalg.norm(e_r))
             if pos_err < position_tolerance and rot_err < rotation_tolerance:
                 break
-            local = np.asarray(self._model.compute_single_link_local_jacobian(qpos, link))[:, columns]
-            jac = np.vstack([rot @ local[:3], rot @ local[3:]])
             error = np.concatenate([e_p, 0.3 * e_r])
             jac[3:] *= 0.3
             step = jac.T @ np.linalg.solve(jac @ jac.T + damping * np.eye(6), error)

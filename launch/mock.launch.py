@@ -1,0 +1,15 @@
+"""The rig's graph on mock hardware: ``robofollow.launch.py use_mock_hardware:=true`` (profile mock)."""
+
+from pathlib import Path
+
+from launch import LaunchDescription
+from launch.actions import IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+
+
+def generate_launch_description():
+    main = str(Path(__file__).resolve().parent / "robofollow.launch.py")
+    return LaunchDescription([
+        IncludeLaunchDescription(PythonLaunchDescriptionSource(main),
+                                 launch_arguments={"use_mock_hardware": "true"}.items()),
+    ])

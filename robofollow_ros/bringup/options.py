@@ -1,0 +1,209 @@
+"""The choices a user makes on top of a profile — the same for ``robofollow bringup`` and ``ros2 launch``.
+
+Each choice lands on node parameters or remappings in one place, so the CLI's flags
+(``--scene``, ``--policy``, ``--foxglove-port`` ...) and the launch arguments (``scene:=``,
+``policy:=``, ``foxglove_port:=`` ...) mean the same thing; only how an error names the choice
+differs (``--foxglove-port`` vs ``foxglove_port:=``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.bringup.profiles import (
+    TRIAL_MANAGER,
+    Profile,
+    ProfileError,
+    check_parameters,
+    load_profile,
+    load_remap_file,
+    parse_remappings,
+    with_overrides,
+    without_nodes,
+)
+from robofollow_ros.paths import share_path
+
+#: Nodes that play or drive the arms: all of them must read the same driver map.
+DRIVER_NODES = ("arm_bridge_node", "sim_node", "mock_hardware_node")
+
+#: Launch arguments (name -> (default, description)); the launch files declare exactly these.
+LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
+    "use_sim": ("false", "true: the SAPIEN simulation (profile sim); false: the physical rig (profile rig)"),
+    "use_mock_hardware": ("false", "true: mock drivers and still cameras, no physics and no SAPIEN (profile mock)"),
+    "profile": ("", "a profile YAML to use instead of the one use_sim / use_mock_hardware pick"),
+    "scene": ("", "as robofollow eval --scene: all or a comma list of scene1..scene4"),
+    "levels": ("", "as robofollow eval --levels: a comma list of L0..L3"),
+    "limit": ("", "as robofollow eval --limit: the first K selected tasks per scene"),
+    "tasks": ("", "as robofollow eval --tasks: a comma list of evaluation task ids"),
+    "rounds": ("", "as robofollow eval --rounds: rounds per task, 1..10"),
+    "max_steps": ("", "policy calls per trial (the step budget)"),
+    "policy": ("", "policy SPEC for policy_node: hold | oracle | module:function | tcp://HOST:PORT | openpi://..."),
+    "policy_kwargs": ("", "JSON object of keyword arguments for the policy (as robofollow eval --kwargs)"),
+    "output": ("", "run directory for the results (empty: runs/ros-<UTC time>)"),
+    "foxglove_host": ("", "address the live Foxglove server binds (empty: the profile's, 127.0.0.1)"),
+    "foxglove_port": ("", "port of the live Foxglove server (empty: the profile's, 8765; 0 picks a free one)"),
+    "calibration_dir": ("", "perception_node: the rig's camera calibration directory"),
+    "driver_config": ("", "arm driver map: a file under config/rig/ (e.g. piper_ros2) or a path"),
+    "remap": ("", "topic remappings 'FROM:=TO FROM:=TO' for every node"),
+    "remap_file": ("", "a remap preset under config/rig/ (e.g. realsense2_camera) or a path"),
+}
+
+
+@dataclass
+class Choices:
+    """What a user picked; None (or empty) leaves the profile's value."""
+
+    policy: str | None = None
+    policy_kwargs: str | None = None
+    scene: str | None = None
+    levels: str | None = None
+    limit: int | None = None
+    tasks: str | None = None
+    rounds: int | None = None
+    max_steps: int | None = None
+    actions_per_step: int | None = None
+    output: str | None = None
+    render: bool | None = None
+    foxglove: bool = True
+    foxglove_host: str | None = None
+    foxglove_port: int | None = None
+    calibration_dir: str | None = None
+    driver_config: str | None = None
+    remaps: list[str] = field(default_factory=list)  # "FROM:=TO"
+    remap_files: list[str] = field(default_factory=list)
+
+
+def driver_config_path(name: str) -> Path:
+    """A driver map: a name under ``config/rig/`` (``.yaml`` optional) or a path."""
+    path = Path(name)
+    if len(path.parts) == 1 and not path.is_file():
+        return share_path("config", "rig", name if name.endswith(".yaml") else f"{name}.yaml")
+    return path
+
+
+def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
+    """``profile`` with ``choices`` applied and checked; ``flag(name)`` names a choice in errors."""
+    from robofollow_ros.benchmark import default_registry
+    from robofollow_ros.nodes.trial_plan import TrialSpecError, compose_trials, parse_trials
+
+    if not choices.foxglove and profile.has("foxglove_node"):
+        profile = without_nodes(profile, {"foxglove_node"})
+    extra: dict[str, dict[str, Any]] = {}
+
+    def put(node: str, name: str, value: Any, option: str) -> None:
+        if value is None:
+            return
+        if not profile.has(node):
+            raise ProfileError(f"{flag(option)}: profile {profile.name} has no {node}")
+        extra.setdefault(node, {})[name] = value
+
+    for option, value in (("max_steps", choices.max_steps), ("actions_per_step", choices.actions_per_step),
+                          ("limit", choices.limit), ("rounds", choices.rounds)):
+        if value is not None and value < 1:
+            raise ProfileError(f"{flag(option)}: must be >= 1, got {value}")
+    if choices.policy_kwargs is not None:
+        try:
+            kwargs = json.loads(choices.policy_kwargs)
+        except json.JSONDecodeError as exc:
+            raise ProfileError(f"{flag('policy_kwargs')}: not valid JSON ({exc})") from None
+        if not isinstance(kwargs, dict):
+            raise ProfileError(f"{flag('policy_kwargs')}: expected a JSON object, got {choices.policy_kwargs!r}")
+    if choices.foxglove_port is not None and not 0 <= choices.foxglove_port <= 65535:
+        raise ProfileError(f"{flag('foxglove_port')}: {choices.foxglove_port} is outside 0..65535")
+    put("policy_node", "policy_kwargs", choices.policy_kwargs, "policy_kwargs")
+    put(TRIAL_MANAGER, "max_steps", choices.max_steps, "max_steps")
+    put(TRIAL_MANAGER, "actions_per_step", choices.actions_per_step, "actions_per_step")
+    put("sim_node", "render", choices.render, "no_render")
+    if choices.foxglove:
+        put("foxglove_node", "host", choices.foxglove_host, "foxglove_host")
+        put("foxglove_node", "port", choices.foxglove_port, "foxglove_port")
+    put("perception_node", "calibration_dir", choices.calibration_dir, "calibration_dir")
+    if choices.driver_config is not None:
+        path = driver_config_path(choices.driver_config)
+        if not path.is_file():
+            raise ProfileError(f"{flag('driver_config')}: no driver map {str(path)!r}")
+        for node in (n for n in DRIVER_NODES if profile.has(n)):
+            extra.setdefault(node, {})["driver_config"] = str(path)
+    trials = None
+    if profile.has(TRIAL_MANAGER):
+        base = str(profile.node(TRIAL_MANAGER).parameters.get("trials", "scene=scene1 levels=L0 limit=1 rounds=1"))
+        try:
+            trials = compose_trials(base, choices.scene, choices.levels, choices.limit, choices.tasks, choices.rounds)
+            parse_trials(trials, default_registry())
+        except TrialSpecError as exc:
+            raise ProfileError(str(exc)) from None
+    remaps: tuple[tuple[str, str], ...] = ()
+    for name in choices.remap_files:
+        remaps += load_remap_file(name)
+    for text in choices.remaps:
+        source, sep, target = text.partition(":=")
+        if not sep:
+            raise ProfileError(f"{flag('remap')}: {text!r} is not FROM:=TO")
+        remaps += parse_remappings({source: target}, flag("remap"))
+    chosen = with_overrides(profile, trials=trials, policy=choices.policy, output=choices.output, extra=extra,
+                            remappings=remaps)
+    check_parameters(chosen, f"profile {profile.path} with the options given")
+    return chosen
+
+
+def _launch_flag(name: str) -> str:
+    return f"{name}:="
+
+
+def _int_argument(values: dict[str, str], name: str) -> int | None:
+    text = values.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ProfileError(f"{name}:={text}: not an integer") from None
+
+
+def _true(values: dict[str, str], name: str) -> bool:
+    text = values.get(name, LAUNCH_ARGUMENTS[name][0]).strip().lower()
+    if text not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+        raise ProfileError(f"{name}: {text!r} is not true or false")
+    return text in ("true", "1", "yes", "on")
+
+
+def launch_profile(**values: str) -> Profile:
+    """What the launch files start: the profile ``use_sim`` / ``use_mock_hardware`` (or ``profile``) pick,
+    with the launch arguments applied; empty arguments leave the profile's values."""
+    unknown = sorted(set(values) - set(LAUNCH_ARGUMENTS))
+    if unknown:
+        raise ProfileError(f"launch argument {unknown[0]!r} is unknown ({', '.join(LAUNCH_ARGUMENTS)})")
+    sim, mock = _true(values, "use_sim"), _true(values, "use_mock_hardware")
+    if sim and mock:
+        raise ProfileError("use_sim:=true and use_mock_hardware:=true: pick one")
+    chosen = load_profile(values.get("profile") or ("mock" if mock else "sim" if sim else "rig"))
+
+    def text(name: str) -> str | None:
+        return values.get(name, "").strip() or None
+
+    choices = Choices(policy=text("policy"), policy_kwargs=text("policy_kwargs"), scene=text("scene"),
+                      levels=text("levels"), limit=_int_argument(values, "limit"), tasks=text("tasks"),
+                      rounds=_int_argument(values, "rounds"), max_steps=_int_argument(values, "max_steps"),
+                      output=text("output"), foxglove_host=text("foxglove_host"),
+                      foxglove_port=_int_argument(values, "foxglove_port"), calibration_dir=text("calibration_dir"),
+                      driver_config=text("driver_config"), remaps=(text("remap") or "").split(),
+                      remap_files=(text("remap_file") or "").split())
+    return apply_choices(chosen, choices, _launch_flag)
+
+
+def foxglove_address(profile: Profile) -> tuple[str, int] | None:
+    """(host, port) the live Foxglove server of ``profile`` will bind, or None when it serves none."""
+    if not profile.has("foxglove_node"):
+        return None
+    params = profile.node("foxglove_node").parameters
+    if not params.get("serve", True):
+        return None
+    return str(params.get("host", "127.0.0.1")), int(params.get("port", 8765))
+
+
+def policy_of(profile: Profile) -> tuple[str, dict[str, Any]]:
+    params = profile.node("policy_node").parameters
+    return str(params.get("policy", "hold")), json.loads(str(params.get("policy_kwargs", "{}")))

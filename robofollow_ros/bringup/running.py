@@ -1,0 +1,168 @@
+"""Running a profile without ``launch``: all nodes in one process, or one process per node.
+
+Both end when the trial manager ends (or on ``stop``) and report its exit status, so
+``robofollow bringup`` exits as the launch files' graph does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from robofollow_ros.bringup.profiles import TRIAL_MANAGER, Profile, ros_params_file
+
+
+class NodeStartError(RuntimeError):
+    """A node refused to start (a bad file it reads, a port in use ...); the message names the node."""
+
+    def __init__(self, executable: str, cause: BaseException) -> None:
+        super().__init__(f"{executable}: {str(cause).splitlines()[0] if str(cause) else type(cause).__name__}")
+        self.executable = executable
+        self.cause = cause
+
+
+@dataclass
+class BringupOutcome:
+    finished: bool  # every trial ran (False: interrupted, or a node died)
+    run_dir: Path | None
+    summary: dict[str, Any] | None
+    #: The trial manager's exit status (cli._common's table); None when it did not exit on its own.
+    exit_code: int | None = None
+
+
+def build_nodes(profile: Profile, context: Any) -> list[Any]:
+    """Instantiate every node of the profile in ``context`` (parameters as overrides, remappings as
+    the node's own ``--ros-args -r``); a node that raises is reported as :class:`NodeStartError`."""
+    from rclpy.parameter import Parameter
+
+    nodes: list[Any] = []
+    remaps = profile.remap_arguments()
+    for spec in profile.nodes:
+        cls = getattr(importlib.import_module(spec.module), spec.class_name)
+        overrides = [Parameter(k, value=v) for k, v in spec.parameters.items()]
+        try:
+            nodes.append(cls(context=context, parameter_overrides=overrides, cli_args=remaps or None))
+        except Exception as exc:
+            for node in reversed(nodes):
+                node.destroy_node()
+            raise NodeStartError(spec.executable, exc) from exc
+    return nodes
+
+
+def run_in_process(profile: Profile, stop: threading.Event,
+                   on_finished: Callable[[BringupOutcome], None] | None = None) -> BringupOutcome:
+    """All nodes in one process and one executor (still over DDS); returns when the trials end or ``stop``.
+
+    With ``on_finished``, the trials' end calls it and the graph keeps running until ``stop`` (the live
+    Foxglove view stays up to inspect the final state)."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+
+    context = Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    nodes: list[Any] = []
+    executor = MultiThreadedExecutor(num_threads=4, context=context)
+    try:
+        nodes = build_nodes(profile, context)
+        for node in nodes:
+            executor.add_node(node)
+        manager = next((n for n in nodes if n.get_name() == TRIAL_MANAGER), None)
+        while not stop.is_set() and (manager is None or not manager.finished.is_set()):
+            executor.spin_once(timeout_sec=0.1)
+        finished = manager is not None and manager.finished.is_set()
+        summary = manager.summary() if manager is not None else None
+        run_dir = manager.run_dir if manager is not None else None
+        outcome = BringupOutcome(finished, run_dir, summary,
+                                 manager.exit_code if manager is not None and finished else None)
+        if on_finished is not None and finished and not stop.is_set():
+            on_finished(outcome)
+            while not stop.is_set():
+                executor.spin_once(timeout_sec=0.1)
+        return outcome
+    finally:
+        # Let callbacks already handed to the thread pool finish before their nodes go away.
+        from robofollow_ros.nodes._main import shutdown_executor
+
+        for node in nodes:
+            executor.remove_node(node)
+        shutdown_executor(executor, timeout_sec=30.0)
+        for node in reversed(nodes):
+            node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | None = None,
+                     on_finished: Callable[[BringupOutcome], None] | None = None) -> BringupOutcome:
+    """One process per node (``python -m <module> --ros-args --params-file``); ends with the trial manager,
+    or with ``on_finished``, calls it then and keeps the other nodes running until ``stop``."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, encoding="utf-8") as params:
+        yaml.safe_dump(ros_params_file(profile), params)
+    remaps = [arg for arg in profile.remap_arguments() if arg != "--ros-args"]
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        for spec in profile.nodes:
+            out = open(log_dir / f"{spec.executable}.log", "wb") if log_dir else None  # noqa: SIM115
+            procs[spec.executable] = subprocess.Popen(
+                [sys.executable, "-m", spec.module, "--ros-args", "--params-file", params.name, *remaps],
+                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=dict(os.environ))
+        manager = procs.get(TRIAL_MANAGER)
+        while not stop.is_set():
+            if manager is not None and manager.poll() is not None:
+                break
+            if any(p.poll() is not None for p in procs.values()):
+                break  # a node died: stop the rest
+            stop.wait(0.2)
+        code = manager.poll() if manager is not None and not stop.is_set() else None
+        finished = code is not None and _outcome_run_complete(profile)
+        if on_finished is not None and finished:
+            on_finished(_outcome_from_files(profile, finished, code))
+            while not stop.is_set() and all(p.poll() is None for n, p in procs.items() if n != TRIAL_MANAGER):
+                stop.wait(0.2)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc in procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        os.unlink(params.name)
+    return _outcome_from_files(profile, finished, code)
+
+
+def _run_dir(profile: Profile) -> Path | None:
+    output = profile.node(TRIAL_MANAGER).parameters.get("output") if profile.has(TRIAL_MANAGER) else None
+    return Path(output) if output else None
+
+
+def _outcome_run_complete(profile: Profile) -> bool:
+    from robofollow_ros.evaluation.jsonio import read_json
+
+    run_dir = _run_dir(profile)
+    run_file = run_dir / "run.json" if run_dir else None
+    return bool(run_file and run_file.is_file() and read_json(run_file).get("status") == "complete")
+
+
+def _outcome_from_files(profile: Profile, finished: bool, code: int | None) -> BringupOutcome:
+    from robofollow_ros.evaluation.jsonio import read_json
+
+    run_dir = _run_dir(profile)
+    if run_dir is None:
+        return BringupOutcome(finished, None, None, code)
+    summary_file = run_dir / "summary.json"
+    return BringupOutcome(finished, run_dir, read_json(summary_file) if summary_file.is_file() else None, code)

@@ -1,0 +1,125 @@
+"""The trial manager's helpers: its results (``RunWriter`` on its own thread, and what the exit status
+needs), the policy gate before the first trial, and when the graph is ready.
+
+SQLite connections belong to the thread that opened them, while executor callbacks run on any
+thread, so every write goes through one worker thread. Trials that could not be executed (a
+policy error, a timed-out reset or score) are counted: they make the run's exit status
+``EXIT_TRIALS_FAILED``, distinct from a run whose trials ran and scored low.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.benchmark import EvalTask
+from robofollow_ros.contract import TOPIC_JOINT_COMMAND, TOPIC_JOINT_STATES, TOPIC_TRIAL
+from robofollow_ros.evaluation.selection import TrialKey
+
+#: Awaited nodes that never read /robofollow/trial, and the input they must be seen on instead (the arm
+#: bridge only forwards commands; the robot state publisher only turns joint states into TF).
+NODE_INPUTS = {"arm_bridge_node": TOPIC_JOINT_COMMAND, "robot_state_node": TOPIC_JOINT_STATES}
+
+
+def graph_ready(node: Any, wait_for_nodes: list[str]) -> bool:
+    """Every awaited node is up and, where it follows the trial, its trial subscription is discovered.
+
+    A node's name shows before its endpoints are matched; a recorder or scorer that joined after the
+    first rows would miss them, so the nodes that read ``/robofollow/trial`` must be seen on it (the
+    others on their input, ``NODE_INPUTS``).
+    """
+    names = set(node.get_node_names())
+    readers: dict[str, set[str]] = {}
+
+    def reads(name: str) -> bool:
+        topic = NODE_INPUTS.get(name, TOPIC_TRIAL)
+        if topic not in readers:
+            readers[topic] = {info.node_name for info in node.get_subscriptions_info_by_topic(topic)}
+        return name in readers[topic]
+
+    return all(n in names and reads(n) for n in wait_for_nodes)
+
+
+def unexecuted_result(task: EvalTask, error: str) -> dict[str, Any]:
+    """The results entry of a trial that produced no scored frame (fails with ``error``)."""
+    from robofollow_ros.evaluation.episode import fail_result
+
+    empty = {"task": task.task_id, "instruction": task.instruction, "intent_ok": False, "intent_msg": error,
+             "exec_ok": False, "exec_msg": error, "completion_ok": False, "intent_score": 0.0,
+             "exec_score": 0.0, "phases": []}
+    return dict(fail_result(empty, error))
+
+
+class TrialRecords:
+    def __init__(self, run_dir: Path, arguments: dict[str, Any], selected_tasks: tuple[tuple[str, str], ...],
+                 expected_trials: int, stepper: str, model: str) -> None:
+        from robofollow_ros.evaluation.results import RunWriter
+
+        self.run_dir = run_dir
+        self.failed = 0
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="results")
+        self.writer = self._call(RunWriter, run_dir, arguments=arguments, selected_tasks=selected_tasks,
+                                 expected_trials=expected_trials, stepper=stepper,
+                                 metadata_extra={"model": model or "unknown", "runtime_graph": "ros2"})
+
+    def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._thread.submit(function, *args, **kwargs).result()
+
+    def record(self, result: dict[str, Any], task: EvalTask, key: TrialKey) -> None:
+        if result.get("policy_error"):
+            self.failed += 1
+        self._call(self.writer.record_trial, result, task=task, round_index=key.round, seed=key.seed)
+
+    def complete(self) -> None:
+        self._call(self.writer.complete)
+
+    def fail(self, reason: str) -> None:
+        self._call(self.writer.fail, reason)
+
+    def summary(self) -> dict[str, Any]:
+        return dict(self._call(self.writer.summary))
+
+    @property
+    def running(self) -> bool:
+        return bool(self.writer.run["status"] == "running")
+
+    def close(self) -> None:
+        self._thread.shutdown()
+
+
+class PolicyGate:
+    """Before the first trial: ``policy_node`` reaches its policy (connect + reset) through a Trigger service.
+
+    ``state``: ``waiting`` (graph not up yet) → ``pending`` (asked) → ``ok`` or ``failed`` (``reason``).
+    """
+
+    def __init__(self, node: Any, service: str, enabled: bool, timeout_s: float) -> None:
+        from std_srvs.srv import Trigger
+
+        self._request = Trigger.Request
+        self._client = node.create_client(Trigger, service)
+        self._service, self._timeout_s = service, timeout_s
+        self._logger = node.get_logger()
+        self.state = "waiting" if enabled else "ok"
+        self.reason = ""
+        self._since = 0.0
+
+    def poll(self, graph_ready: bool) -> None:
+        if self.state == "waiting" and graph_ready and self._client.service_is_ready():
+            self.state, self._since = "pending", time.monotonic()
+            self._client.call_async(self._request()).add_done_callback(self._answered)
+        elif self.state == "pending" and time.monotonic() - self._since > self._timeout_s:
+            self.state, self.reason = "failed", f"{self._service}: no answer within {self._timeout_s} s"
+
+    def _answered(self, future: Any) -> None:
+        reply = future.result()
+        if self.state != "pending":
+            return
+        if reply is not None and reply.success:
+            self._logger.info(str(reply.message))
+            self.state = "ok"
+        else:
+            self.state = "failed"
+            self.reason = str(reply.message) if reply is not None else f"{self._service} failed"

@@ -1,0 +1,62 @@
+"""The trial manager's controls: the start / stop / next / confirm_reset services and Enter on stdin.
+
+A mixin of ``TrialManagerNode`` (it reads and sets the node's ``phase``, ``paused``, ``trial`` and
+``_confirmed`` and publishes through ``_publish``), kept apart so the node's file stays the protocol.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from std_srvs.srv import Trigger
+
+from robofollow_ros.nodes import trial_protocol as tp
+
+
+class TrialServices:
+    phase: str
+    paused: bool
+    trial: dict[str, Any]
+    finished: threading.Event
+    _confirmed: threading.Event
+
+    def _publish(self, extra: dict[str, Any]) -> None:  # the node's
+        raise NotImplementedError
+
+    # -- operator --------------------------------------------------------------------------------
+    def _read_keys(self) -> None:
+        for _line in sys.stdin:
+            if self.phase == tp.PHASE_AWAITING_CONFIRM:
+                self._confirmed.set()
+
+    # -- services --------------------------------------------------------------------------------
+    def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        self.paused = False
+        res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; running the protocol"
+        return res
+
+    def _srv_stop(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        self.paused = True
+        if self.phase == tp.PHASE_RUNNING:
+            self._publish({"phase": tp.PHASE_STOPPING})
+            res.success, res.message = True, f"stopping trial {self.trial['id']}; paused after it"
+        else:
+            res.success, res.message = True, f"phase {self.phase}; paused"
+        return res
+
+    def _srv_next(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        if self.phase == tp.PHASE_RUNNING:
+            self._publish({"phase": tp.PHASE_STOPPING})
+        self.paused = False
+        res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; going on to the next trial"
+        return res
+
+    def _srv_confirm(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        if self.phase != tp.PHASE_AWAITING_CONFIRM:
+            res.success, res.message = False, f"nothing to confirm in phase {self.phase}"
+            return res
+        self._confirmed.set()
+        res.success, res.message = True, f"layout of {self.trial['id']} confirmed; starting"
+        return res
