@@ -134,7 +134,7 @@ def test_a_port_in_use_exits_6_with_one_line() -> None:
         result = subprocess.run([*ROBOFOLLOW, "serve", "--policy", "hold", "--port", str(port)], capture_output=True,
                                 text=True, timeout=60)
     assert result.returncode == EXIT_PORT_IN_USE
-    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+    assert f"port {port} on 127.0.0.1 is in use" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_openpi_serve_batches_a_shareable_policy_and_each_client_keeps_its_prompt() -> None:
