@@ -21,7 +21,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from official_reference import score_prefixes
 from robofollow_ros.benchmark import EvalTask, Registry, default_registry
+from robofollow_ros.scoring import StageMonitor, frame_from_dict
 from robofollow_ros.scoring.synthetic import HOME, initial_positions
 
 REG: Registry = default_registry()
@@ -31,6 +33,16 @@ ARMS = ("left", "right")
 def around(*values: float) -> st.SearchStrategy[float]:
     """Each value, and each value +-0.1 mm and +-1 mm."""
     return st.sampled_from(sorted({v + d for v in values for d in (-1e-3, -1e-4, 0.0, 1e-4, 1e-3)}))
+
+
+def mostly(good: st.SearchStrategy[Any], edge: st.SearchStrategy[Any], weight: int = 2) -> st.SearchStrategy[Any]:
+    """``good`` about weight/(weight+1) of the time, else ``edge``: trials get far enough to reach later stages.
+
+    (A percentage draw, not ``one_of`` with repeated branches: hypothesis spreads its examples over
+    distinct choices, which would make every branch about equally likely.)
+    """
+    cut = 100 * weight // (weight + 1)
+    return st.integers(0, 99).flatmap(lambda k: good if k < cut else edge)
 
 
 CLOSE_VALUES = st.sampled_from([0.0, 0.2, 0.2499, 0.25, 0.2501, 0.3, 0.3499, 0.35, 0.3501])
@@ -144,27 +156,28 @@ def opening(draw, task: EvalTask, close_values=CLOSE_VALUES) -> tuple[Builder, s
     Returns the builder, the arm that grasps and the object it grasps.
     """
     other = "right" if task.arm == "left" else "left"
-    g0 = {task.arm: draw(st.sampled_from([1.0] * 6 + [0.3, 0.35, 0.0])),
-          other: draw(st.sampled_from([1.0] * 6 + [0.3, 0.2]))}
+    g0 = {task.arm: draw(mostly(st.just(1.0), st.sampled_from([0.3, 0.35, 0.0]), 6)),
+          other: draw(mostly(st.just(1.0), st.sampled_from([0.3, 0.2]), 6))}
     b = Builder.start(task, g0)
     if g0[task.arm] < 1.0 and draw(st.booleans()):
         b.grip(task.arm, 1.0)
     layout = REG.layout_of(task)
     names = [o.name for o in layout.objects if o.is_candidate]
-    arm = draw(st.sampled_from([task.arm] * 6 + [other]))
-    obj = draw(st.sampled_from([task.source] * 4 + names))
-    other_act = draw(st.sampled_from(["none"] * 5 + ["close_early", "close_same", "close_late", "area", "dip"]))
+    arm = draw(mostly(st.just(task.arm), st.just(other), 8))
+    obj = draw(mostly(st.just(task.source), st.sampled_from(names), 3))
+    acts = st.sampled_from(["close_early", "close_same", "close_late", "area", "dip"])
+    other_act = draw(mostly(st.just("none"), acts, 3))
     if other_act.startswith("close") and b.g[other] <= 0.35:
         b.grip(other, 1.0)  # closed at frame 0, closes again later: the later closing counts
     if other_act == "close_early":
         b.grip(other, draw(CLOSE_VALUES))
     elif other_act == "area":
         b.move(other, [0.1, 0.0, 0.8], draw(st.integers(1, 2)))
-    r = draw(st.one_of(around(0.07), st.sampled_from([0.0, 0.02, 0.05])))
+    r = draw(mostly(st.sampled_from([0.0, 0.02, 0.05]), around(0.07)))
     dx, dy = _polar(r, draw(ANGLES))
     p = b.pos[obj]
     b.move(arm, [p[0] + dx, p[1] + dy, p[2] + draw(st.sampled_from([0.0, 0.12, 0.05]))], draw(st.integers(1, 3)))
-    pop = draw(st.sampled_from([0.0] * 6 + [0.0099, 0.01, 0.0101]))
+    pop = draw(mostly(st.just(0.0), st.sampled_from([0.0099, 0.01, 0.0101]), 6))
     b.g[arm] = draw(close_values)
     if other_act == "close_same":
         b.g[other] = draw(CLOSE_VALUES)
@@ -181,7 +194,7 @@ def opening(draw, task: EvalTask, close_values=CLOSE_VALUES) -> tuple[Builder, s
 
 @st.composite
 def lift(draw, b: Builder, arm: str, heights=None) -> None:  # type: ignore[no-untyped-def]
-    h = draw(heights if heights is not None else st.one_of(around(0.01), st.sampled_from([0.0, 0.005, 0.05])))
+    h = draw(heights if heights is not None else mostly(st.just(0.05), st.one_of(around(0.01), st.just(0.005)), 1))
     e = b.ee[arm]
     b.move(arm, [e[0], e[1], e[2] + h], draw(st.integers(1, 2)))
     b.anchor = b.anchor if b.anchor is not None else b.t
@@ -190,7 +203,7 @@ def lift(draw, b: Builder, arm: str, heights=None) -> None:  # type: ignore[no-u
 @st.composite
 def release(draw, b: Builder, arm: str) -> None:  # type: ignore[no-untyped-def]
     """Open (maybe late, maybe not at all), maybe re-close, maybe drift the object afterwards."""
-    if draw(st.integers(0, 9)) < 8:
+    if draw(st.integers(0, 9)) < 9:
         b.hold(draw(st.sampled_from([0, 0, 1, 3])))
         if draw(st.integers(0, 5)) == 0:
             b.grip(arm, draw(DIP_VALUES))
@@ -204,15 +217,15 @@ def release(draw, b: Builder, arm: str) -> None:  # type: ignore[no-untyped-def]
 @st.composite
 def return_home(draw, b: Builder, arm: str, reset: float, leave: float) -> None:  # type: ignore[no-untyped-def]
     """Go back to (near) home and stay, or not; maybe leave again; then a few final frames."""
-    if draw(st.integers(0, 3)) > 0:
+    if draw(st.integers(0, 7)) > 0:
         e = b.ee[arm]
         b.move(arm, [e[0], e[1], e[2] + 0.08], 1)
         b.detach(arm)
-        rho = draw(st.sampled_from([0.0, 0.0, 0.05, reset - 1e-3, reset, reset + 1e-3]))
+        rho = draw(mostly(st.sampled_from([0.0, 0.05]), st.sampled_from([reset - 1e-3, reset, reset + 1e-3])))
         dx, dy = _polar(rho, draw(ANGLES))
         h = HOME[arm]
         b.move(arm, [h[0] + dx, h[1] + dy, h[2]], draw(st.integers(1, 3)))
-        b.hold(draw(st.sampled_from([0, 5, 17, 18, 19, 20, 21, 25])))
+        b.hold(draw(mostly(st.sampled_from([19, 20, 21, 25]), st.sampled_from([0, 5, 17, 18]))))
         if draw(st.integers(0, 6)) == 0:
             dx, dy = _polar(draw(st.sampled_from([leave - 1e-3, leave, leave + 1e-3])), draw(ANGLES))
             b.move(arm, [h[0] + dx, h[1] + dy, h[2]], 1).move(arm, list(h), 1)
@@ -229,7 +242,7 @@ def _z0(b: Builder, name: str) -> float:
 
 def _drift(draw, b: Builder, name: str) -> None:  # type: ignore[no-untyped-def]
     """Sometimes nudge the released object (fails a final-window or last-frame check)."""
-    kind = draw(st.sampled_from(["none"] * 5 + ["z", "xy"]))
+    kind = draw(mostly(st.just("none"), st.sampled_from(["z", "xy"]), 5))
     if kind == "z":
         b.pos[name][2] = _z0(b, name) + draw(around(0.02))
     elif kind == "xy":
@@ -248,12 +261,12 @@ DEVIATIONS = st.sampled_from([0.0, 0.0, math.radians(44.9), math.radians(45.0), 
 def scene1_case(draw, action: str) -> Case:  # type: ignore[no-untyped-def]
     task = draw(st.sampled_from(tasks_where(lambda t: t.scene == "scene1" and t.action == action)))
     b, arm, obj = draw(opening(task))
-    draw(lift(b, arm, st.one_of(around(0.01, 0.02), st.sampled_from([0.0, 0.05]))))
+    draw(lift(b, arm, mostly(st.just(0.05), st.one_of(around(0.01, 0.02), st.just(0.0)), 1)))
     if action != "pickup":
         tgt = b.pos[task.target]
-        d = draw(st.one_of(around(0.12), st.sampled_from([0.05, 0.08, 5e-7])))
-        dx, dy = _polar(d, RELATION_ANGLE[action] + draw(DEVIATIONS))
-        z = _z0(b, task.source) + draw(st.one_of(around(0.02), st.sampled_from([0.0, 0.0, 0.01])))
+        d = draw(mostly(st.sampled_from([0.05, 0.08]), st.one_of(around(0.12), st.just(5e-7))))
+        dx, dy = _polar(d, RELATION_ANGLE[action] + draw(mostly(st.just(0.0), DEVIATIONS)))
+        z = _z0(b, task.source) + draw(mostly(st.just(0.0), st.one_of(around(0.02), st.just(0.01))))
         b.carry_object_to(arm, obj, [tgt[0] + dx, tgt[1] + dy, z], draw(st.integers(1, 3)))
     elif draw(st.booleans()):
         b.carry_object_to(arm, obj, [b.pos[obj][0], b.pos[obj][1], _z0(b, obj)], 1)
@@ -269,18 +282,22 @@ def scene2_case(draw, action: str) -> Case:  # type: ignore[no-untyped-def]
     if action == "push":
         return draw(push_case(task))
     b, arm, obj = draw(opening(task))
-    heights = around(0.03, 0.01) if action == "pickup" else st.one_of(around(0.01), st.sampled_from([0.05, 0.08]))
+    heights = (mostly(st.just(0.05), around(0.03, 0.01), 1) if action == "pickup"
+               else mostly(st.sampled_from([0.05, 0.08]), around(0.01), 1))
     draw(lift(b, arm, heights))
     if action == "stack":
         tgt = b.pos[task.target]
-        dx, dy = _polar(draw(st.one_of(around(0.03), st.sampled_from([0.0, 0.0, 0.05]))), draw(ANGLES))
-        gap = draw(st.one_of(around(0.005, 0.002), st.sampled_from([0.06, 0.07])))
+        dx, dy = _polar(draw(mostly(st.just(0.0), st.one_of(around(0.03), st.just(0.05)))), draw(ANGLES))
+        layout = REG.layout_of(task)
+        resting = layout.object(obj).half_height + layout.object(task.target).half_height + 0.001
+        gap = draw(mostly(st.just(resting), st.one_of(around(0.005, 0.002), st.sampled_from([0.06, 0.07]))))
         b.carry_object_to(arm, obj, [tgt[0] + dx, tgt[1] + dy, tgt[2] + gap], draw(st.integers(1, 3)))
     elif action == "place_bowl":
         bowl = b.pos[task.target]
-        dx, dy = _polar(draw(st.one_of(around(0.04), st.sampled_from([0.0, 0.0, 0.02]))), draw(ANGLES))
-        z = draw(st.one_of(st.builds(lambda d: bowl[2] + d, around(0.06)),
-                           st.builds(lambda d: _z0(b, task.source) + d, around(0.06)), st.just(bowl[2] + 0.02)))
+        dx, dy = _polar(draw(mostly(st.sampled_from([0.0, 0.02]), around(0.04))), draw(ANGLES))
+        edges = st.one_of(st.builds(lambda d: bowl[2] + d, around(0.06)),
+                          st.builds(lambda d: _z0(b, task.source) + d, around(0.06)))
+        z = draw(mostly(st.just(bowl[2] + 0.02), edges))
         b.carry_object_to(arm, obj, [bowl[0] + dx, bowl[1] + dy, z], draw(st.integers(1, 3)))
     draw(release(b, arm))
     if action == "stack" and draw(st.integers(0, 4)) == 0:
@@ -295,8 +312,8 @@ def scene2_case(draw, action: str) -> Case:  # type: ignore[no-untyped-def]
 def push_case(draw, task: EvalTask) -> Case:  # type: ignore[no-untyped-def]
     """Get behind the source, close (0.25 edges), push it toward the target at the 45-degree and cm edges."""
     other = "right" if task.arm == "left" else "left"
-    b = Builder.start(task, {task.arm: draw(st.sampled_from([1.0] * 6 + [0.2, 0.3])),
-                             other: draw(st.sampled_from([1.0] * 6 + [0.2, 0.3]))})
+    b = Builder.start(task, {task.arm: draw(mostly(st.just(1.0), st.sampled_from([0.2, 0.3]), 6)),
+                             other: draw(mostly(st.just(1.0), st.sampled_from([0.2, 0.3]), 6))})
     src, tgt = b.pos[task.source], b.pos[task.target]
     ux, uy = tgt[0] - src[0], tgt[1] - src[1]
     norm = math.hypot(ux, uy)
@@ -305,20 +322,20 @@ def push_case(draw, task: EvalTask) -> Case:  # type: ignore[no-untyped-def]
         d = draw(around(0.005))
         b.pos[task.source] = [src[0] + ux * d, src[1] + uy * d, src[2]]
         b.snap()
-    arm = draw(st.sampled_from([task.arm] * 6 + [other]))
-    back = draw(st.one_of(around(0.0, 0.07, 0.08), st.sampled_from([0.03, 0.05])))
-    side = draw(st.sampled_from([0.0, 0.0, 0.01, -0.02]))
+    arm = draw(mostly(st.just(task.arm), st.just(other), 8))
+    back = draw(mostly(st.sampled_from([0.03, 0.05]), around(0.0, 0.07, 0.08)))
+    side = draw(mostly(st.just(0.0), st.sampled_from([0.01, -0.02])))
     s = b.pos[task.source]
-    ee_z = _z0(b, task.source) + 0.12 + draw(st.one_of(around(0.12), st.sampled_from([0.0, 0.0, 0.05])))
+    ee_z = _z0(b, task.source) + 0.12 + draw(mostly(st.sampled_from([0.0, 0.05]), around(0.12)))
     b.move(arm, [s[0] - ux * back - uy * side, s[1] - uy * back + ux * side, ee_z], draw(st.integers(1, 2)))
-    if draw(st.integers(0, 4)) == 0:
+    if draw(st.integers(0, 6)) == 0:
         b.grip(other, draw(CLOSE_VALUES))
     b.grip(arm, draw(CLOSE_VALUES))
     b.attach(arm, task.source)
-    dev = draw(DEVIATIONS)
-    total = draw(st.one_of(around(0.005, 0.01, 0.02), st.sampled_from([0.04])))
+    dev = draw(mostly(st.just(0.0), DEVIATIONS))
+    total = draw(mostly(st.just(0.04), around(0.005, 0.01, 0.02)))
     steps = draw(st.integers(1, 4))
-    lift_z = draw(st.sampled_from([0.0] * 5 + [0.0199, 0.02, 0.0201, 0.03]))
+    lift_z = draw(mostly(st.just(0.0), st.sampled_from([0.0199, 0.02, 0.0201, 0.03]), 5))
     c, sn = math.cos(dev), math.sin(dev)
     dx, dy = (ux * c - uy * sn) * total, (ux * sn + uy * c) * total
     e = list(b.ee[arm])
@@ -345,17 +362,17 @@ def scene3_case(draw, route_mode: str, place_mode: str) -> Case:  # type: ignore
     task = draw(st.sampled_from(tasks_where(
         lambda t: t.scene == "scene3" and t.route_mode == route_mode and t.place_mode == place_mode)))
     b, arm, obj = draw(opening(task))
-    draw(lift(b, arm, st.one_of(around(0.01), st.sampled_from([0.05, 0.05, 0.0]))))
+    draw(lift(b, arm, mostly(st.just(0.05), st.one_of(around(0.01), st.just(0.0)), 1)))
     good, bad = b.pos[task.scored_pass_over_object], b.pos[task.scored_avoid_object]
-    for _ in range(draw(st.integers(0, 2))):
-        x = good[0] + draw(st.one_of(around(0.01), st.sampled_from([0.0, 0.0, 0.03])))
+    for _ in range(draw(mostly(st.just(1), st.sampled_from([0, 2])))):
+        x = good[0] + draw(mostly(st.just(0.0), st.one_of(around(0.01), st.just(0.03))))
         toward = 1.0 if bad[1] > good[1] else -1.0
         y = good[1] + draw(st.sampled_from([-1.0, 1.0])) * toward * draw(
-            st.one_of(around(0.06, 0.04), st.sampled_from([0.0, 0.0, 0.02])))
+            mostly(st.sampled_from([0.0, 0.02]), around(0.06, 0.04)))
         b.carry_object_to(arm, obj, [x, y, b.pos[obj][2]], draw(st.integers(1, 2)))
     label = b.pos[task.target]
-    dx, dy = _polar(draw(st.one_of(around(0.0695), st.sampled_from([0.0, 0.0, 0.03]))), draw(ANGLES))
-    yaw = float(task.target_yaw_rad or 0.0) + draw(YAW_ERRORS)
+    dx, dy = _polar(draw(mostly(st.sampled_from([0.0, 0.03]), around(0.0695))), draw(ANGLES))
+    yaw = float(task.target_yaw_rad or 0.0) + draw(mostly(st.sampled_from([0.0, math.pi]), YAW_ERRORS))
     b.carry_object_to(arm, obj, [label[0] + dx, label[1] + dy, label[2] + 0.014], draw(st.integers(1, 2)))
     if obj in b.quat:
         b.quat[obj] = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
@@ -373,24 +390,24 @@ def scene4_case(draw, pick) -> Case:  # type: ignore[no-untyped-def]
     b, arm, obj = draw(opening(task))
     layout = REG.layout_of(task)
     support = layout.object(obj).on_top_of
-    rise_at = draw(st.sampled_from(["never"] * 4 + ["before", "close", "after"])) if support else "never"
+    rise_at = draw(mostly(st.just("never"), st.sampled_from(["before", "close", "after"]))) if support else "never"
     if rise_at == "close":
         b.pos[support][2] += draw(around(0.01))
         b.frames[-1]["objects"][support] = list(b.pos[support])
-    draw(lift(b, arm, st.one_of(around(0.01), st.sampled_from([0.0, 0.05, 0.05]))))
+    draw(lift(b, arm, mostly(st.just(0.05), st.one_of(around(0.01), st.just(0.0)), 1)))
     if rise_at == "after":
         b.pos[support][2] += draw(around(0.01))
         b.snap()
     if task.action == "stack_on_target":
         tgt = b.pos[task.target]
         expected = tgt[2] + layout.object(task.source).half_height + layout.object(task.target).half_height + 0.002
-        dx, dy = _polar(draw(st.one_of(around(0.05, 0.07), st.just(0.0))), draw(ANGLES))
-        dz = draw(st.sampled_from([1.0, -1.0])) * draw(st.one_of(around(0.05, 0.06), st.just(0.0)))
+        dx, dy = _polar(draw(mostly(st.just(0.0), around(0.05, 0.07))), draw(ANGLES))
+        dz = draw(st.sampled_from([1.0, -1.0])) * draw(mostly(st.just(0.0), around(0.05, 0.06)))
         b.carry_object_to(arm, obj, [tgt[0] + dx, tgt[1] + dy, expected + dz], draw(st.integers(1, 3)))
     elif task.action == "unstack_to_slot":
         sx, sy = REG.slot_xy[task.place_slot]  # type: ignore[index]
-        dx, dy = _polar(draw(st.one_of(around(0.05, 0.07), st.just(0.0))), draw(ANGLES))
-        dz = draw(st.sampled_from([1.0, -1.0])) * draw(st.one_of(around(0.05, 0.07), st.just(0.0)))
+        dx, dy = _polar(draw(mostly(st.just(0.0), around(0.05, 0.07))), draw(ANGLES))
+        dz = draw(st.sampled_from([1.0, -1.0])) * draw(mostly(st.just(0.0), around(0.05, 0.07)))
         z = 0.74 + layout.object(task.source).half_height + 0.001 + dz
         b.carry_object_to(arm, obj, [sx + dx, sy + dy, z], draw(st.integers(1, 3)))
     if task.action != "pickup" or draw(st.integers(0, 3)) == 0:
@@ -409,8 +426,8 @@ def sequence_case(draw) -> Case:  # type: ignore[no-untyped-def]
     task = draw(st.sampled_from(tasks_where(lambda t: t.action == "sequence_pickups")))
     a_arm, a_src, b_arm, b_src = task.arm, task.source, task.second_arm, task.second_source
     assert b_arm is not None and b_src is not None
-    b = Builder.start(task, {a_arm: draw(st.sampled_from([1.0] * 5 + [0.3])),
-                             b_arm: draw(st.sampled_from([1.0] * 5 + [0.3]))})
+    b = Builder.start(task, {a_arm: draw(mostly(st.just(1.0), st.just(0.3), 5)),
+                             b_arm: draw(mostly(st.just(1.0), st.just(0.3), 5))})
     layout = REG.layout_of(task)
     names = [o.name for o in layout.objects if o.is_candidate]
     if draw(st.integers(0, 5)) == 0:  # B already at its object and closed at frame 0
@@ -421,7 +438,7 @@ def sequence_case(draw) -> Case:  # type: ignore[no-untyped-def]
         b.snap()
 
     def approach(arm: str, obj: str) -> None:
-        dx, dy = _polar(draw(st.one_of(around(0.07), st.sampled_from([0.0, 0.0, 0.03]))), draw(ANGLES))
+        dx, dy = _polar(draw(mostly(st.sampled_from([0.0, 0.03]), around(0.07))), draw(ANGLES))
         p = b.pos[obj]
         if b.g[arm] <= 0.35:
             b.grip(arm, 1.0)
@@ -433,9 +450,9 @@ def sequence_case(draw) -> Case:  # type: ignore[no-untyped-def]
 
     def raise_(arm: str) -> None:
         e = b.ee[arm]
-        b.move(arm, [e[0], e[1], e[2] + draw(st.one_of(around(0.01), st.just(0.05)))], 1)
+        b.move(arm, [e[0], e[1], e[2] + draw(mostly(st.just(0.05), around(0.01)))], 1)
 
-    order = draw(st.sampled_from(["AB", "AB", "BA", "wrong_first", "A_only", "B_only", "overlap"]))
+    order = draw(mostly(st.just("AB"), st.sampled_from(["BA", "wrong_first", "A_only", "B_only", "overlap"])))
     if order == "wrong_first":
         wrong = draw(st.sampled_from([n for n in names if n != a_src]))
         approach(a_arm, wrong), close(a_arm, wrong), raise_(a_arm)
@@ -528,3 +545,34 @@ FAMILIES: dict[str, st.SearchStrategy[Case]] = {
     "scene4/sequence_pickups": sequence_case(),
     "finish/return_timing": timing_case(),
 }
+
+
+@dataclass
+class Comparison:
+    #: The first prefix where the online scorer and the reference differ, described; None if none.
+    problem: str | None
+    #: Prefix lengths compared.
+    prefixes: int
+    #: The reference entry for the whole trajectory.
+    final: dict[str, Any]
+
+
+def compare(case: Case) -> Comparison:
+    """Feed the frames to a StageMonitor and compare its result with the reference at the case's prefixes."""
+    monitor = StageMonitor(case.task, REG)
+    n = len(case.frames)
+    lengths = list(range(n + 1)) if case.prefixes is None else sorted(set(case.prefixes) | {n})
+    wanted = score_prefixes(case.task, case.frames, REG, lengths)
+    for k in range(n + 1):
+        if k:
+            monitor.update(frame_from_dict(case.frames[k - 1], k - 1, monitor.required_objects, monitor.required_quats))
+        if k not in wanted:
+            continue
+        got, want = monitor.result(), wanted[k]
+        if got.pop("frames") != k:
+            return Comparison(f"prefix {k}: frames field {k} expected", len(lengths), wanted[n])
+        if got != want:
+            keys = sorted(key for key in set(got) | set(want) if got.get(key) != want.get(key))
+            why = "; ".join(f"{key}: online {got.get(key)!r} != reference {want.get(key)!r}" for key in keys)
+            return Comparison(f"prefix {k}: {why}", len(lengths), wanted[n])
+    return Comparison(None, len(lengths), wanted[n])

@@ -64,7 +64,8 @@ def test_unknown_task(tmp_path, capsys):
 def test_empty_frames_get_the_official_verdict_on_an_empty_trajectory(tmp_path, capsys):
     assert main(["score", write(tmp_path, {"task": TASK, "frames": []}), "--results-entry"]) == 0
     entry = json.loads(capsys.readouterr().out)
-    assert (entry["intent_score"], entry["exec_score"], entry["completion_ok"], entry["frames"]) == (0.0, 0.0, False, 0)
+    assert (entry["intent_score"], entry["exec_score"], entry["completion_ok"]) == (0.0, 0.0, False)
+    assert "frames" not in entry  # the official entry's fields only
     assert [p["intent_reason"] for p in entry["phases"]] == [
         "trajectory/source missing", "gated: stage1 intent not full", "gated: prior intent not full"]
     assert entry["final_target_reason"] == "n/a (no relation target)" and entry["wrong_arm_intervened"] is False

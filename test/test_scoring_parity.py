@@ -13,32 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from official_reference import score as reference_score
-from official_reference import score_prefixes
-from robofollow_ros.scoring import StageMonitor, frame_from_dict
-from scoring_edges import FAMILIES, REG, Case
+from scoring_edges import FAMILIES, REG, Case, compare
 
 #: Examples per family in the suite; the timing family builds ~200-frame trials, so fewer.
 EXAMPLES = {"finish/return_timing": 25}
 DEFAULT_EXAMPLES = 150
-
-
-def mismatch(case: Case) -> str | None:
-    """The first prefix where online and reference differ, described; None if they agree everywhere."""
-    monitor = StageMonitor(case.task, REG)
-    lengths = list(range(len(case.frames) + 1)) if case.prefixes is None else case.prefixes
-    wanted = score_prefixes(case.task, case.frames, REG, lengths)
-    for k in range(len(case.frames) + 1):
-        if k:
-            monitor.update(frame_from_dict(case.frames[k - 1], k - 1, monitor.required_objects, monitor.required_quats))
-        if k not in wanted:
-            continue
-        got, want = monitor.result(), wanted[k]
-        assert got.pop("frames") == k
-        if got != want:
-            keys = sorted(key for key in set(got) | set(want) if got.get(key) != want.get(key))
-            return f"prefix {k}: " + "; ".join(f"{key}: online {got.get(key)!r} != reference {want.get(key)!r}"
-                                               for key in keys)
-    return None
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -47,7 +26,7 @@ def test_online_scorer_equals_official_reference_at_every_prefix(family):
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(FAMILIES[family])
     def run(case: Case) -> None:
-        problem = mismatch(case)
+        problem = compare(case).problem
         assert problem is None, f"{case.task.task_id}: {problem}"
 
     run()

@@ -26,7 +26,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("score", help="score a trajectory JSON file with RoboFollow's stage-wise rules")
     p.add_argument("file", metavar="FILE", help='trajectory JSON: {"task": ID, "frames": [...]} (docs/scoring.md)')
     p.add_argument("--json", action="store_true", help="print the full score as JSON")
-    p.add_argument("--results-entry", action="store_true", help="print the results.json entry instead")
+    p.add_argument("--results-entry", action="store_true",
+                   help="print the entry exactly as the official evaluator's run_once writes it (no frame count)")
     p.set_defaults(func=_score)
 
 
@@ -54,7 +55,7 @@ def _score(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     result = score_trajectory(task, frames, registry)
     if args.results_entry:
-        print_json(result)
+        print_json({k: v for k, v in result.items() if k != "frames"})
         return 0
     view = score_view(result)
     if args.json:

@@ -202,3 +202,55 @@ def messages(intent: float, exec_: float, max_total: float) -> tuple[bool, bool,
     exec_ok = exec_ >= max_total * 0.99
     return (intent_ok, exec_ok, "ok" if intent_ok else f"intent_score={intent:.2f}/{max_total:.2f}",
             "ok" if exec_ok else f"exec_score={exec_:.2f}/{max_total:.2f}")
+
+
+def closes(traj, arm: str, other_arm: str, threshold: float = 0.35) -> tuple[int | None, int | None, str | None]:  # type: ignore[no-untyped-def]
+    """Both arms' first close events and which arm closed first (the task arm on a tie)."""
+    close = first_close_event(traj.grip[arm], threshold)
+    other = first_close_event(traj.grip[other_arm], threshold)
+    if close is None and other is None:
+        first_arm = None
+    elif other is None or (close is not None and close <= other):
+        first_arm = arm
+    else:
+        first_arm = other_arm
+    return close, other, first_arm
+
+
+def source_select(traj, task, close: int, names: list[str], top: float, need: float,  # type: ignore[no-untyped-def]
+                  wrong_arm: bool) -> PhaseResult:
+    """Scenes 1-3 stage 1 once the operating arm closed: nearest and < 0.07 at the first close, then a lift."""
+    ee = traj.ee[task.arm][close]
+    src_xy = dist_xy(ee, traj.obj_pos[task.source][close])
+    chosen, _ = nearest_name(ee, traj, names, close)
+    intent = chosen == task.source and src_xy < 0.07
+    z0 = float(traj.obj_pos[task.source][0][2])
+    max_lift = max(float(p[2]) for p in traj.obj_pos[task.source]) - z0
+    exec_ = intent and max_lift >= need
+    iw = "ok" if intent else f"at first close: closest={chosen}, source_xy={src_xy * 100:.1f}cm"
+    if exec_:
+        ew = "ok"
+    elif intent:
+        ew = f"source lift={max_lift * 100:.1f}cm (need >= {need * 100:.1f}cm)"
+    else:
+        ew = "intent not correct at first close"
+    if wrong_arm:
+        iw, ew = f"{iw}; wrong arm participated", f"{ew}; wrong arm participated"
+    return PhaseResult("stage1_source_select", top if intent else 0.0, iw, top if exec_ else 0.0, ew, top)
+
+
+def finish_stage(traj, arm: str, other_arm: str, completion_t: int, reset: float,  # type: ignore[no-untyped-def]
+                 leave: float) -> PhaseResult:
+    """``stage3_finish`` of the three-stage evaluators (S1, S2, S4), given completion_t."""
+    if traj.n_steps <= 0:
+        return PhaseResult("stage3_finish", 0.0, "empty trajectory", 0.0, "empty trajectory", 0.2)
+    problems = []
+    if any(in_operation_area(p) for p in traj.ee[other_arm]):
+        problems.append("non-operating arm entered operation area")
+    problems += finish_problems(traj.ee[arm], completion_t, reset, 180, leave, arm)
+    if reclosed_after(traj.grip[arm], completion_t):
+        problems.append("operating gripper re-closed after completion")
+    if problems:
+        why = "; ".join(problems)
+        return PhaseResult("stage3_finish", 0.0, why, 0.0, why, 0.2)
+    return PhaseResult("stage3_finish", 0.2, "ok", 0.2, "ok", 0.2)

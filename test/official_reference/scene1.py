@@ -8,16 +8,13 @@ from official_reference.common import (
     PhaseResult,
     apply_gates,
     apply_gates_pickup,
+    closes,
     cos_similarity_2d,
-    dist_xy,
-    finish_problems,
-    first_close_event,
+    finish_stage,
     first_open_event_after,
-    in_operation_area,
     is_complete,
     messages,
-    nearest_name,
-    reclosed_after,
+    source_select,
     wrong_arm_penalised,
 )
 
@@ -48,36 +45,14 @@ class Scene1Evaluator:
         if traj.n_steps <= 0 or task.source not in traj.obj_pos:
             why = "trajectory/source missing"
             return PhaseResult("stage1_source_select", 0.0, why, 0.0, why, top), ctx
-        close = first_close_event(traj.grip[task.arm])
-        other = first_close_event(traj.grip[self.other_arm])
+        close, other, first_arm = closes(traj, task.arm, self.other_arm)
         ctx["close_t"] = close
-        if close is None and other is None:
-            first_arm = None
-        elif other is None or (close is not None and close <= other):
-            first_arm = task.arm
-        else:
-            first_arm = self.other_arm
         self.wrong_arm = other is not None or first_arm != task.arm
         if close is None:
             why = "operating arm never closed gripper"
             return PhaseResult("stage1_source_select", 0.0, why, 0.0, why, top), ctx
-        ee = traj.ee[task.arm][close]
-        src_xy = dist_xy(ee, traj.obj_pos[task.source][close])
         names = [n for n in traj.obj_pos if n not in traj.labels and n not in traj.bowls]
-        chosen, _ = nearest_name(ee, traj, names, close)
-        intent = chosen == task.source and src_xy < 0.07
-        z0 = float(traj.obj_pos[task.source][0][2])
-        max_lift = max(float(p[2]) for p in traj.obj_pos[task.source]) - z0
-        exec_ = intent and max_lift >= 0.01
-        iw = "ok" if intent else f"at first close: closest={chosen}, source_xy={src_xy * 100:.1f}cm"
-        if exec_:
-            ew = "ok"
-        else:
-            ew = f"source lift={max_lift * 100:.1f}cm (need >= {0.01 * 100:.1f}cm)" if intent else \
-                "intent not correct at first close"
-        if self.wrong_arm:
-            iw, ew = f"{iw}; wrong arm participated", f"{ew}; wrong arm participated"
-        return PhaseResult("stage1_source_select", top if intent else 0.0, iw, top if exec_ else 0.0, ew, top), ctx
+        return source_select(traj, task, close, names, top, 0.01, self.wrong_arm), ctx
 
     def relation_ok_at(self, t: int) -> tuple[bool, str]:
         task, traj = self.task, self.traj
@@ -145,19 +120,8 @@ class Scene1Evaluator:
         return max(0, self.traj.n_steps - 1)
 
     def stage3(self, ctx: dict) -> PhaseResult:
-        if self.traj.n_steps <= 0:
-            return PhaseResult("stage3_finish", 0.0, "empty trajectory", 0.0, "empty trajectory", 0.2)
-        c = self.completion_t(ctx)
-        problems = []
-        if any(in_operation_area(p) for p in self.traj.ee[self.other_arm]):
-            problems.append("non-operating arm entered operation area")
-        problems += finish_problems(self.traj.ee[self.task.arm], c, 0.12, 180, 0.16, self.task.arm)
-        if reclosed_after(self.traj.grip[self.task.arm], c):
-            problems.append("operating gripper re-closed after completion")
-        if problems:
-            why = "; ".join(problems)
-            return PhaseResult("stage3_finish", 0.0, why, 0.0, why, 0.2)
-        return PhaseResult("stage3_finish", 0.2, "ok", 0.2, "ok", 0.2)
+        c = self.completion_t(ctx) if self.traj.n_steps > 0 else 0
+        return finish_stage(self.traj, self.task.arm, self.other_arm, c, 0.12, 0.16)
 
 
 def result_entry(task, traj) -> dict:  # type: ignore[no-untyped-def]

@@ -8,16 +8,15 @@ from official_reference.common import (
     PhaseResult,
     apply_gates,
     apply_gates_pickup,
+    closes,
     cos_similarity_2d,
     dist_xy,
-    finish_problems,
-    first_close_event,
+    finish_stage,
     first_open_event_after,
-    in_operation_area,
     is_complete,
     messages,
     nearest_name,
-    reclosed_after,
+    source_select,
     wrong_arm_penalised,
 )
 
@@ -47,16 +46,8 @@ class Scene2Evaluator:
         return apply_gates(s1, s2, self.stage3(ctx))
 
     def closes(self, threshold: float) -> tuple[int | None, bool]:
-        task, traj = self.task, self.traj
-        close = first_close_event(traj.grip[task.arm], threshold)
-        other = first_close_event(traj.grip[self.other_arm], threshold)
-        if close is None and other is None:
-            first_arm = None
-        elif other is None or (close is not None and close <= other):
-            first_arm = task.arm
-        else:
-            first_arm = self.other_arm
-        self.wrong_arm = other is not None or first_arm != task.arm
+        close, other, first_arm = closes(self.traj, self.task.arm, self.other_arm, threshold)
+        self.wrong_arm = other is not None or first_arm != self.task.arm
         return close, self.wrong_arm
 
     def stage1_grasp(self, top: float) -> tuple[PhaseResult, dict]:
@@ -68,23 +59,8 @@ class Scene2Evaluator:
         ctx["close_t"] = close
         if close is None:
             return _fail("stage1_source_select", "operating arm never closed gripper", top), ctx
-        ee = traj.ee[task.arm][close]
-        src_xy = dist_xy(ee, traj.obj_pos[task.source][close])
-        chosen, _ = nearest_name(ee, traj, self.sources(), close)
-        intent = chosen == task.source and src_xy < 0.07
-        z0 = float(traj.obj_pos[task.source][0][2])
-        max_lift = max(float(p[2]) for p in traj.obj_pos[task.source]) - z0
         need = 0.03 if task.action == "pickup" else 0.01
-        exec_ = intent and max_lift >= need
-        iw = "ok" if intent else f"at first close: closest={chosen}, source_xy={src_xy * 100:.1f}cm"
-        if exec_:
-            ew = "ok"
-        else:
-            ew = f"source lift={max_lift * 100:.1f}cm (need >= {need * 100:.1f}cm)" if intent else \
-                "intent not correct at first close"
-        if wrong:
-            iw, ew = f"{iw}; wrong arm participated", f"{ew}; wrong arm participated"
-        return PhaseResult("stage1_source_select", top if intent else 0.0, iw, top if exec_ else 0.0, ew, top), ctx
+        return source_select(traj, task, close, self.sources(), top, need, wrong), ctx
 
     def stage1_push(self, top: float) -> tuple[PhaseResult, dict]:
         ctx = {"close_t": None, "open_t": None, "stage2_intent_t": None}
@@ -311,18 +287,8 @@ class Scene2Evaluator:
         return max(0, self.traj.n_steps - 1)
 
     def stage3(self, ctx: dict) -> PhaseResult:
-        if self.traj.n_steps <= 0:
-            return _fail("stage3_finish", "empty trajectory", 0.2)
-        c = self.completion_t(ctx)
-        problems = []
-        if any(in_operation_area(p) for p in self.traj.ee[self.other_arm]):
-            problems.append("non-operating arm entered operation area")
-        problems += finish_problems(self.traj.ee[self.task.arm], c, 0.10, 180, 0.14, self.task.arm)
-        if reclosed_after(self.traj.grip[self.task.arm], c):
-            problems.append("operating gripper re-closed after completion")
-        if problems:
-            return _fail("stage3_finish", "; ".join(problems), 0.2)
-        return PhaseResult("stage3_finish", 0.2, "ok", 0.2, "ok", 0.2)
+        c = self.completion_t(ctx) if self.traj.n_steps > 0 else 0
+        return finish_stage(self.traj, self.task.arm, self.other_arm, c, 0.10, 0.14)
 
     def final_target_for_bonus(self) -> tuple[bool, str]:
         task, traj = self.task, self.traj

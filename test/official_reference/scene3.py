@@ -7,11 +7,11 @@ import numpy as np
 from official_reference.common import (
     PhaseResult,
     apply_gates,
+    closes,
     dist_xy,
-    first_close_event,
     is_complete,
     messages,
-    nearest_name,
+    source_select,
     wrong_arm_penalised,
 )
 
@@ -56,35 +56,13 @@ class Scene3Evaluator:
         task, traj = self.task, self.traj
         if traj.n_steps <= 0 or task.source not in traj.obj_pos:
             return _fail("stage1_source_select", "trajectory/source missing", 0.3), ctx
-        close = first_close_event(traj.grip[task.arm])
-        other = first_close_event(traj.grip[self.other_arm])
+        close, other, first_arm = closes(traj, task.arm, self.other_arm)
         ctx["close_t"] = close
-        if close is None and other is None:
-            first_arm = None
-        elif other is None or (close is not None and close <= other):
-            first_arm = task.arm
-        else:
-            first_arm = self.other_arm
         self.wrong_arm = other is not None or first_arm != task.arm
         if close is None:
             return _fail("stage1_source_select", "operating arm never closed gripper", 0.3), ctx
-        ee = traj.ee[task.arm][close]
-        src_xy = dist_xy(ee, traj.obj_pos[task.source][close])
         names = [n for n in traj.obj_pos if n not in traj.labels]
-        chosen, _ = nearest_name(ee, traj, names, close)
-        intent = chosen == task.source and src_xy < 0.07
-        z0 = float(traj.obj_pos[task.source][0][2])
-        max_lift = max(float(p[2]) for p in traj.obj_pos[task.source]) - z0
-        exec_ = intent and max_lift >= 0.01
-        iw = "ok" if intent else f"at first close: closest={chosen}, source_xy={src_xy * 100:.1f}cm"
-        if exec_:
-            ew = "ok"
-        else:
-            ew = f"source lift={max_lift * 100:.1f}cm (need >= {0.01 * 100:.1f}cm)" if intent else \
-                "intent not correct at first close"
-        if self.wrong_arm:
-            iw, ew = f"{iw}; wrong arm participated", f"{ew}; wrong arm participated"
-        return PhaseResult("stage1_source_select", 0.3 if intent else 0.0, iw, 0.3 if exec_ else 0.0, ew, 0.3), ctx
+        return source_select(traj, task, close, names, 0.3, 0.01, self.wrong_arm), ctx
 
     def stage2(self, ctx: dict) -> PhaseResult:
         close = ctx["close_t"]

@@ -11,13 +11,12 @@ from official_reference.common import (
     apply_gates,
     apply_gates_pickup,
     close_events,
+    closes,
     dist_xy,
-    finish_problems,
-    first_close_event,
+    finish_stage,
     first_home_frame,
     first_open_event_after,
     home_dist,
-    in_operation_area,
     is_complete,
     is_full_success,
     messages,
@@ -69,19 +68,12 @@ class Scene4Evaluator(_Scene4Base):
         task, traj = self.task, self.traj
         if traj.n_steps <= 0 or task.source not in traj.obj_pos:
             return _fail("stage1_source_select", "trajectory/source missing", top), ctx
-        close = first_close_event(traj.grip[task.arm])
-        other = first_close_event(traj.grip[self.other_arm])
+        close, other, ctx["first_arm"] = closes(traj, task.arm, self.other_arm)
         ctx["close_t"] = close
         if task.action == "pickup":
             ctx["wrong_closed"] = other is not None and close is not None and other <= close
         else:
             ctx["wrong_closed"] = other is not None
-        if close is None and other is None:
-            ctx["first_arm"] = None
-        elif other is None or (close is not None and close <= other):
-            ctx["first_arm"] = task.arm
-        else:
-            ctx["first_arm"] = self.other_arm
         if close is None:
             return _fail("stage1_source_select", "operating arm never closed gripper", top), ctx
         if ctx["first_arm"] != task.arm or ctx["wrong_closed"]:
@@ -171,18 +163,8 @@ class Scene4Evaluator(_Scene4Base):
         return max(0, self.traj.n_steps - 1)
 
     def stage3(self, ctx: dict) -> PhaseResult:
-        if self.traj.n_steps <= 0:
-            return _fail("stage3_finish", "empty trajectory", 0.2)
-        c = self.completion_t(ctx)
-        problems = []
-        if any(in_operation_area(p) for p in self.traj.ee[self.other_arm]):
-            problems.append("non-operating arm entered operation area")
-        problems += finish_problems(self.traj.ee[self.task.arm], c, 0.10, 180, 0.14, self.task.arm)
-        if reclosed_after(self.traj.grip[self.task.arm], c):
-            problems.append("operating gripper re-closed after completion")
-        if problems:
-            return _fail("stage3_finish", "; ".join(problems), 0.2)
-        return PhaseResult("stage3_finish", 0.2, "ok", 0.2, "ok", 0.2)
+        c = self.completion_t(ctx) if self.traj.n_steps > 0 else 0
+        return finish_stage(self.traj, self.task.arm, self.other_arm, c, 0.10, 0.14)
 
     def evaluate(self) -> list[PhaseResult]:
         if self.task.action == "pickup":
