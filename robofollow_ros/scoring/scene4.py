@@ -50,12 +50,6 @@ def half_height(spec: ObjectSpec) -> float:
     return spec.half_height if spec.shape in ("cube", "sphere", "cylinder") else S4_DEFAULT_HALF_HEIGHT
 
 
-def is_conditional(task: EvalTask) -> bool:
-    """The evaluator's ``_is_conditional_task``."""
-    base = (task.base_task_type or "").lower()
-    return "_if_" in base or base.startswith("if_") or (task.instruction or "").strip().lower().startswith("if ")
-
-
 def scene4_candidates(layout: Layout) -> tuple[str, ...]:
     """Candidates in the order the Scene 4 scene creates them (first wins a distance tie): objects
     standing on the table, then those in a container, then stacked ones."""
@@ -69,7 +63,7 @@ def scene4_entry(rules: SceneRules, phases: list[Phase]) -> dict[str, Any]:
     intent, exec_, max_total = totals(phases)
     entry = rules.entry(phases, intent, exec_, max_total)
     entry["completion_ok"] = completion_ok(rules.task.action, intent, exec_, phases)
-    entry["conditional_full_success"] = full_success(phases, intent, exec_) if is_conditional(rules.task) else None
+    entry["conditional_full_success"] = full_success(phases, intent, exec_) if rules.task.is_conditional else None
     return entry
 
 
