@@ -1,6 +1,7 @@
 """Agreement of the online scorer with the official-evaluator reference, thousands of edge cases per family.
 
-The same strategies as ``test/test_scoring_parity.py`` (``test/scoring_edges.py``: every number a
+The same strategies as ``test/test_scoring_parity.py`` (``test/scoring_families.py`` on
+``test/scoring_edges.py``: every number a
 rule compares drawn on and +-0.1 / 1 mm around its threshold, awkward timings), many more
 examples: for each action family, hypothesis (derandomized, generation only) draws ``--examples``
 trajectories; the ``StageMonitor`` result must equal ``test/official_reference`` at every prefix
@@ -27,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-from scoring_edges import FAMILIES, Case, compare
+from scoring_edges import Case, compare
+from scoring_families import FAMILIES
 
 
 def run_family(job: tuple[str, int]) -> dict[str, Any]:

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from official_reference import score as reference_score
-from scoring_edges import FAMILIES, REG, Case, compare
+from scoring_edges import REG, Case, compare
+from scoring_families import FAMILIES
 
 #: Examples per family in the suite; the timing family builds ~200-frame trials, so fewer.
 EXAMPLES = {"finish/return_timing": 25}

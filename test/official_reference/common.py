@@ -25,6 +25,11 @@ class PhaseResult:
                 "exec_score": self.exec_score, "exec_reason": self.exec_reason, "max_score": self.max_score}
 
 
+def failed(name: str, why: str, top: float = 0.4) -> PhaseResult:
+    """A phase scoring zero for intent and execution with one reason."""
+    return PhaseResult(name, 0.0, why, 0.0, why, top)
+
+
 def first_close_event(grips: list[float], threshold: float = 0.35, start_t: int = 0) -> int | None:
     """A closing crossing if there is one, else the first closed frame."""
     if not grips:

@@ -9,6 +9,7 @@ from official_reference.common import (
     apply_gates,
     closes,
     dist_xy,
+    failed,
     is_complete,
     messages,
     source_select,
@@ -19,9 +20,6 @@ PAIR = {"red_bar_2": "green_bar_3", "green_bar_3": "red_bar_2", "yellow_bar_4": 
         "blue_bar_5": "yellow_bar_4"}
 TARGET_YAW = {"short_front": 0.0, "long_right": 0.0, "long_front": np.pi / 2, "short_right": np.pi / 2}
 
-
-def _fail(name: str, why: str, top: float) -> PhaseResult:
-    return PhaseResult(name, 0.0, why, 0.0, why, top)
 
 
 class Scene3Evaluator:
@@ -55,19 +53,19 @@ class Scene3Evaluator:
         ctx: dict = {"close_t": None}
         task, traj = self.task, self.traj
         if traj.n_steps <= 0 or task.source not in traj.obj_pos:
-            return _fail("stage1_source_select", "trajectory/source missing", 0.3), ctx
+            return failed("stage1_source_select", "trajectory/source missing", 0.3), ctx
         close, other, first_arm = closes(traj, task.arm, self.other_arm)
         ctx["close_t"] = close
         self.wrong_arm = other is not None or first_arm != task.arm
         if close is None:
-            return _fail("stage1_source_select", "operating arm never closed gripper", 0.3), ctx
+            return failed("stage1_source_select", "operating arm never closed gripper", 0.3), ctx
         names = [n for n in traj.obj_pos if n not in traj.labels]
         return source_select(traj, task, close, names, 0.3, 0.01, self.wrong_arm), ctx
 
     def stage2(self, ctx: dict) -> PhaseResult:
         close = ctx["close_t"]
         if close is None:
-            return _fail("stage2_route", "no grasp close event", 0.3)
+            return failed("stage2_route", "no grasp close event", 0.3)
         if self.task.route_mode == "via":
             correct, wrong = self.task.via, PAIR.get(self.task.via, self.task.via)
         else:
@@ -95,17 +93,17 @@ class Scene3Evaluator:
                    f"|y-src-wrong|={best[2] * 100:.1f}cm")
             return PhaseResult("stage2_route", 0.3, why, 0.3, why, 0.3)
         if best is None:
-            return _fail("stage2_route", "no post-grasp lifted trajectory", 0.3)
-        return _fail("stage2_route", "need |x-src-correct|<1.0cm, |y-src-correct|<6.0cm, |y-src-wrong|>4.0cm, and "
+            return failed("stage2_route", "no post-grasp lifted trajectory", 0.3)
+        return failed("stage2_route", "need |x-src-correct|<1.0cm, |y-src-correct|<6.0cm, |y-src-wrong|>4.0cm, and "
                      f"|y-src-correct|<|y-src-wrong|; best={best[0] * 100:.1f}/{best[1] * 100:.1f}/"
                      f"{best[2] * 100:.1f}cm", 0.3)
 
     def stage3(self, ctx: dict) -> PhaseResult:
         if ctx["close_t"] is None:
-            return _fail("stage3_orientation", "no grasp close event", 0.4)
+            return failed("stage3_orientation", "no grasp close event", 0.4)
         edge = self.label_edge()
         if edge is None:
-            return _fail("stage3_orientation", "target label size missing", 0.4)
+            return failed("stage3_orientation", "target label size missing", 0.4)
         last = self.traj.n_steps - 1
         target_yaw = float(TARGET_YAW[self.task.place_mode])
         err = self.axis_error(self.yaw(self.traj.obj_quat[self.task.source][last]), target_yaw)

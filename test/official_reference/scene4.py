@@ -10,29 +10,23 @@ from official_reference.common import (
     PhaseResult,
     apply_gates,
     apply_gates_pickup,
-    close_events,
     closes,
     dist_xy,
+    failed,
     finish_stage,
-    first_home_frame,
     first_open_event_after,
-    home_dist,
     is_complete,
     is_full_success,
     messages,
     nearest_name,
-    reclosed_after,
 )
 
 SLOT_XY = {1: (-0.14, -0.06), 2: (-0.02, -0.06), 3: (0.10, -0.06), 4: (-0.14, -0.18), 5: (-0.02, -0.18),
            6: (0.10, -0.18)}
 
 
-def _fail(name: str, why: str, top: float = 0.4) -> PhaseResult:
-    return PhaseResult(name, 0.0, why, 0.0, why, top)
 
-
-class _Scene4Base:
+class Scene4Base:
     def __init__(self, task, traj) -> None:  # type: ignore[no-untyped-def]
         self.task, self.traj = task, traj
 
@@ -54,7 +48,7 @@ class _Scene4Base:
         return best
 
 
-class Scene4Evaluator(_Scene4Base):
+class Scene4Evaluator(Scene4Base):
     def __init__(self, task, traj) -> None:  # type: ignore[no-untyped-def]
         super().__init__(task, traj)
         self.other_arm = "right" if task.arm == "left" else "left"
@@ -67,7 +61,7 @@ class Scene4Evaluator(_Scene4Base):
                "pickup_t": None, "support": None, "support_lift": 0.0}
         task, traj = self.task, self.traj
         if traj.n_steps <= 0 or task.source not in traj.obj_pos:
-            return _fail("stage1_source_select", "trajectory/source missing", top), ctx
+            return failed("stage1_source_select", "trajectory/source missing", top), ctx
         close, other, ctx["first_arm"] = closes(traj, task.arm, self.other_arm)
         ctx["close_t"] = close
         if task.action == "pickup":
@@ -75,9 +69,9 @@ class Scene4Evaluator(_Scene4Base):
         else:
             ctx["wrong_closed"] = other is not None
         if close is None:
-            return _fail("stage1_source_select", "operating arm never closed gripper", top), ctx
+            return failed("stage1_source_select", "operating arm never closed gripper", top), ctx
         if ctx["first_arm"] != task.arm or ctx["wrong_closed"]:
-            return _fail("stage1_source_select", "wrong arm participated in grasp stage", top), ctx
+            return failed("stage1_source_select", "wrong arm participated in grasp stage", top), ctx
         t = close
         ee = traj.ee[task.arm][t]
         src_xy = dist_xy(ee, traj.obj_pos[task.source][t])
@@ -117,13 +111,13 @@ class Scene4Evaluator(_Scene4Base):
         open_t = None if close is None else first_open_event_after(traj.grip[task.arm], close)
         ctx["open_t"] = open_t
         if stack and (task.source not in traj.obj_pos or task.target not in traj.obj_pos):
-            return _fail(name, "source/target trajectory missing")
+            return failed(name, "source/target trajectory missing")
         if not stack and task.source not in traj.obj_pos:
-            return _fail(name, "source missing")
+            return failed(name, "source missing")
         if ctx["wrong_closed"] or ctx["first_arm"] != task.arm:
-            return _fail(name, "wrong arm participated in stage1/2")
+            return failed(name, "wrong arm participated in stage1/2")
         if close is None:
-            return _fail(name, "no grasp close event")
+            return failed(name, "no grasp close event")
         src_h = self.half_height(task.source)
 
         def error(t: int) -> tuple[float, float]:
@@ -184,93 +178,6 @@ class Scene4Evaluator(_Scene4Base):
         return apply_gates(s1, s2, self.stage3(ctx))
 
 
-class SequenceEvaluator(_Scene4Base):
-    def closest(self, arm: str, t: int, source: str) -> tuple[str | None, float]:
-        ee = self.traj.ee[arm][t]
-        support = self.support_under(source, t)
-        best, best_d = None, float("inf")
-        for name in self.sources():
-            if name == support:
-                continue
-            d = dist_xy(ee, self.traj.obj_pos[name][t])
-            if d < best_d:
-                best, best_d = name, d
-        return best, best_d
-
-    def matching_start(self, arm: str, source: str, start_t: int = 0) -> int | None:
-        for t in close_events(self.traj.grip[arm], 0.35, start_t):
-            chosen, d = self.closest(arm, t, source)
-            if chosen == source and d <= 0.07:
-                return t
-        return None
-
-    def pickup_from(self, arm: str, source: str, start: int) -> tuple[float, float, int | None, str, str]:
-        chosen, d = self.closest(arm, start, source)
-        intent = chosen == source and d <= 0.07
-        z0 = float(self.traj.obj_pos[source][0][2])
-        lift_t, max_lift = None, 0.0
-        for t in range(start, self.traj.n_steps):
-            lift = float(self.traj.obj_pos[source][t][2]) - z0
-            max_lift = max(max_lift, lift)
-            if lift_t is None and lift >= 0.01:
-                lift_t = t
-        exec_ = intent and lift_t is not None
-        iw = "ok" if intent else f"closest={chosen}, dist={d * 100:.1f}cm"
-        if exec_:
-            ew = "ok"
-        else:
-            ew = f"lift={max_lift * 100:.1f}cm (<{0.01 * 100:.1f}cm)" if intent else "intent not satisfied"
-        return float(intent), float(exec_), lift_t, iw, ew
-
-    def finish(self, anchor: int) -> PhaseResult:
-        """Both arms home (0.10 / 0.14 / 20 frames / 180 frames), neither re-closes; no area check."""
-        problems = []
-        for arm in ("left", "right"):
-            arm_traj = self.traj.ee[arm]
-            first_home_t = first_home_frame(arm_traj, anchor, 0.10)
-            if first_home_t is None:
-                problems.append(f"{arm} arm not home (final={home_dist(arm_traj, -1) * 100:.1f}cm)")
-                continue
-            if first_home_t - anchor > 180:
-                problems.append(f"{arm} arm home too late ({first_home_t - anchor} steps)")
-            for t in range(first_home_t + 1, len(arm_traj)):
-                d = home_dist(arm_traj, t)
-                if d > 0.14:
-                    problems.append(f"{arm} arm left home again ({d * 100:.1f}cm)")
-                    break
-            if reclosed_after(self.traj.grip[arm], anchor):
-                problems.append(f"{arm} gripper re-closed after completion")
-        if problems:
-            return _fail("stage3_finish", "; ".join(problems), 0.2)
-        return PhaseResult("stage3_finish", 0.2, "ok", 0.2, "ok", 0.2)
-
-    def evaluate(self) -> list[PhaseResult]:
-        task = self.task
-        a_start = self.matching_start(task.arm, task.source)
-        b_any = self.matching_start(task.second_arm, task.second_source)
-        if a_start is not None and b_any is not None and b_any < a_start:
-            why = f"reverse order detected: B@{b_any} < A@{a_start}"
-            return [_fail("stage1_action_a", why), _fail("stage2_action_b", why), _fail("stage3_finish", why, 0.2)]
-        gated = "gated: A score is zero"
-        if a_start is None:
-            return [_fail("stage1_action_a", "A action never started"), _fail("stage2_action_b", gated),
-                    _fail("stage3_finish", gated, 0.2)]
-        ai, ae, a_done, aiw, aew = self.pickup_from(task.arm, task.source, a_start)
-        p1 = PhaseResult("stage1_action_a", 0.4 * ai, aiw, 0.4 * ae, aew, 0.4)
-        if ai <= 0.0:
-            return [_fail("stage1_action_a", "A score is zero"), _fail("stage2_action_b", gated),
-                    _fail("stage3_finish", gated, 0.2)]
-        b_start = self.matching_start(task.second_arm, task.second_source, a_done if a_done is not None else a_start)
-        if b_start is None:
-            p2 = _fail("stage2_action_b", "B action never started after A completion")
-            b_done = a_done if a_done is not None else a_start
-        else:
-            bi, be, b_done, biw, bew = self.pickup_from(task.second_arm, task.second_source, b_start)
-            p2 = PhaseResult("stage2_action_b", 0.4 * bi, biw, 0.4 * be, bew, 0.4)
-        anchor = b_done if b_done is not None else (a_done if a_done is not None else a_start)
-        return [p1, p2, self.finish(anchor)]
-
-
 def is_conditional(task) -> bool:  # type: ignore[no-untyped-def]
     base = (task.base_task_type or "").lower()
     return "_if_" in base or base.startswith("if_") or (task.instruction or "").strip().lower().startswith("if ")
@@ -278,6 +185,8 @@ def is_conditional(task) -> bool:  # type: ignore[no-untyped-def]
 
 def result_entry(task, traj) -> dict:  # type: ignore[no-untyped-def]
     if task.action == "sequence_pickups" and task.second_source and task.second_arm:
+        from official_reference.scene4_sequence import SequenceEvaluator
+
         phases = SequenceEvaluator(task, traj).evaluate()
     else:
         phases = Scene4Evaluator(task, traj).evaluate()
