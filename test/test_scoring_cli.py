@@ -61,8 +61,14 @@ def test_unknown_task(tmp_path, capsys):
     assert "L0_no_such_task" in bad(tmp_path, capsys, data)
 
 
-def test_empty_frames(tmp_path, capsys):
-    assert "frames: empty" in bad(tmp_path, capsys, {"task": TASK, "frames": []})
+def test_empty_frames_get_the_official_verdict_on_an_empty_trajectory(tmp_path, capsys):
+    assert main(["score", write(tmp_path, {"task": TASK, "frames": []}), "--results-entry"]) == 0
+    entry = json.loads(capsys.readouterr().out)
+    assert (entry["intent_score"], entry["exec_score"], entry["completion_ok"]) == (0.0, 0.0, False)
+    assert "frames" not in entry  # the official entry's fields only
+    assert [p["intent_reason"] for p in entry["phases"]] == [
+        "trajectory/source missing", "gated: stage1 intent not full", "gated: prior intent not full"]
+    assert entry["final_target_reason"] == "n/a (no relation target)" and entry["wrong_arm_intervened"] is False
 
 
 def test_missing_object_names_frame_and_field(tmp_path, capsys):
@@ -85,7 +91,7 @@ def test_wrong_vector_length_names_frame_and_field(tmp_path, capsys):
 
 
 def test_not_json_and_missing_file(tmp_path, capsys):
-    assert "not valid JSON" in bad(tmp_path, capsys, raw="{nope")
+    assert "invalid JSON at line 1 column 2" in bad(tmp_path, capsys, raw="{nope")
     assert main(["score", str(tmp_path / "absent.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
 
@@ -102,3 +108,39 @@ def test_gripper_must_be_a_number():
     frame["gripper_left"] = "open"
     with pytest.raises(TrajectoryError, match=r"frame 4: gripper_left: expected a number"):
         frame_from_dict(frame, 4)
+
+
+def score_in_subprocess(path: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "robofollow_ros.cli", "score", path], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def one_line_error(out: subprocess.CompletedProcess[str]) -> str:
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    (json.dumps({"task": TASK, "frames": []})[:-1] + ', "n": 1' + "0" * 400 + "}", "integer with 401 digits"),
+    ("[" * 100_000 + "]" * 100_000, "nesting deeper than 64 levels"),
+    (json.dumps({"task": TASK, "frames": []})[:-1] + ', "n": 1e400}', "out of range for a float"),
+])
+def test_hostile_json_is_one_line_and_exit_2(tmp_path, raw, expected):
+    path = tmp_path / "hostile.json"
+    path.write_text(raw)
+    assert expected in one_line_error(score_in_subprocess(str(path)))
+
+
+def test_dev_zero_and_a_huge_file_are_refused_by_size(tmp_path):
+    from robofollow_ros.cli.score import MAX_TRAJECTORY_BYTES
+
+    line = one_line_error(score_in_subprocess("/dev/zero"))
+    assert f"over the {MAX_TRAJECTORY_BYTES:,}-byte limit" in line
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as fh:  # sparse: no disk is used
+        fh.truncate(8 * MAX_TRAJECTORY_BYTES)
+    assert f"{8 * MAX_TRAJECTORY_BYTES:,} bytes, over the {MAX_TRAJECTORY_BYTES:,}-byte limit" in one_line_error(
+        score_in_subprocess(str(huge)))

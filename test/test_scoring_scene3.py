@@ -60,7 +60,7 @@ def test_orientation_error_modulo_180(yaw, expected):
 def test_off_the_label_fails_orientation():
     v = run(on_label=False)
     assert stages(v)[2] == (0.0, 0.0)
-    assert "not on the label" in v["stages"]["stage3_orientation"]["exec_reason"]
+    assert "final center distance" in v["stages"]["stage3_orientation"]["intent_reason"]
 
 
 def test_wrong_arm_penalty_uses_the_orientation_stage():

@@ -209,8 +209,10 @@ class EvalTask:
 
     @property
     def is_conditional(self) -> bool:
-        """RoboFollow's rule: the base id contains ``_if_`` or the instruction starts with "if "."""
-        return "_if_" in self.base_task_type or self.instruction.lower().startswith("if ")
+        """The official evaluator's ``_is_conditional_task``: the base id (any case) contains ``_if_`` or
+        starts with ``if_``, or the stripped instruction starts with "if "."""
+        base = self.base_task_type.lower()
+        return "_if_" in base or base.startswith("if_") or self.instruction.strip().lower().startswith("if ")
 
 
 def spawn_height(scene: str, shape: Shape, size: tuple[float, ...]) -> float:

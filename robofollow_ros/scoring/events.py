@@ -6,17 +6,19 @@ each rule keeps only the facts it needs (first crossing, run lengths, latches) a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from robofollow_ros.scoring.thresholds import CLOSE_THRESHOLD, OPEN_THRESHOLD, FinishRule
+
+#: What :meth:`GripperTrack.update` reports for a frame.
+FALLBACK, TRANSITION = "fallback", "transition"
 
 
 class GripperTrack:
     """Close events of one gripper at one threshold.
 
-    ``first_close`` follows the spec: the first t >= 1 with g[t-1] > c >= g[t]; if there is
-    none, the first t >= 0 with g[t] <= c (which can only be frame 0: a later first value
-    below c is itself a crossing).
+    The evaluator's ``_first_close_event``: the first t >= 1 with g[t-1] > c >= g[t]; if there is
+    none, the first t >= 0 with g[t] <= c -- which can only be frame 0, since a later first closed
+    frame is itself a crossing. Its ``_close_events`` list (Scene 4 sequences) is frame 0 when
+    closed there, then every crossing; :meth:`update` reports each as it happens.
     """
 
     __slots__ = ("closed_at_0", "first_transition", "prev", "threshold")
@@ -28,19 +30,19 @@ class GripperTrack:
         self.closed_at_0 = False
 
     def update(self, t: int, g: float) -> str | None:
-        """Feed frame t; ``"fallback"`` for a closed frame 0, ``"transition"`` for a crossing, else None."""
+        """Feed frame t; FALLBACK for a closed frame 0, TRANSITION for a crossing, else None."""
         c = self.threshold
         prev = self.prev
         self.prev = g
         if prev is None:
             if g <= c:
                 self.closed_at_0 = True
-                return "fallback"
+                return FALLBACK
             return None
-        if prev > c >= g:
+        if prev > c and g <= c:
             if self.first_transition is None:
                 self.first_transition = t
-            return "transition"
+            return TRANSITION
         return None
 
     @property
@@ -49,21 +51,15 @@ class GripperTrack:
             return self.first_transition
         return 0 if self.closed_at_0 else None
 
-    @property
-    def has_close(self) -> bool:
-        return self.first_transition is not None or self.closed_at_0
-
 
 def opened(prev: float, g: float) -> bool:
-    """An opening event at this frame: g[t-1] < 0.7 <= g[t]."""
-    return prev < OPEN_THRESHOLD <= g
+    """An opening event at this frame: g[t-1] < 0.7 <= g[t].
 
-
-@dataclass
-class FinishOutcome:
-    ok: bool
-    reason: str
-    home_frame: int | None
+    The evaluator's ``_first_open_event_after(close)`` searches from close + 1 and falls back to
+    the first open frame; the frame before the first open frame after a close is either the close
+    itself (closed) or not open, so that fallback is always this crossing.
+    """
+    return prev < OPEN_THRESHOLD and g >= OPEN_THRESHOLD
 
 
 class FinishTracker:
@@ -73,51 +69,78 @@ class FinishTracker:
     within ``reset_dist``, w = min(20, max(1, n - start)). That is exactly the start of the first
     run of in-reach frames that is at least 20 long, or, failing that, the start of the run still
     open at the last frame; so a run-length counter and one latch decide it incrementally.
-    Frames after a latched home frame only need a "left home" flag; gripper re-closes after
-    ``start`` need the previous gripper value.
+    Frames after a latched home frame only need the first "left home" distance; gripper
+    re-closes after ``start`` need the previous gripper value. Distances are passed in (the
+    caller computes each frame's distance to home once, the evaluator's way).
     """
 
-    __slots__ = ("home", "home_frame", "left_home", "prev_g", "reclosed", "rule", "run_start", "start")
+    __slots__ = ("home_frame", "last_dist", "left_dist", "prev_g", "reclosed", "rule", "run_start", "start")
 
-    def __init__(self, rule: FinishRule, start: int, home: tuple[float, float, float]) -> None:
+    def __init__(self, rule: FinishRule, start: int) -> None:
         self.rule = rule
         self.start = start
-        self.home = home
         self.run_start: int | None = None
         self.home_frame: int | None = None
-        self.left_home = False
+        #: Distance of the first frame after the home frame that is farther than ``leave_home``.
+        self.left_dist: float | None = None
         self.reclosed = False
         self.prev_g: float | None = None
+        self.last_dist = 0.0
 
-    def update(self, t: int, ee: tuple[float, float, float], g: float) -> None:
-        h = self.home
-        d2 = (ee[0] - h[0]) ** 2 + (ee[1] - h[1]) ** 2 + (ee[2] - h[2]) ** 2
+    def update(self, t: int, dist: float, g: float) -> None:
         rule = self.rule
+        self.last_dist = dist
         if self.home_frame is None:
-            if d2 <= rule.reset_dist * rule.reset_dist:
+            if dist <= rule.reset_dist:
                 if self.run_start is None:
                     self.run_start = t
                 if t - self.run_start + 1 >= rule.stable_window:
                     self.home_frame = self.run_start
             else:
                 self.run_start = None
-        elif d2 > rule.leave_home * rule.leave_home:
-            self.left_home = True
+        elif self.left_dist is None and dist > rule.leave_home:
+            self.left_dist = dist
         prev = self.prev_g
-        if prev is not None and prev > CLOSE_THRESHOLD >= g:
+        if prev is not None and prev > CLOSE_THRESHOLD and g <= CLOSE_THRESHOLD:
             self.reclosed = True
         self.prev_g = g
 
-    def outcome(self, arm: str) -> FinishOutcome:
-        home = self.home_frame if self.home_frame is not None else self.run_start
-        if home is None:
-            return FinishOutcome(False, f"{arm} arm did not return home after frame {self.start}", None)
-        if home - self.start > self.rule.max_return_frames:
-            return FinishOutcome(
-                False, f"{arm} arm returned home late (frame {home}, {home - self.start} frames after "
-                f"{self.start} > {self.rule.max_return_frames})", home)
-        if self.left_home:
-            return FinishOutcome(False, f"{arm} arm left home after returning at frame {home}", home)
+    @property
+    def home(self) -> int | None:
+        """The home frame if the trial ended now."""
+        return self.home_frame if self.home_frame is not None else self.run_start
+
+    @property
+    def late_by(self) -> int | None:
+        """Frames from ``start`` to the home frame when that exceeds the limit, else None."""
+        home = self.home
+        if home is None or home - self.start <= self.rule.max_return_frames:
+            return None
+        return home - self.start
+
+    def problems(self, arm: str) -> list[str]:
+        """The three-stage evaluators' finish problems of the operating arm, in their order."""
+        out: list[str] = []
+        if self.home is None:
+            out.append(f"{arm} arm did not return home stably (final dist={self.last_dist * 100:.1f}cm)")
+        else:
+            if self.late_by is not None:
+                out.append(f"{arm} arm returned too late ({self.late_by} steps)")
+            if self.left_dist is not None:
+                out.append(f"{arm} arm left home again (dist={self.left_dist * 100:.1f}cm)")
         if self.reclosed:
-            return FinishOutcome(False, f"{arm} gripper re-closed after frame {self.start}", home)
-        return FinishOutcome(True, f"{arm} arm home at frame {home}", home)
+            out.append("operating gripper re-closed after completion")
+        return out
+
+    def sequence_problems(self, arm: str) -> list[str]:
+        """The sequence evaluator's wording; an arm that is not home is not checked further."""
+        if self.home is None:
+            return [f"{arm} arm not home (final={self.last_dist * 100:.1f}cm)"]
+        out: list[str] = []
+        if self.late_by is not None:
+            out.append(f"{arm} arm home too late ({self.late_by} steps)")
+        if self.left_dist is not None:
+            out.append(f"{arm} arm left home again ({self.left_dist * 100:.1f}cm)")
+        if self.reclosed:
+            out.append(f"{arm} gripper re-closed after completion")
+        return out

@@ -15,6 +15,7 @@ from robofollow_ros.scoring.frame import Frame, TrajectoryError, frame_from_dict
 from robofollow_ros.scoring.rules_base import SceneRules
 from robofollow_ros.scoring.scene1 import Scene1Rules
 from robofollow_ros.scoring.scene2 import Scene2Rules
+from robofollow_ros.scoring.scene2_push import PushRules
 from robofollow_ros.scoring.scene3 import Scene3Rules
 from robofollow_ros.scoring.scene4 import Scene4Rules
 from robofollow_ros.scoring.scene4_sequence import SequenceRules
@@ -29,7 +30,7 @@ def rules_for(task: EvalTask, registry: Registry) -> SceneRules:
     if task.scene == "scene1":
         return Scene1Rules(task, layout, registry.slot_xy)
     if task.scene == "scene2":
-        return Scene2Rules(task, layout, registry.slot_xy)
+        return (PushRules if task.action == "push" else Scene2Rules)(task, layout, registry.slot_xy)
     if task.scene == "scene3":
         return Scene3Rules(task, layout, registry.slot_xy)
     if task.action == "sequence_pickups":
@@ -68,9 +69,12 @@ class StageMonitor:
         self._rules.update(frame)
 
     def result(self) -> dict[str, Any]:
-        """The RoboFollow results.json entry as if the trial ended after the frames seen so far."""
+        """The RoboFollow results.json entry as if the trial ended after the frames seen so far.
+
+        Before the first frame this is the official evaluator's verdict on an empty trajectory.
+        """
         if self._rules.n == 0:
-            raise ValueError(f"task {self.task.task_id}: no frames scored yet")
+            return self._rules.evaluate_empty()
         return self._rules.evaluate()
 
     def live(self) -> dict[str, Any]:
@@ -109,6 +113,4 @@ def frames_from_json(task: EvalTask | str, raw_frames: Any, registry: Registry |
     monitor = StageMonitor(task, registry)
     if not isinstance(raw_frames, list):
         raise TrajectoryError("frames: expected a list of frames")
-    if not raw_frames:
-        raise TrajectoryError("frames: empty (frame 0 is required)")
     return [frame_from_dict(f, i, monitor.required_objects, monitor.required_quats) for i, f in enumerate(raw_frames)]

@@ -1,10 +1,9 @@
-"""Scene 2 (attributes, action selection): pickup, stack, place in bowl, push; retry bonus.
+"""Scene 2 (attributes, action selection): pickup, stack, place in bowl; the retry bonus.
 
-Running facts per action, all latched or overwritten per frame: stack/bowl keep the first intent
-frame, the state at the open frame, a "dropped after the open" flag and the current frame's state
-(which is the last frame's state when the trial ends); push keeps the first moved-on-table frame,
-two "nearest at some such frame" latches, the best projected displacement since the close and the
-maximum projection from frame 0 (retry bonus).
+Running facts: stack keeps the first intent frame (or the last miss before it), the state at the
+open frame and a "dropped from the open onward" latch; bowl keeps the first intent frame and the
+closest low approach before it, and the state at the open frame. Last-frame checks read the
+latest frame. Push lives in ``scene2_push.py`` (its own stage 1).
 """
 
 from __future__ import annotations
@@ -13,226 +12,202 @@ import math
 from typing import Any
 
 from robofollow_ros.benchmark import EvalTask, Layout
-from robofollow_ros.scoring.frame import Frame, Vec3
-from robofollow_ros.scoring.geometry import nearest, xy_dist
-from robofollow_ros.scoring.rules_base import release_verdict
+from robofollow_ros.scoring.frame import Frame
 from robofollow_ros.scoring.scene1 import LiftingRules
-from robofollow_ros.scoring.stages import Phase, add_bonus, gate_pickup, gate_three_stage
+from robofollow_ros.scoring.stages import Phase, completion_ok, gate_pickup, gate_three_stage, totals
 from robofollow_ros.scoring.thresholds import (
+    BONUS,
+    BONUS_BELOW,
     BOWL_DZ,
     BOWL_LOW_LIFT,
     BOWL_XY,
     FINISH_SCENE2,
     GRASP_XY,
     LIFT,
-    PUSH_CLOSE_THRESHOLD,
-    PUSH_COS,
-    PUSH_EE_OFFSET,
-    PUSH_EXEC_DIST,
-    PUSH_EXEC_XY,
-    PUSH_INTENT_DIST,
-    PUSH_MIN_MOVE,
-    PUSH_NEAR_TABLE,
-    PUSH_ON_TABLE_DZ,
-    PUSH_RETRY_DIST,
     S2_PICKUP_LIFT,
     STACK_DROP_DZ,
     STACK_DZ,
     STACK_XY,
 )
 
+#: Stage-2 phase name of each Scene 2 action.
+STAGE2_NAME = {"stack": "stage2_stack", "place_bowl": "stage2_place_bowl", "push": "stage2_push"}
+
 
 class Scene2Rules(LiftingRules):
     finish_rule = FINISH_SCENE2
 
     def __init__(self, task: EvalTask, layout: Layout, slot_xy: dict[int, tuple[float, float]]) -> None:
-        self.action = task.action
-        if self.action == "push":
-            self.close_threshold = PUSH_CLOSE_THRESHOLD
         super().__init__(task, layout, slot_xy)
+        self.action = task.action
         self.target = task.target or ""
         self.bowls = tuple(o.name for o in layout.objects if o.role == "bowl")
-        self.u = (0.0, 0.0)
-        self.retry_best = -math.inf
-        self.placed_now = False
-        self.nearest_bowl_now = False
-        self._reset_phase(None)
-
-    def _reset_phase(self, close_xy: tuple[float, float] | None) -> None:
         self.s2_intent_frame: int | None = None
-        self.open_ok = False
-        self.dropped_at: int | None = None
-        self.close_xy = close_xy
-        self.first_moved: int | None = None
-        self.near_table_first = False
-        self.setup_intent: int | None = None
-        self.setup_exec: int | None = None
-        self.best_push = -math.inf
+        self.s2_intent_reason = ""
+        self.at_open: tuple[bool, float, float] | None = None
+        self.bowl_open: tuple[bool, float] | None = None
+        self.dropped = False
+        self.best_xy = self.best_low = math.inf
 
-    def on_close(self, t: int, frame: Frame) -> None:
-        super().on_close(t, frame)
-        src = frame.objects[self.source]
-        self._reset_phase((src[0], src[1]))
+    def start_phase(self, t: int, frame: Frame) -> None:
+        super().start_phase(t, frame)
+        self.s2_intent_frame = None
+        self.s2_intent_reason = ("source never reached valid stack intent pose" if self.action == "stack"
+                                 else "no valid low-height in-bowl approach near target bowl")
+        self.at_open = self.bowl_open = None
+        self.dropped = False
+        self.best_xy = self.best_low = math.inf
 
-    def in_bowl(self, src: Vec3, bowl: Vec3) -> bool:
-        """XY(source, bowl) <= 0.04 and source z <= bowl z + 0.06."""
-        return xy_dist(src, bowl) <= BOWL_XY and src[2] <= bowl[2] + BOWL_DZ
+    # -- geometry of the evaluator ---------------------------------------------------------------
+    def stacked(self, frame: Frame) -> tuple[bool, float, float]:
+        """``_is_stacked_on_target_at``: (XY <= 0.03 and z gap > 0.005, XY, z gap)."""
+        src, tgt = frame.objects[self.source], frame.objects[self.target]
+        xy, dz = self.math.xy_dist(src, tgt), src[2] - tgt[2]
+        return xy <= STACK_XY and dz > STACK_DZ, xy, dz
 
-    def scene_update(self, t: int, frame: Frame) -> None:
-        objs = frame.objects
-        src = objs[self.source]
-        if self.action == "push":
-            self._push_frame0_and_retry(t, src)
-        elif self.action == "stack":
-            tgt = objs[self.target]
-            self.placed_now = xy_dist(src, tgt) <= STACK_XY and src[2] - tgt[2] > STACK_DZ
-        elif self.action == "place_bowl":
-            self.placed_now = self.in_bowl(src, objs[self.target])
-            self.nearest_bowl_now = nearest(src, objs, self.bowls)[0] == self.target
-        if self.close is None:
-            return
-        had_open = self.open_frame is not None
-        self.advance_phase(t, frame)
-        just_opened = not had_open and self.open_frame is not None
+    def in_bowl(self, frame: Frame) -> tuple[bool, float]:
+        """``_is_in_bowl_at``: (XY <= 0.04 and source z <= bowl z + 0.06, XY)."""
+        src, bowl = frame.objects[self.source], frame.objects[self.target]
+        xy = self.math.xy_dist(src, bowl)
+        return xy <= BOWL_XY and src[2] <= bowl[2] + BOWL_DZ, xy
+
+    def target_bowl_nearest(self, frame: Frame) -> bool:
+        return self.math.nearest(frame.objects[self.source], frame.objects, self.bowls)[0] == self.target
+
+    # -- per frame -----------------------------------------------------------------------------------
+    def phase_update(self, t: int, frame: Frame) -> None:
+        super().phase_update(t, frame)
         if self.action == "stack":
-            tgt = objs[self.target]
-            if (self.s2_intent_frame is None and self.lift_frame is not None and src[2] > tgt[2] + STACK_DZ
-                    and xy_dist(frame.ee(self.arm), src) <= GRASP_XY):
-                self.s2_intent_frame = t
-            if just_opened:
-                self.open_ok = self.placed_now
-            if self.open_frame is not None and self.dropped_at is None and src[2] <= tgt[2] + STACK_DROP_DZ:
-                self.dropped_at = t
+            self._stack_update(t, frame)
         elif self.action == "place_bowl":
-            if (self.s2_intent_frame is None and src[2] - self.z0 < BOWL_LOW_LIFT and self.placed_now
-                    and self.nearest_bowl_now):
-                self.s2_intent_frame = t
-            if just_opened:
-                self.open_ok = self.placed_now
-        elif self.action == "push":
-            self._push_phase(t, frame, src)
+            self._bowl_update(t, frame)
 
-    def _push_frame0_and_retry(self, t: int, src: tuple[float, ...]) -> None:
-        assert self.f0 is not None
-        s0 = self.f0.objects[self.source]
-        if t == 0:
-            tg = self.f0.objects[self.target]
-            dx, dy = tg[0] - s0[0], tg[1] - s0[1]
-            norm = math.hypot(dx, dy)
-            self.u = (dx / norm, dy / norm) if norm > 0 else (0.0, 0.0)
-        proj = (src[0] - s0[0]) * self.u[0] + (src[1] - s0[1]) * self.u[1]
-        if proj > self.retry_best:
-            self.retry_best = proj
+    def _stack_update(self, t: int, frame: Frame) -> None:
+        src, tgt = frame.objects[self.source], frame.objects[self.target]
+        if self.s2_intent_frame is None and self.lifted_after_close:
+            ee_src = self.math.xy_dist(frame.ee(self.arm), src)
+            if src[2] > tgt[2] + STACK_DZ and ee_src <= GRASP_XY:
+                self.s2_intent_frame, self.s2_intent_reason = t, "ok"
+            else:
+                self.s2_intent_reason = (f"need source above target and ee-source<={GRASP_XY * 100:.0f}cm; got "
+                                         f"z_diff={(src[2] - tgt[2]) * 100:.1f}cm ee_source={ee_src * 100:.1f}cm")
+        if self.open_frame == t:
+            self.at_open = self.stacked(frame)
+        if self.open_frame is not None and src[2] <= tgt[2] + STACK_DROP_DZ:
+            self.dropped = True
 
-    def _push_phase(self, t: int, frame: Frame, src: tuple[float, ...]) -> None:
-        assert self.close_xy is not None
-        dx, dy = src[0] - self.close_xy[0], src[1] - self.close_xy[1]
-        moved = math.hypot(dx, dy)
-        if src[2] - self.z0 <= PUSH_ON_TABLE_DZ and moved >= PUSH_MIN_MOVE:
-            ee = frame.ee(self.arm)
-            if self.first_moved is None:
-                self.first_moved = t
-                self.near_table_first = abs(ee[2] - PUSH_EE_OFFSET - self.z0) <= PUSH_NEAR_TABLE
-            chosen, dist = self.grasp_choice(frame)
-            if chosen == self.source:
-                if dist < GRASP_XY and self.setup_intent is None:
-                    self.setup_intent = t
-                if dist < PUSH_EXEC_XY and self.setup_exec is None:
-                    self.setup_exec = t
-        if self.close is not None and t > self.close and moved > 0:
-            ux, uy = self.u
-            proj = dx * ux + dy * uy
-            ee = frame.ee(self.arm)
-            behind = (ee[0] - src[0]) * ux + (ee[1] - src[1]) * uy <= 0
-            if proj / moved >= PUSH_COS and behind and proj > self.best_push:
-                self.best_push = proj
-                if self.s2_intent_frame is None and proj >= PUSH_INTENT_DIST:
-                    self.s2_intent_frame = t
+    def _bowl_update(self, t: int, frame: Frame) -> None:
+        if self.open_frame == t:
+            self.bowl_open = self.in_bowl(frame)
+        if self.s2_intent_frame is not None or t <= (self.close or 0):
+            return
+        low = frame.objects[self.source][2] - self.z0
+        if low >= BOWL_LOW_LIFT:
+            return
+        inside, xy = self.in_bowl(frame)
+        nearest_ok = self.target_bowl_nearest(frame)
+        self.best_xy, self.best_low = min(self.best_xy, xy), min(self.best_low, low)
+        if nearest_ok and xy <= BOWL_XY and inside:
+            self.s2_intent_frame = t
 
-    def completion_rank(self) -> int:
-        if self.close is None:
-            return 0
-        if self.action == "push":
-            return 2 if self.s2_intent_frame is not None else 1
+    def completion_anchor(self, chain: str) -> tuple[str, int]:
         if self.action in ("stack", "place_bowl"):
             if self.open_frame is not None:
-                return 3
+                return "open", self.open_frame
             if self.s2_intent_frame is not None:
-                return 2
-        return 1 if self.lift_frame is not None else 0
+                return "intent", self.s2_intent_frame
+        return self.lift_anchor()
 
-    # -- scoring ------------------------------------------------------------------------------------
-    def evaluate(self) -> dict[str, Any]:
+    # -- stages --------------------------------------------------------------------------------------
+    def stage1_phase(self) -> Phase:
         if self.action == "pickup":
-            phases = [self.stage1("stage1_source_select", 0.8, S2_PICKUP_LIFT), self.finish_phase()]
-            gate_pickup(phases)
-            intent, exec_ = sum(p.intent for p in phases), sum(p.exec for p in phases)
-            return self.assemble(phases, intent, exec_, {"retry_bonus": None})
-        if self.action == "push":
-            phases = [self.push_setup(), self.push_stage(), self.finish_phase()]
-        elif self.action == "stack":
-            phases = [self.stage1("stage1_source_select", 0.4, LIFT), self.stack_stage(), self.finish_phase()]
+            return self.stage1("stage1_source_select", 0.8, S2_PICKUP_LIFT)
+        return self.stage1("stage1_source_select", 0.4, LIFT)
+
+    def stage2_phase(self) -> Phase:
+        name = STAGE2_NAME[self.action]
+        if self.close is None:
+            return Phase.failed(name, 0.4, "no grasp close event")
+        intent_ok = self.s2_intent_frame is not None
+        assert self.last is not None
+        if self.action == "stack":
+            exec_ok, exec_why = False, "gripper never opened with stable stacked result"
+            if intent_ok and self.at_open is not None:
+                open_ok, open_xy, open_dz = self.at_open
+                final_ok, final_xy, final_dz = self.stacked(self.last)
+                exec_ok = open_ok and final_ok and not self.dropped
+                exec_why = "ok" if exec_ok else (
+                    f"open(xy={open_xy * 100:.1f}cm,z_diff={open_dz * 100:.1f}cm), "
+                    f"final(xy={final_xy * 100:.1f}cm,z_diff={final_dz * 100:.1f}cm), dropped={self.dropped}")
+            elif intent_ok:
+                exec_why = "no gripper-open event after close"
+            return Phase.verdict(name, 0.4, intent_ok, self.s2_intent_reason, exec_ok, exec_why)
+        exec_ok, exec_why = False, "gripper never opened with object placed in target bowl"
+        if intent_ok and self.bowl_open is not None:
+            in_open, xy_open = self.bowl_open
+            in_final, xy_final = self.in_bowl(self.last)
+            exec_ok = in_open and xy_open <= BOWL_XY and in_final and xy_final <= BOWL_XY
+            exec_why = "ok" if exec_ok else (f"open(xy={xy_open * 100:.1f}cm,in_bowl={in_open}), "
+                                             f"final(xy={xy_final * 100:.1f}cm,in_bowl={in_final})")
+        elif intent_ok:
+            exec_why = "no gripper-open event after close"
+        if intent_ok:
+            intent_why = "ok"
+        elif math.isfinite(self.best_xy) and math.isfinite(self.best_low):
+            intent_why = (f"best low-height approach: h={self.best_low * 100:.1f}cm, xy={self.best_xy * 100:.1f}cm "
+                          f"(need <={BOWL_XY * 100:.0f}cm and in target bowl)")
         else:
-            phases = [self.stage1("stage1_source_select", 0.4, LIFT), self.bowl_stage(), self.finish_phase()]
-        gate_three_stage(phases)
-        intent, exec_ = sum(p.intent for p in phases), sum(p.exec for p in phases)
-        retry_ok, retry_why = self.retry_final()
-        intent_bonus, intent = add_bonus(intent, retry_ok, cap=1.0)
-        exec_bonus, exec_ = add_bonus(exec_, retry_ok, cap=1.0)
-        retry = {"final_target_ok": retry_ok, "final_target_reason": retry_why, "intent_bonus": intent_bonus,
-                 "exec_bonus": exec_bonus, "intent_score_after_bonus": intent, "exec_score_after_bonus": exec_}
-        return self.assemble(phases, intent, exec_, {"retry_bonus": retry}, retry_ok=retry_ok)
+            intent_why = self.s2_intent_reason
+        return Phase.verdict(name, 0.4, intent_ok, intent_why, exec_ok, exec_why)
 
     def retry_final(self) -> tuple[bool, str]:
-        if self.action == "push":
-            ok = self.retry_best >= PUSH_RETRY_DIST
-            return ok, f"max push along target direction {self.retry_best:.4f} m (need {PUSH_RETRY_DIST})"
+        """``_final_target_ok_for_bonus`` at the last frame."""
+        assert self.last is not None
         if self.action == "stack":
-            return self.placed_now, ("last frame stacked on " if self.placed_now else "last frame not stacked on ") \
-                + self.target
-        ok = self.placed_now and self.nearest_bowl_now
-        return ok, ("last frame in " if ok else "last frame not in ") + self.target
+            ok, xy, dz = self.stacked(self.last)
+            return ok, "ok" if ok else f"final stack mismatch: xy={xy * 100:.1f}cm, z_diff={dz * 100:.1f}cm"
+        if self.action == "place_bowl":
+            inside, xy = self.in_bowl(self.last)
+            nearest_ok = self.target_bowl_nearest(self.last)
+            ok = inside and nearest_ok
+            return ok, "ok" if ok else (f"final place mismatch: in_bowl={inside}, nearest={nearest_ok}, "
+                                        f"xy={xy * 100:.1f}cm")
+        return False, "action has no target-based bonus"
 
-    def push_setup(self) -> Phase:
-        if self.close is None:
-            why = f"{self.arm} gripper never closed below {PUSH_CLOSE_THRESHOLD}"
-            return Phase("stage1_push_setup", 0.4, False, why, False, why)
-        if self.first_moved is None:
-            why = "source never moved on the table after the close"
-            return Phase("stage1_push_setup", 0.4, False, why, False, why)
-        if self.setup_intent is not None:
-            intent_why = f"pushing {self.source} at frame {self.setup_intent}"
+    def evaluate(self) -> dict[str, Any]:
+        if self.action == "pickup":
+            phases = gate_pickup([self.stage1_phase(), self.finish_phase()])
         else:
-            intent_why = f"{self.source} never the nearest object within {GRASP_XY} while it moved"
-        if not self.near_table_first:
-            exec_ok, exec_why = False, f"gripper not near the table at frame {self.first_moved}"
-        elif self.setup_exec is None:
-            exec_ok, exec_why = False, f"{self.source} never the nearest object within {PUSH_EXEC_XY} while it moved"
-        else:
-            exec_ok, exec_why = True, f"near the table, pushing {self.source}"
-        return Phase("stage1_push_setup", 0.4, self.setup_intent is not None, intent_why, exec_ok, exec_why)
+            phases = gate_three_stage([self.stage1_phase(), self.stage2_phase(), self.finish_phase()])
+        return self.finish_entry(phases, *self.retry_final())
 
-    def push_stage(self) -> Phase:
-        best = self.best_push
-        shown = f"{best:.4f}" if best > -math.inf else "none"
-        i_ok, e_ok = best >= PUSH_INTENT_DIST, best >= PUSH_EXEC_DIST
-        return Phase("stage2_push", 0.4, i_ok, f"best push toward {self.target} {shown} m (need {PUSH_INTENT_DIST})",
-                     e_ok, f"best push toward {self.target} {shown} m (need {PUSH_EXEC_DIST})")
-
-    def stack_stage(self) -> Phase:
-        if self.s2_intent_frame is not None:
-            intent, intent_why = True, f"held above {self.target} at frame {self.s2_intent_frame}"
+    def evaluate_empty(self) -> dict[str, Any]:
+        missing = "trajectory/source missing"
+        finish = Phase.failed("stage3_finish", 0.2, "empty trajectory")
+        if self.action == "pickup":
+            phases = gate_pickup([Phase.failed("stage1_source_select", 0.8, missing), finish])
         else:
-            intent, intent_why = False, f"never lifted above {self.target} with the gripper at the source"
-        exec_ok, exec_why = release_verdict(self.open_frame, self.open_ok, self.placed_now, f"on {self.target}")
-        if exec_ok and self.dropped_at is not None:
-            exec_ok, exec_why = False, f"dropped off {self.target} at frame {self.dropped_at}"
-        return Phase("stage2_stack", 0.4, intent, intent_why, exec_ok, exec_why)
+            s1 = "stage1_push_setup" if self.action == "push" else "stage1_source_select"
+            phases = gate_three_stage([Phase.failed(s1, 0.4, missing),
+                                       Phase.failed(STAGE2_NAME[self.action], 0.4, "source/target trajectory missing"),
+                                       finish])
+        return self.finish_entry(phases, False, "empty trajectory")
 
-    def bowl_stage(self) -> Phase:
-        if self.s2_intent_frame is not None:
-            intent, intent_why = True, f"lowered into {self.target} at frame {self.s2_intent_frame}"
-        else:
-            intent, intent_why = False, f"never low inside {self.target} (nearest bowl)"
-        exec_ok, exec_why = release_verdict(self.open_frame, self.open_ok, self.placed_now, f"in {self.target}")
-        return Phase("stage2_place_bowl", 0.4, intent, intent_why, exec_ok, exec_why)
+    def finish_entry(self, phases: list[Phase], final_ok: bool, final_why: str) -> dict[str, Any]:
+        """Retry bonus (capped at the maximum), then the wrong-arm penalty, then completion."""
+        intent, exec_, max_total = totals(phases)
+        intent_bonus = BONUS if final_ok and intent < BONUS_BELOW else 0.0
+        exec_bonus = BONUS if final_ok and exec_ < BONUS_BELOW else 0.0
+        intent_after = min(max_total, float(intent + intent_bonus))
+        exec_after = min(max_total, float(exec_ + exec_bonus))
+        retry = {"final_target_ok": bool(final_ok), "final_target_reason": final_why,
+                 "intent_bonus": intent_bonus, "exec_bonus": exec_bonus,
+                 "intent_score_after_bonus": intent_after, "exec_score_after_bonus": exec_after}
+        intent_note = f" (+{intent_bonus:.1f} retry bonus)" if intent_bonus > 0.0 else ""
+        exec_note = f" (+{exec_bonus:.1f} retry bonus)" if exec_bonus > 0.0 else ""
+        entry = self.with_wrong_arm(phases, intent_after, exec_after, max_total, intent_note, exec_note)
+        entry["completion_ok"] = completion_ok(self.action, entry["intent_score"], entry["exec_score"], phases,
+                                               retry_ok=bool(final_ok))
+        entry["retry_bonus"] = retry
+        return entry
+

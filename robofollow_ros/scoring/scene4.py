@@ -1,8 +1,13 @@
-"""Scene 4 (logic): pickup, stack_on_target, unstack_to_slot with a grasp-stage wrong-arm check.
+"""Scene 4 (logic): pickup, stack_on_target, unstack_to_slot with the grasp-stage wrong-arm check.
 
-Running facts: the support under the source at the close and the highest it rose afterwards
-(pickup support-lift penalty), the lift latch, the first stage-2 intent frame, the state at the
-open frame and the current (eventually last) frame's placement state.
+Running facts from the close: the support under the source at the close and how high it rose
+(pickup support-lift penalty), the nearest object with that support excluded, the first lift and
+the highest lift, the first stage-2 intent frame (or the closest misses before it) and the state
+at the open frame; last-frame checks read the latest frame.
+
+Completion has two chains because the wrong-arm verdict, known only at the end, changes it: the
+evaluator skips stage-2 intent and the lift when the wrong arm took part. Each chain's anchor
+only moves to the current frame, so each keeps its own finish tracker.
 """
 
 from __future__ import annotations
@@ -12,12 +17,19 @@ from typing import Any
 
 from robofollow_ros.benchmark import EvalTask, Layout, ObjectSpec
 from robofollow_ros.scoring.frame import Frame
-from robofollow_ros.scoring.geometry import support_under, xy_dist
-from robofollow_ros.scoring.rules_base import release_verdict
-from robofollow_ros.scoring.scene1 import LiftingRules
-from robofollow_ros.scoring.stages import Phase, gate_pickup, gate_three_stage
+from robofollow_ros.scoring.rules_base import LAST_FRAME, SceneRules
+from robofollow_ros.scoring.stages import (
+    Phase,
+    completion_ok,
+    full_success,
+    gate_pickup,
+    gate_three_stage,
+    totals,
+)
 from robofollow_ros.scoring.thresholds import (
     FINISH_SCENE4,
+    GRASP_XY,
+    LIFT,
     S4_DEFAULT_HALF_HEIGHT,
     S4_PLACE_EXEC_DZ,
     S4_PLACE_EXEC_XY,
@@ -32,152 +44,186 @@ from robofollow_ros.scoring.thresholds import (
     TABLE_Z,
 )
 
-RANK_CLOSE, RANK_LIFT, RANK_S2_INTENT, RANK_OPEN = 1, 2, 3, 4
-
 
 def half_height(spec: ObjectSpec) -> float:
-    """Scene 4 half-heights: cube and sphere 0.024, cylinder 0.025, anything else 0.025."""
+    """Scene 4 half-heights: cube and sphere size[0], cylinder size[1], anything else 0.025."""
     return spec.half_height if spec.shape in ("cube", "sphere", "cylinder") else S4_DEFAULT_HALF_HEIGHT
 
 
-def conditional_full_success(task: EvalTask, phases: list[Phase], intent: float, exec_: float) -> bool | None:
-    """Conditional tasks only: every phase full and both totals >= 1.0; None for other tasks."""
-    if not task.is_conditional:
-        return None
-    return all(p.intent_full and p.exec_full for p in phases) and intent >= 1.0 - 1e-9 and exec_ >= 1.0 - 1e-9
+def scene4_candidates(layout: Layout) -> tuple[str, ...]:
+    """Candidates in the order the Scene 4 scene creates them (first wins a distance tie): objects
+    standing on the table, then those in a container, then stacked ones."""
+    objs = [o for o in layout.objects if o.is_candidate]
+    rank = {o.name: 2 if o.on_top_of else 1 if o.in_container else 0 for o in objs}
+    return tuple(sorted((o.name for o in objs), key=lambda name: rank[name]))
 
 
-class Scene4Rules(LiftingRules):
+def scene4_entry(rules: SceneRules, phases: list[Phase]) -> dict[str, Any]:
+    """Scene 4's results entry: no bonus, no penalty; ``conditional_full_success`` for conditional tasks."""
+    intent, exec_, max_total = totals(phases)
+    entry = rules.entry(phases, intent, exec_, max_total)
+    entry["completion_ok"] = completion_ok(rules.task.action, intent, exec_, phases)
+    entry["conditional_full_success"] = full_success(phases, intent, exec_) if rules.task.is_conditional else None
+    return entry
+
+
+class Scene4Rules(SceneRules):
     finish_rule = FINISH_SCENE4
 
     def __init__(self, task: EvalTask, layout: Layout, slot_xy: dict[int, tuple[float, float]]) -> None:
         super().__init__(task, layout, slot_xy)
         self.action = task.action
         self.src_hh = half_height(layout.object(task.source))
+        self.target = task.target or ""
         if self.action == "stack_on_target":
             if task.target is None:
                 raise ValueError(f"task {task.task_id}: stack_on_target without a target")
-            self.target = task.target
             self.tgt_hh = half_height(layout.object(task.target))
         elif self.action == "unstack_to_slot":
             if task.place_slot not in slot_xy:
                 raise ValueError(f"task {task.task_id}: place_slot {task.place_slot!r} is not a slot")
-            sx, sy = slot_xy[task.place_slot]  # type: ignore[index]
-            self.slot_point = (sx, sy, TABLE_Z + self.src_hh + S4_SLOT_GAP)
+            self.slot = slot_xy[task.place_slot]  # type: ignore[index]
+            self.slot_z = TABLE_Z + self.src_hh + S4_SLOT_GAP
+        self.placing = self.action in ("stack_on_target", "unstack_to_slot")
+        self._reset_phase()
+
+    @staticmethod
+    def candidate_order(layout: Layout) -> tuple[str, ...]:
+        return scene4_candidates(layout)
+
+    def _reset_phase(self) -> None:
         self.support: str | None = None
-        self.support_max_z = -math.inf
+        self.support_rise = 0.0
+        self.close_choice: str | None = None
+        self.close_src_xy = 0.0
+        self.max_lift = 0.0
         self.s2_intent_frame: int | None = None
-        self.open_ok = False
-        self.placed_now = False
+        self.best_xy = self.best_z = math.inf
+        self.at_open: tuple[float, float] | None = None
 
-    def on_close(self, t: int, frame: Frame) -> None:
-        self.support = support_under(self.source, frame.objects, self.candidates)
-        super().on_close(t, frame)
-        self.close_choice = self.grasp_choice(frame, exclude=self.support)
-        self.support_max_z = -math.inf
-        self.s2_intent_frame = None
-        self.open_ok = False
+    def start_phase(self, t: int, frame: Frame) -> None:
+        self._reset_phase()
+        ee = frame.ee(self.arm)
+        self.support = self.math.support_under(self.source, frame.objects, self.candidates)
+        self.close_choice = self.math.nearest(ee, frame.objects, self.candidates, exclude=self.support)[0]
+        self.close_src_xy = self.math.xy_dist(ee, frame.objects[self.source])
 
-    def _goal(self, frame: Frame) -> tuple[float, float, float]:
+    def place_error(self, frame: Frame) -> tuple[float, float]:
+        """(XY, |z error|) of the source from where stage 2 wants it in this frame."""
+        src = frame.objects[self.source]
         if self.action == "stack_on_target":
             tgt = frame.objects[self.target]
-            return tgt[0], tgt[1], tgt[2] + self.src_hh + self.tgt_hh + S4_STACK_GAP
-        return self.slot_point
+            expected = tgt[2] + self.src_hh + self.tgt_hh + S4_STACK_GAP
+            return self.math.xy_dist(src, tgt), abs(src[2] - expected)
+        return self.math.norm2(src[0] - self.slot[0], src[1] - self.slot[1]), abs(src[2] - self.slot_z)
 
-    def scene_update(self, t: int, frame: Frame) -> None:
-        src = frame.objects[self.source]
-        placing = self.action in ("stack_on_target", "unstack_to_slot")
-        if placing:
-            goal = self._goal(frame)
-            d_xy, d_z = xy_dist(src, goal), abs(src[2] - goal[2])
-            self.placed_now = d_xy <= S4_PLACE_EXEC_XY and d_z <= S4_PLACE_EXEC_DZ
-        if self.close is None:
+    def phase_update(self, t: int, frame: Frame) -> None:
+        assert self.f0 is not None
+        lift = frame.objects[self.source][2] - self.z0
+        if lift > self.max_lift:
+            self.max_lift = lift
+        if self.support is not None:
+            rise = frame.objects[self.support][2] - self.f0.objects[self.support][2]
+            if rise > self.support_rise:
+                self.support_rise = rise
+        if not self.placing:
             return
-        if self.support is not None and t > self.close:
-            z = frame.objects[self.support][2]
-            if z > self.support_max_z:
-                self.support_max_z = z
-        had_open = self.open_frame is not None
-        self.advance_phase(t, frame)
-        if not placing:
+        if self.open_frame == t:
+            self.at_open = self.place_error(frame)
+        if self.s2_intent_frame is not None or t <= (self.close or 0):
             return
-        if self.s2_intent_frame is None:
-            lim_xy, lim_z = ((S4_STACK_INTENT_XY, S4_STACK_INTENT_DZ) if self.action == "stack_on_target"
-                             else (S4_SLOT_INTENT_XY, S4_SLOT_INTENT_DZ))
-            if d_xy <= lim_xy and d_z <= lim_z:
-                self.s2_intent_frame = t
-        if not had_open and self.open_frame is not None:
-            self.open_ok = self.placed_now
+        xy, dz = self.place_error(frame)
+        self.best_xy, self.best_z = min(self.best_xy, xy), min(self.best_z, dz)
+        lim_xy, lim_z = ((S4_STACK_INTENT_XY, S4_STACK_INTENT_DZ) if self.action == "stack_on_target"
+                         else (S4_SLOT_INTENT_XY, S4_SLOT_INTENT_DZ))
+        if xy <= lim_xy and dz <= lim_z:
+            self.s2_intent_frame = t
 
-    def completion_rank(self) -> int:
-        if self.close is None:
-            return 0
-        if self.open_frame is not None:
-            return RANK_OPEN
-        if self.s2_intent_frame is not None:
-            return RANK_S2_INTENT
-        return RANK_LIFT if self.lift_frame is not None else RANK_CLOSE
-
-    def grasp_wrong_arm(self) -> tuple[bool, str]:
-        """First arm to close is not the task arm, or the other arm closed (pickups: by the task arm's close)."""
-        mine = self.grip[self.arm].first_close
-        other = self.grip[self.other]
-        theirs = other.first_close
-        if theirs is not None and (mine is None or theirs < mine):
-            return True, f"{self.other} arm closed first (frame {theirs})"
+    # -- wrong arm and completion ----------------------------------------------------------------------
+    def wrong_arm_in_grasp(self) -> bool:
+        """The task arm did not close first, or the other arm closed (pickups: by the task arm's close)."""
+        mine, theirs = self.track.first_close, self.other_track.first_close
         if self.action == "pickup":
-            if mine is not None and (other.closed_at_0 or (other.first_transition is not None
-                                                             and other.first_transition <= mine)):
-                return True, f"{self.other} arm closed by the {self.arm} arm's close (frame {mine})"
-            return False, "no other-arm close before the grasp"
-        if other.has_close:
-            return True, f"{self.other} arm closed during the episode"
-        return False, "no other-arm close"
+            other_closed = theirs is not None and mine is not None and theirs <= mine
+        else:
+            other_closed = theirs is not None
+        first_is_mine = mine is not None and (theirs is None or mine <= theirs)
+        return other_closed or not first_is_mine
+
+    def finish_chains(self) -> tuple[str, ...]:
+        return ("clean", "wrong_arm")
+
+    def completion_anchor(self, chain: str) -> tuple[str, int]:
+        if self.close is None:
+            return LAST_FRAME
+        if self.placing and self.open_frame is not None:
+            return "open", self.open_frame
+        if chain == "clean":
+            if self.s2_intent_frame is not None:
+                return "intent", self.s2_intent_frame
+            if self.lift_frame is not None:
+                return "lift", self.lift_frame
+        return "close", self.close
+
+    # -- stages --------------------------------------------------------------------------------------
+    def stage1(self, max_score: float, wrong: bool) -> Phase:
+        name = "stage1_source_select"
+        if self.close is None:
+            return Phase.failed(name, max_score, "operating arm never closed gripper")
+        if wrong:
+            return Phase.failed(name, max_score, "wrong arm participated in grasp stage")
+        intent_ok = self.close_choice == self.source and self.close_src_xy < GRASP_XY
+        exec_ok = intent_ok and self.lift_frame is not None
+        intent_why = "ok" if intent_ok else (
+            f"at first close: closest={self.close_choice}, source_xy={self.close_src_xy * 100:.1f}cm")
+        if exec_ok:
+            exec_why = "ok"
+        elif intent_ok:
+            exec_why = f"source lift={self.max_lift * 100:.1f}cm (need >= {LIFT * 100:.1f}cm)"
+        else:
+            exec_why = "intent not correct at first close"
+        return Phase.verdict(name, max_score, intent_ok, intent_why, exec_ok, exec_why)
+
+    def stage2(self, wrong: bool) -> Phase:
+        stack = self.action == "stack_on_target"
+        name, what = ("stage2_stack", "stack") if stack else ("stage2_unstack_slot", "slot")
+        if wrong:
+            return Phase.failed(name, 0.4, "wrong arm participated in stage1/2")
+        intent_ok = self.s2_intent_frame is not None
+        exec_ok, exec_why = False, "no gripper-open event after close"
+        if intent_ok and self.at_open is not None:
+            assert self.last is not None
+            open_xy, open_z = self.at_open
+            fin_xy, fin_z = self.place_error(self.last)
+            exec_ok = (open_xy <= S4_PLACE_EXEC_XY and open_z <= S4_PLACE_EXEC_DZ
+                       and fin_xy <= S4_PLACE_EXEC_XY and fin_z <= S4_PLACE_EXEC_DZ)
+            exec_why = "ok" if exec_ok else (f"open(xy={open_xy * 100:.1f}cm,z={open_z * 100:.1f}cm), "
+                                             f"final(xy={fin_xy * 100:.1f}cm,z={fin_z * 100:.1f}cm)")
+        intent_why = "ok" if intent_ok else (
+            f"best {what} pose xy={self.best_xy * 100:.1f}cm z_err={self.best_z * 100:.1f}cm")
+        return Phase.verdict(name, 0.4, intent_ok, intent_why, exec_ok, exec_why)
 
     def evaluate(self) -> dict[str, Any]:
-        wrong, wrong_why = self.grasp_wrong_arm()
-        s1_max = 0.8 if self.action == "pickup" else 0.4
-        s1 = self.stage1_s4(s1_max, wrong)
+        wrong = self.wrong_arm_in_grasp()
+        finish = self.finish_phase("wrong_arm" if wrong else "clean")
+        if self.action != "pickup":
+            return scene4_entry(self, gate_three_stage([self.stage1(0.4, wrong), self.stage2(wrong), finish]))
+        phases = gate_pickup([self.stage1(0.8, wrong), finish])
+        if self.close is not None and not wrong and self.support is not None and self.support_rise >= S4_SUPPORT_RISE:
+            s1 = phases[0]
+            s1.exec_score = max(0.0, s1.exec_score - S4_SUPPORT_PENALTY)
+            note = (f"support-lift penalty: support={self.support}, lift={self.support_rise * 100:.1f}cm >= "
+                    f"{S4_SUPPORT_RISE * 100:.1f}cm, -{S4_SUPPORT_PENALTY:.2f}")
+            s1.exec_reason = note if s1.exec_reason == "ok" else f"{s1.exec_reason}; {note}"
+        return scene4_entry(self, phases)
+
+    def evaluate_empty(self) -> dict[str, Any]:
+        missing = "trajectory/source missing"
+        finish = Phase.failed("stage3_finish", 0.2, "empty trajectory")
         if self.action == "pickup":
-            phases = [s1, self.finish_phase()]
-            gate_pickup(phases)
-            if self.support is not None and self.support_max_z - self.f0_z(self.support) >= S4_SUPPORT_RISE:
-                s1.exec_deduction = S4_SUPPORT_PENALTY
-                s1.exec_reason += f"; support {self.support} lifted (-{S4_SUPPORT_PENALTY})"
-        else:
-            phases = [s1, self.place_stage(wrong), self.finish_phase()]
-            gate_three_stage(phases)
-        intent, exec_ = sum(p.intent for p in phases), sum(p.exec for p in phases)
-        extras = {"wrong_arm_participated": wrong, "wrong_arm_reason": wrong_why,
-                  "conditional_full_success": conditional_full_success(self.task, phases, intent, exec_)}
-        return self.assemble(phases, intent, exec_, extras, wrong_arm_penalty=False)
+            return scene4_entry(self, gate_pickup([Phase.failed("stage1_source_select", 0.8, missing), finish]))
+        stage2 = (Phase.failed("stage2_stack", 0.4, "source/target trajectory missing")
+                  if self.action == "stack_on_target" else Phase.failed("stage2_unstack_slot", 0.4, "source missing"))
+        return scene4_entry(self, gate_three_stage([Phase.failed("stage1_source_select", 0.4, missing), stage2,
+                                                    finish]))
 
-    def f0_z(self, name: str) -> float:
-        assert self.f0 is not None
-        return self.f0.objects[name][2]
-
-    def stage1_s4(self, max_score: float, wrong: bool) -> Phase:
-        if wrong:
-            why = "wrong arm participated in grasp stage"
-            return Phase("stage1_source_select", max_score, False, why, False, why)
-        intent, intent_why = self.wrong_object_phase(*self.close_choice)
-        if self.lift_frame is not None:
-            exec_ok, exec_why = True, f"lifted at frame {self.lift_frame}"
-        elif self.close is None:
-            exec_ok, exec_why = False, f"{self.arm} gripper never closed"
-        else:
-            exec_ok, exec_why = False, f"{self.source} not lifted after the close"
-        return Phase("stage1_source_select", max_score, intent, intent_why, exec_ok, exec_why)
-
-    def place_stage(self, wrong: bool) -> Phase:
-        name = "stage2_stack" if self.action == "stack_on_target" else "stage2_unstack_slot"
-        goal = self.target if self.action == "stack_on_target" else f"slot {self.task.place_slot}"
-        if wrong:
-            why = "wrong arm participated"
-            return Phase(name, 0.4, False, why, False, why)
-        if self.s2_intent_frame is not None:
-            intent, intent_why = True, f"brought to {goal} at frame {self.s2_intent_frame}"
-        else:
-            intent, intent_why = False, f"never brought to {goal}"
-        exec_ok, exec_why = release_verdict(self.open_frame, self.open_ok, self.placed_now, f"on {goal}")
-        return Phase(name, 0.4, intent, intent_why, exec_ok, exec_why)

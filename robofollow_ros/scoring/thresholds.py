@@ -1,22 +1,26 @@
 """Every number of RoboFollow's stage-wise scoring rules, in one place, with its meaning.
 
-Values come from section d of the reference specification. They are compared with the exact
-float comparisons the spec names (``<`` versus ``<=``), which the rule modules spell out where
-they use them. Distances are metres, angles radians, frame counts are recorded frames.
+Values are those of the official evaluator (``evaluation/common.py`` and ``scene1.py`` ...
+``scene4.py`` of AutoLab-SAI-SJTU/RoboFollow at a867718); where it derives a number with NumPy
+(``np.cos(np.deg2rad(45.0))``) it is derived the same way here, so comparisons agree to the last
+bit. The rule modules spell out ``<`` versus ``<=`` where they compare. Distances are metres,
+angles radians, frame counts are recorded frames.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Final
+
+import numpy as np
 
 from robofollow_ros.contract import TABLE_TOP_Z
 
 # --- gripper events (normalised value: 1 open, 0 closed) ---------------------------------------
 #: A gripper "closes" when its value crosses down through this (g[t-1] > c >= g[t]).
 CLOSE_THRESHOLD: Final = 0.35
-#: Scene 2 push setup detects the close at a stricter value: the gripper must close fully first.
+#: Scene 2 push tasks detect closes at a stricter value (both arms: the task arm's setup and the
+#: other arm's wrong-arm check): the gripper must close fully before pushing.
 PUSH_CLOSE_THRESHOLD: Final = 0.25
 #: A gripper "opens" when its value crosses up through this (g[t-1] < 0.7 <= g[t]).
 OPEN_THRESHOLD: Final = 0.7
@@ -75,7 +79,7 @@ FINISH_SCENE4: Final = FinishRule(reset_dist=0.10, leave_home=0.14)
 RELATION_MIN_DIST: Final = 1e-6
 RELATION_MAX_DIST: Final = 0.12
 #: ... and cos(v, direction) >= cos 45 degrees.
-RELATION_COS: Final = math.cos(math.radians(45.0))
+RELATION_COS: Final = float(np.cos(np.deg2rad(45.0)))
 #: Direction of each Scene 1 relation in the world XY plane.
 RELATION_DIRECTION: Final = {
     "place_left_of": (-1.0, 0.0),
@@ -101,7 +105,7 @@ PUSH_NEAR_TABLE: Final = 0.12
 #: Push setup execution allows a slightly larger EE-source XY distance than intent.
 PUSH_EXEC_XY: Final = 0.08
 #: A push frame counts when cos(displacement, u) >= this.
-PUSH_COS: Final = math.cos(math.radians(45.0))
+PUSH_COS: Final = float(np.cos(np.deg2rad(45.0)))
 #: Best projected push displacement for intent and for execution.
 PUSH_INTENT_DIST: Final = 0.01
 PUSH_EXEC_DIST: Final = 0.02
@@ -126,10 +130,8 @@ ROUTE_X: Final = 0.01
 ROUTE_Y_CORRECT: Final = 0.06
 ROUTE_Y_WRONG: Final = 0.04
 #: Orientation error limits (modulo 180 degrees).
-ORIENT_INTENT: Final = math.radians(40.0)
-ORIENT_EXEC: Final = math.radians(20.0)
-#: Source-label XY must be below the label edge (2 x 0.03475).
-LABEL_EDGE: Final = 2 * 0.03475
+ORIENT_INTENT: Final = float(np.deg2rad(40.0))
+ORIENT_EXEC: Final = float(np.deg2rad(20.0))
 #: Stage maxima of Scene 3 (no finish stage).
 S3_MAX: Final = {"stage1_source_select": 0.3, "stage2_route": 0.3, "stage3_orientation": 0.4}
 
