@@ -2,9 +2,10 @@
 
 The same strategies as ``test/test_scoring_parity.py`` (``test/scoring_families.py`` on
 ``test/scoring_edges.py``: every number a rule compares drawn on and +-0.1 / 1 mm around its
-threshold, awkward timings), many more examples: for each action family, hypothesis (derandomized, generation only) draws ``--examples``
-trajectories; the ``StageMonitor`` result must equal ``test/official_reference`` at every prefix
-(the return-timing family: the prefixes around the return). Counts agreement, and how often the
+threshold, awkward timings), many more examples: for each action family, hypothesis
+(derandomized, generation only) draws ``--examples`` trajectories; the ``StageMonitor`` result
+must equal ``test/official_reference`` at every prefix (the return-timing family: the prefixes
+around the return). Counts agreement, and how often the
 cases land on each side of the verdicts (so agreement is not agreement on trivial zeros).
 Rewrites the ``scoring-parity`` section of docs/benchmarks.md.
 
