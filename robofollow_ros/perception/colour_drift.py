@@ -13,7 +13,9 @@ with the calibrated mode they belong to:
 - the table: the distance of its chromaticity (r, g of r + g + b = 1) from the calibrated table's.
 
 Values are smoothed over frames (exponential, weight ``SMOOTHING``). ``drifted`` is set when a hue
-shift, a gain or the table distance passes the model's ``DriftLimits``; ``reasons`` say which.
+shift, a gain, the exposure or the table distance passes the model's ``DriftLimits``; ``reasons``
+say which. Perception keeps working through all of these at the suite's levels; drift is a
+warning that the calibration no longer describes the scene.
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ class DriftMonitor:
         if s.gains is not None:
             reasons += [f"white balance {channel} x{g:.2f}" for channel, g in zip("RGB", s.gains, strict=True)
                         if abs(math.log(g)) > math.log(1.0 + limits.gain)]
+        if s.exposure is not None and abs(math.log(s.exposure)) > math.log(1.0 + limits.exposure):
+            reasons.append(f"exposure x{s.exposure:.2f}")
         if s.table_shift is not None and s.table_shift > limits.table_chroma:
             reasons.append(f"table colour moved {s.table_shift:.3f} (chromaticity)")
         s.reasons, s.drifted = reasons, bool(reasons)

@@ -78,7 +78,8 @@ class DriftLimits:
     """When the scene counts as drifted from the calibration (see ``colour_drift.py``)."""
 
     hue_deg: float = 8.0
-    gain: float = 0.15
+    gain: float = 0.08
+    exposure: float = 0.4
     table_chroma: float = 0.06
 
 
@@ -186,7 +187,8 @@ class ColourModel:
                                 "mean_linear": [r(v) for v in m.mean_linear]} for m in modes]
                         for name, modes in self.classes.items()},
             "table": None if self.table is None else {"mean_linear": [r(v) for v in self.table.mean_linear]},
-            "drift": {"hue_deg": self.drift.hue_deg, "gain": self.drift.gain, "table_chroma": self.drift.table_chroma},
+            "drift": {"hue_deg": self.drift.hue_deg, "gain": self.drift.gain, "exposure": self.drift.exposure,
+                      "table_chroma": self.drift.table_chroma},
         }
 
     def write(self, path: Path) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 from robofollow_ros.perception.detector import Detection
 from robofollow_ros.perception.identities import IdentityModel
 from robofollow_ros.perception.plane import Plane
-from robofollow_ros.perception.primitives import Fit, Primitive, fit_primitive
+from robofollow_ros.perception.primitives import Fit, Primitive, fit_shape
 
 #: Cost of calling a detection unexplained; a match costlier than this is not believed.
 UNEXPLAINED_COST = 20.0
@@ -96,12 +96,12 @@ def _initial_guess(detection: Detection, prim: Primitive, camera_origin: np.ndar
 
 
 def fit_for(detection: Detection, prim: Primitive, camera_origin: np.ndarray) -> Fit:
-    """The detection's fit of ``prim``, computed once and cached on the detection."""
+    """The detection's signed-distance fit of ``prim`` (``fit_shape``), computed once and cached on it."""
     fit = detection.fits.get(prim.key)
     if fit is None:
         start, yaw = _initial_guess(detection, prim, camera_origin)
         assert detection.points is not None
-        fit = fit_primitive(detection.points, prim, start, yaw, noise=detection.noise_m, origin=camera_origin)
+        fit = fit_shape(detection.points, prim, start, yaw, noise=detection.noise_m)
         detection.fits[prim.key] = fit
     return fit
 

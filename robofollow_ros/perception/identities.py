@@ -44,6 +44,8 @@ class IdentityModel:
     flat: bool = False
     #: Layout yaw (rad): a flat label's expected orientation.
     layout_yaw: float = 0.0
+    #: Height of the pose origin above the table when the object stands on the table itself (its lowest).
+    table_centre_height: float = 0.0
 
 
 def _top_offset(spec: ObjectSpec) -> float:
@@ -114,5 +116,6 @@ def identity_models(layout: Layout) -> list[IdentityModel]:
             has_yaw=spec.shape in ("cube", "box"), primitive=_primitive(spec),
             flat=spec.shape == "box" and spec.is_static and 2 * spec.half_height < FLAT_HEIGHT,
             layout_yaw=float(spec.yaw),
+            table_centre_height=BOWL_ORIGIN_ABOVE_TABLE if spec.shape == "bowl" else spec.half_height,
         ))
     return models

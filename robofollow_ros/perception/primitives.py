@@ -5,7 +5,8 @@ under 6 mm noise sit about 1 cm above it); a least-squares fit of the known shap
 point pulls the surface by its signed distance, so zero-mean noise averages out. The fit is robust
 (Huber weights, then Tukey's biweight, which drops points far from the surface: the gripper's
 fingers coloured by JPEG bleeding, a neighbour caught by a misregistered outline) and uses the
-signed distance functions of upright primitives, with yaw as a fourth parameter for boxes.
+signed distance functions of upright primitives, with yaw as a fourth parameter for boxes, then
+refines along the viewing rays (``ray_distance``), where zero-mean depth noise leaves no bias.
 
 The objects stand upright in the benchmark (a tilted object in the hand fits approximately), so the
 primitives are axis-aligned in z. ``robust_loss`` scores how well a shape explains the points with a
@@ -21,13 +22,18 @@ import numpy as np
 
 #: Points used per fit at most (a deterministic stride over the segment's points).
 MAX_FIT_POINTS = 150
-ITERATIONS = 10
-HUBER_ITERATIONS = 4
+#: Shape scoring (which of a colour's shapes is this?) needs fewer points than the final pose.
+SHAPE_POINTS = 80
+ITERATIONS = 6
+HUBER_ITERATIONS = 3
+REFINE_ITERATIONS = 5
 #: The robust scale never drops below this (m): rendered depth is exact, the model is not.
 SCALE_FLOOR = 0.0015
 #: Bowls: a grid of starts ±BOWL_GRID_M around the first guess, then walls thickened (m, each side).
 BOWL_GRID_M = 0.01
 BOWL_INFLATE = (0.003,)
+#: A step smaller than this (m) ends the iterations.
+CONVERGED_M = 5e-5
 #: Rays meeting a face more obliquely than this cosine count as this oblique (bounded derivatives).
 MIN_COS = 0.2
 
@@ -131,11 +137,12 @@ def signed_distance(prim: Primitive, q: np.ndarray, inflate: float = 0.0) -> tup
     raise ValueError(f"primitive: unknown shape {prim.shape!r}")
 
 
-def ray_distance(prim: Primitive, origin: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def ray_distance(prim: Primitive, origin: np.ndarray, q: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Where each point's viewing ray enters the primitive (local frame, ``origin`` = the camera there).
 
     Returns (hit mask, signed residual t_hit − range (positive: the point is in front of the surface),
-    outward normal at the hit, hit point). Depth noise moves a point along its ray, so this residual
+    outward normal at the hit, hit point, unit ray directions). Depth noise moves a point along its ray, so this residual
     is the noise itself, with no curvature bias (a distance to the surface grows with the noise's
     sideways part whichever way it points, and pulls a fit towards the camera).
     """
@@ -183,7 +190,7 @@ def ray_distance(prim: Primitive, origin: np.ndarray, q: np.ndarray) -> tuple[np
     else:
         raise ValueError(f"ray_distance: no ray cast for {prim.shape!r}")
     hit &= t > 0
-    return hit, t - rng, normal, point
+    return hit, t - rng, normal, point, u
 
 
 def subsample(points: np.ndarray, limit: int = MAX_FIT_POINTS) -> np.ndarray:
@@ -192,31 +199,48 @@ def subsample(points: np.ndarray, limit: int = MAX_FIT_POINTS) -> np.ndarray:
     return points[:: math.ceil(len(points) / limit)]
 
 
-def fit_primitive(points: np.ndarray, prim: Primitive, init_position: np.ndarray, init_yaw: float = 0.0,
-                  fixed_z: float | None = None, noise: float = 0.0, origin: np.ndarray | None = None) -> Fit:
-    """Robust Gauss–Newton fit of the primitive's pose (x, y, z[, yaw]) to world points (N, 3).
+def fit_shape(points: np.ndarray, prim: Primitive, init_position: np.ndarray, init_yaw: float = 0.0,
+              fixed_z: float | None = None, noise: float = 0.0) -> Fit:
+    """Robust Gauss–Newton fit of the primitive's pose (x, y, z[, yaw]) by signed distances.
 
+    The basin is wide (a start centimetres off converges), so this places the shape and scores it
+    against other candidate shapes; ``refine_along_rays`` then removes the noise's curvature bias.
     ``fixed_z`` pins the origin's height (an object known to rest on the table plane). ``noise`` is the
     depth noise (1 σ, m) at the object's range: the robust scale never drops below it, or Tukey's
-    weights would cut the noise's own tails and bias the fit. With the camera's ``origin`` the residual
-    of a point whose viewing ray meets the shape is measured along that ray (``ray_distance``); bowls
-    (not convex) and points beside the shape use the signed distance. A bowl's 5 mm
-    wall leaves local minima a wall's width apart (a front-wall point explained by the inner or the
-    outer face), so bowls are fitted coarse to fine: first with walls thickened by ``BOWL_INFLATE``.
+    weights would cut the noise's own tails and bias the fit. A bowl's 5 mm wall leaves local minima
+    a wall's width apart (a front-wall point explained by the inner or the outer face), so bowls start
+    from the best of a grid of positions, fitted first with walls thickened by ``BOWL_INFLATE``.
     """
-    points = subsample(np.asarray(points, dtype=np.float64))
+    points = subsample(np.asarray(points, dtype=np.float64), SHAPE_POINTS)
     if prim.shape == "bowl":
         init_position = _grid_start(points, prim, init_position)
         for inflate in BOWL_INFLATE:
             coarse = _fit(points, prim, init_position, init_yaw, fixed_z, inflate, HUBER_ITERATIONS, noise)
             init_position = coarse.position
-    if prim.shape == "bowl" or origin is None:
-        return _fit(points, prim, init_position, init_yaw, fixed_z, 0.0, ITERATIONS, noise)
-    # Signed distances first: their basin is wide (a start a few centimetres off converges), while a ray
-    # may meet the wrong face of a badly placed shape. Then the unbiased residuals along the rays.
-    coarse = _fit(points, prim, init_position, init_yaw, fixed_z, 0.0, HUBER_ITERATIONS, noise)
-    return _fit(points, prim, coarse.position, coarse.yaw, fixed_z, 0.0, ITERATIONS, noise,
-                np.asarray(origin, dtype=np.float64))
+    return _fit(points, prim, init_position, init_yaw, fixed_z, 0.0, ITERATIONS, noise)
+
+
+def refine_along_rays(points: np.ndarray, prim: Primitive, start: Fit, origin: np.ndarray, noise: float = 0.0,
+                      fixed_z: float | None = None) -> Fit:
+    """From a ``fit_shape`` result, refit with residuals along the camera's viewing rays (``ray_distance``).
+
+    A point whose ray meets the shape counts by how far along its ray it lies from the surface (the
+    depth noise itself); points beside the shape keep the signed distance. Bowls (not convex) are
+    only refitted by signed distances (with ``fixed_z`` when given).
+    """
+    points = subsample(np.asarray(points, dtype=np.float64))
+    ray_origin = None if prim.shape == "bowl" else np.asarray(origin, dtype=np.float64)
+    return _fit(points, prim, start.position, start.yaw, fixed_z, 0.0, REFINE_ITERATIONS, noise, ray_origin,
+                huber_iterations=1)
+
+
+def fit_primitive(points: np.ndarray, prim: Primitive, init_position: np.ndarray, init_yaw: float = 0.0,
+                  fixed_z: float | None = None, noise: float = 0.0, origin: np.ndarray | None = None) -> Fit:
+    """``fit_shape``, then (with the camera's ``origin``) ``refine_along_rays``."""
+    shape = fit_shape(points, prim, init_position, init_yaw, fixed_z, noise)
+    if origin is None:
+        return shape
+    return refine_along_rays(points, prim, shape, origin, noise, fixed_z)
 
 
 def _grid_start(points: np.ndarray, prim: Primitive, start: np.ndarray) -> np.ndarray:
@@ -238,9 +262,30 @@ def _median_abs(values: np.ndarray) -> float:
     return float(np.partition(a, k)[k]) if len(a) else 0.0
 
 
+def _solve(a: np.ndarray, b: np.ndarray) -> list[float] | None:
+    """Solve the small symmetric system a·x = b (2..4 unknowns) by Gaussian elimination in Python:
+    ``np.linalg.solve`` spends ten times longer on its checks than on a 4×4 system."""
+    n = len(b)
+    m = [[float(a[i, j]) for j in range(n)] + [float(b[i])] for i in range(n)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) < 1e-18:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for row in range(col + 1, n):
+            f = m[row][col] / m[col][col]
+            for k in range(col, n + 1):
+                m[row][k] -= f * m[col][k]
+    x = [0.0] * n
+    for row in range(n - 1, -1, -1):
+        x[row] = (m[row][n] - sum(m[row][k] * x[k] for k in range(row + 1, n))) / m[row][row]
+    return x
+
+
 def _fit(points: np.ndarray, prim: Primitive, init_position: np.ndarray, init_yaw: float, fixed_z: float | None,
-         inflate: float, iterations: int, noise: float = 0.0, origin: np.ndarray | None = None) -> Fit:
-    """Huber iterations (at most ``HUBER_ITERATIONS``, fewer once converged), then Tukey iterations."""
+         inflate: float, iterations: int, noise: float = 0.0, origin: np.ndarray | None = None,
+         huber_iterations: int = HUBER_ITERATIONS) -> Fit:
+    """Huber iterations (at most ``huber_iterations``, fewer once converged), then Tukey iterations."""
     pts = points
     c = np.array(init_position, dtype=np.float64)
     if fixed_z is not None:
@@ -250,59 +295,58 @@ def _fit(points: np.ndarray, prim: Primitive, init_position: np.ndarray, init_ya
     n_params = n_free + (1 if prim.has_yaw else 0)
     jac = np.empty((len(pts), n_params))
     floor = max(SCALE_FLOOR, noise)
-    scale, converged, huber = floor, False, True
+    scale, converged, huber = floor, False, huber_iterations > 0
     d = np.zeros(len(pts))
-    huber_left = HUBER_ITERATIONS
+    huber_left = huber_iterations
     for _ in range(iterations):
         rel = pts - c
+        cy, sy = math.cos(yaw), math.sin(yaw)
         if prim.has_yaw:
-            cy, sy = math.cos(yaw), math.sin(yaw)
             q = np.empty_like(rel)
             q[:, 0] = cy * rel[:, 0] + sy * rel[:, 1]
             q[:, 1] = cy * rel[:, 1] - sy * rel[:, 0]
             q[:, 2] = rel[:, 2]
         else:
-            cy, sy, q = 1.0, 0.0, rel
+            q = rel
         d, g = signed_distance(prim, q, inflate)
         # Signed distance: ∂d/∂c = −R(yaw)·g ; ∂d/∂yaw = g_x·q_y − g_y·q_x.
-        scale_j = np.ones(len(pts))
         lever = q
         if origin is not None:
             rel_o = origin - c
             o_local = np.array([cy * rel_o[0] + sy * rel_o[1], cy * rel_o[1] - sy * rel_o[0], rel_o[2]])
-            hit, along, normal, point = ray_distance(prim, o_local, q)
+            hit, along, normal, point, u = ray_distance(prim, o_local, q)
             # Along the ray: ∂r/∂c = R·n / (n·u), ∂r/∂yaw = (n·(ẑ × h)) / (n·u); grazing rays capped.
-            u = q - o_local
-            u /= np.maximum(np.linalg.norm(u, axis=1), 1e-12)[:, None]
-            cos = np.minimum(np.einsum("ij,ij->i", normal, u), -MIN_COS)
+            cos = np.minimum((normal * u).sum(axis=1), -MIN_COS)
             d = np.where(hit, along, d)
-            g = np.where(hit[:, None], normal, g)
+            g = np.where(hit[:, None], normal, g) * np.where(hit, -1.0 / cos, 1.0)[:, None]
             lever = np.where(hit[:, None], point, q)
-            scale_j = np.where(hit, -1.0 / cos, 1.0)
-        jac[:, 0] = (sy * g[:, 1] - cy * g[:, 0]) * scale_j
-        jac[:, 1] = (-sy * g[:, 0] - cy * g[:, 1]) * scale_j
-        if n_free == 3:
-            jac[:, 2] = -g[:, 2] * scale_j
         if prim.has_yaw:
-            jac[:, n_free] = (g[:, 0] * lever[:, 1] - g[:, 1] * lever[:, 0]) * scale_j
+            jac[:, 0] = sy * g[:, 1] - cy * g[:, 0]
+            jac[:, 1] = -sy * g[:, 0] - cy * g[:, 1]
+            jac[:, n_free] = g[:, 0] * lever[:, 1] - g[:, 1] * lever[:, 0]
+        else:
+            jac[:, 0] = -g[:, 0]
+            jac[:, 1] = -g[:, 1]
+        if n_free == 3:
+            jac[:, 2] = -g[:, 2]
         scale = max(1.4826 * _median_abs(d), floor)
-        r = np.abs(d) / scale
+        r = np.abs(d) * (1.0 / scale)
         if huber:
             w = np.minimum(1.0, 1.345 / np.maximum(r, 1e-12))
         else:
-            w = np.square(np.maximum(0.0, 1.0 - np.square(r / 4.685)))
+            w = np.square(np.maximum(0.0, 1.0 - np.square(r * (1.0 / 4.685))))
         jw = jac * w[:, None]
-        normal = jw.T @ jac
-        normal[np.diag_indices(n_params)] += 1e-9
-        try:
-            step = -np.linalg.solve(normal, jw.T @ d)
-        except np.linalg.LinAlgError:
+        step = _solve(jw.T @ jac + 1e-9 * np.eye(n_params), -(jw.T @ d))
+        if step is None:
             break
-        step[:n_free] = np.clip(step[:n_free], -0.02, 0.02)
-        c[:n_free] += step[:n_free]
+        largest = 0.0
+        for k in range(n_free):
+            move = min(0.02, max(-0.02, step[k]))
+            c[k] += move
+            largest = max(largest, abs(move))
         if prim.has_yaw:
-            yaw += float(np.clip(step[n_free], -0.2, 0.2))
-        small = float(np.abs(step[:n_free]).max()) < 2e-5
+            yaw += min(0.2, max(-0.2, step[n_free]))
+        small = largest < CONVERGED_M
         if huber:
             huber_left -= 1
             if small or huber_left == 0:

@@ -2,7 +2,9 @@
 
 1. The table plane is fitted in depth (``plane.py``); every pixel's height above it is one multiply-add.
 2. Heights are smoothed by a normalised 5×5 box (holes ignored) and thresholded at
-   max(1 cm, 4 σ of the smoothed noise at that range): the table, whatever its colour or texture,
+   max(1 cm, 4 σ of the smoothed noise at that range), and a pixel with depth must itself be at least
+   half that high (the box spreads an object's height onto the table around it): the table, whatever
+   its colour or texture,
    the bowls' floors and the labels stay below; everything standing up (objects, what sits in bowls or
    on other objects, the arms) is foreground.
 3. Foreground pixels get a colour class from the calibrated colour model; a segment is a connected
@@ -11,7 +13,9 @@
 4. A segment's 3-D points come from its interior (one pixel eroded off every outline, where colour
    and depth disagree first) and only from pixels really above the table; a one-colour segment whose
    points leave a vertical gap is two objects (one held above a look-alike).
-5. Flat identities (labels) cannot stand out in depth: each is looked for by its colour in the table
+5. A residual depth/colour misregistration is estimated online from where object colours and the
+   depth foreground's outline agree, and depth is moved back (``align.MisregistrationEstimator``).
+6. Flat identities (labels) cannot stand out in depth: each is looked for by its colour in the table
    plane around its layout spot and placed by intersecting its pixels' rays with the plane.
 """
 
@@ -23,6 +27,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from robofollow_ros.perception.align import MisregistrationEstimator
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_model import COLOUR_CLASSES, ColourModel
 from robofollow_ros.perception.detector import (
@@ -43,13 +48,13 @@ SMOOTH_PX = 5
 HEIGHT_GAP = 0.02
 #: Interior points needed for a fit; fewer, and the whole segment's points are used.
 MIN_FIT_POINTS = 12
-#: Flat patches: search this far (m) around the layout spot; accept 35 %..250 % of the expected area.
+#: Flat patches: search this far (m) around the layout spot; accept 20 %..250 % of the expected area.
 FLAT_SEARCH_M = 0.03
-FLAT_AREA = (0.35, 2.5)
+FLAT_AREA = (0.2, 2.5)
 
 
 class GeometrySegmenter:
-    """Per-camera state (pixel rays, the plane fitter); ``detect`` runs steps 1–5 on one RGB-D frame."""
+    """Per-camera state (pixel rays, the plane fitter); ``detect`` runs steps 1–6 on one RGB-D frame."""
 
     def __init__(self, camera: CameraModel, colour: ColourModel, min_pixels: int = MIN_PIXELS) -> None:
         if min_pixels < 1:
@@ -60,11 +65,12 @@ class GeometrySegmenter:
         self._rays32 = self._rays.astype(np.float32)
         self._origin = np.asarray(camera.world_position, dtype=np.float64)
         self.table_linear: np.ndarray | None = None
+        self.misregistration = MisregistrationEstimator()
 
     def detect(self, rgb: np.ndarray, depth: np.ndarray,
                flat_models: Sequence[IdentityModel] = ()) -> tuple[list[Detection], Plane | None]:
         h, w = self.camera.height, self.camera.width
-        flat_depth = np.asarray(depth, dtype=np.float32).reshape(-1)
+        flat_depth = np.asarray(self.misregistration.correct(depth), dtype=np.float32).reshape(-1)
         valid = np.isfinite(flat_depth) & (flat_depth > 0)
         clean_depth = np.where(valid, flat_depth, 0.0).astype(np.float32)
         plane = self.planes.fit(clean_depth)
@@ -80,16 +86,20 @@ class GeometrySegmenter:
         smooth = cv2.blur(height, box) / np.maximum(support, 1e-6)
         threshold = np.maximum(FOREGROUND_MIN_M, NOISE_SIGMAS * plane.noise_k / SMOOTH_PX
                                * np.square(clean_depth.reshape(h, w)))
-        foreground = (smooth > threshold) & (support > 0.3)
-        classes = self.colour.classify(rgb)
-        classes = np.where(foreground, classes, 0).astype(np.uint8)
+        # A pixel with depth must itself stand up too: the box would spread an object onto a ring of table.
+        foreground = (smooth > threshold) & (support > 0.3) & ((height > 0.5 * threshold) | (weight == 0))
+        all_classes = self.colour.classify(rgb)
+        classes = np.where(foreground, all_classes, 0).astype(np.uint8)
         kernel = np.ones((3, 3), dtype=np.uint8)
         interior = ((cv2.erode(classes, kernel) == cv2.dilate(classes, kernel)) & (classes > 0)).reshape(-1)
         flat_rgb = rgb.reshape(-1, 3)
         flat_height = height.reshape(-1)
         noise_k = plane.noise_k
         detections = []
-        for code, pixels in colour_blobs(classes, self.min_pixels):
+        blobs = colour_blobs(classes, self.min_pixels)
+        self.misregistration.observe(all_classes, foreground,
+                                     [(c, px) for c, px in blobs if c <= len(COLOUR_CLASSES)])
+        for code, pixels in blobs:
             keep = valid[pixels] & (flat_height[pixels] > 0.5 * FOREGROUND_MIN_M)
             for part in self._split_by_height(pixels[keep], clean_depth):
                 detection = self._solid(code, pixels if len(part) == keep.sum() else part, part, interior,

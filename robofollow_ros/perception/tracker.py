@@ -8,7 +8,8 @@ when it moves more than ``jump_m`` (an object being carried must not lag). Lifte
 special case: their position comes from depth, and continuity keeps their name. A resting object seen
 only in part where it was (fewer than ``PARTIAL_SHARE`` of the pixels it showed when last fully seen:
 the gripper in front of or over it) counts as seen but keeps its pose: its cut outline would move the
-estimated centre.
+estimated centre. A resting object showing only a sliver (under ``SLIVER_SHARE`` of its pixels) keeps
+its pose wherever the sliver's fit lands: a sliver fits almost anywhere along the hidden shape.
 """
 
 from __future__ import annotations
@@ -30,12 +31,17 @@ from robofollow_ros.perception.identities import IdentityModel, identity_models
 from robofollow_ros.perception.plane import Plane
 from robofollow_ros.perception.segmenter import GeometrySegmenter
 
-#: A cut segment within this distance (xy) of its track is the same object, still lying where it was.
+#: A cut segment within this distance of its track is the same object, still lying where it was.
 PARTIAL_NEAR_M = 0.03
 PARTIAL_SHARE = 0.6
+#: A resting object showing less than this share of its pixels is a sliver: its fit does not move the track.
+SLIVER_SHARE = 0.25
 #: The reference pixel count of a track forgets slowly (an object moved further away shows fewer).
 REFERENCE_DECAY = 0.98
 COLOUR_MODEL_FILE = "colour.yaml"
+#: A segment within this many pixels (centroid) and this share of its pixel count of last frame's is the same.
+REUSE_PX = 0.5
+REUSE_SHARE = 0.03
 
 
 def builtin_colour_model() -> ColourModel:
@@ -127,6 +133,7 @@ class Perception:
         self.half_life_s = half_life_s
         self.models: dict[str, IdentityModel] = {}
         self.tracks: dict[str, Track] = {}
+        self._previous: list[Detection] = []
         if layout is not None:
             self.reset(layout)
 
@@ -134,6 +141,7 @@ class Perception:
         """Forget all tracks and expect this layout's identities."""
         self.models = {m.name: m for m in identity_models(layout)}
         self.tracks = {}
+        self._previous = []
 
     def detect(self, rgb: np.ndarray, depth: np.ndarray | None) -> tuple[list[Detection], Plane | None]:
         expected = (self.camera.height, self.camera.width)
@@ -155,6 +163,7 @@ class Perception:
         if not self.models:
             raise RuntimeError("Perception: call reset(layout) before update")
         detections, plane = self.detect(rgb, depth)
+        self._reuse_shape_fits(detections)
         track_xy = {name: t.position[:2] for name, t in self.tracks.items()}
         groundings = ground(detections, list(self.models.values()), track_xy, plane,
                             np.asarray(self.camera.world_position))
@@ -168,10 +177,12 @@ class Perception:
                 continue
             track = self.tracks.get(g.name)
             lifted = is_lifted(g.detection, model, plane)
-            if (track is not None and not lifted and g.detection.kind == "solid"
-                    and g.detection.pixel_count < PARTIAL_SHARE * track.reference_pixels
-                    and np.linalg.norm(position[:2] - track.position[:2]) < PARTIAL_NEAR_M):
-                # Seen where it was, but cut (far fewer pixels than before): the fit of a sliver could drift.
+            shown = g.detection.pixel_count / max(track.reference_pixels, 1.0) if track is not None else 1.0
+            if track is not None and g.detection.kind == "solid" and not lifted and (
+                    shown < SLIVER_SHARE
+                    or (shown < PARTIAL_SHARE and np.linalg.norm(position - track.position) < PARTIAL_NEAR_M)):
+                # Seen where it was but cut (far fewer pixels than before), or only a sliver of a resting
+                # object: the fit of a cut outline could drift, the last pose is the better answer.
                 position, yaw = track.position.copy(), track.yaw
             self._observe(g.name, position, yaw, g.confidence, stamp)
             if not lifted:
@@ -185,9 +196,27 @@ class Perception:
                 track.confidence = track.seen_confidence * 0.5 ** (track.age_s / self.half_life_s)
         missing = [name for name in self.models if name not in self.tracks]
         unexplained = [g.detection for g in groundings if g.name is None]
+        self._previous = [d for d in detections if d.kind == "solid"]
         drift = self.drift.update([g.detection for g in groundings if g.name is not None],
                                   self.segmenter.table_linear if depth is not None else None)
         return PerceptionResult(stamp, dict(self.tracks), missing, unexplained, groundings, drift, plane)
+
+    def _reuse_shape_fits(self, detections: list[Detection]) -> None:
+        """A segment unchanged since the last frame (same colour, same place, same size) keeps its shape fits.
+
+        Which shape a still segment is does not change from frame to frame; its pose is still refined
+        on this frame's points (``estimate_pose``). Saves most of the fitting while the arm moves elsewhere.
+        """
+        for detection in detections:
+            if detection.kind != "solid":
+                continue
+            for old in self._previous:
+                if (old.colour == detection.colour
+                        and abs(old.centroid_uv[0] - detection.centroid_uv[0]) < REUSE_PX
+                        and abs(old.centroid_uv[1] - detection.centroid_uv[1]) < REUSE_PX
+                        and abs(old.pixel_count - detection.pixel_count) <= REUSE_SHARE * old.pixel_count):
+                    detection.fits = dict(old.fits)
+                    break
 
     def _observe(self, name: str, position: np.ndarray, yaw: float, confidence: float, stamp: float) -> None:
         track = self.tracks.get(name)
