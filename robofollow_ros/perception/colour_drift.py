@@ -99,7 +99,7 @@ class DriftMonitor:
         for detection in named:
             if detection.hue_deg is None or detection.linear_colour is None:
                 continue
-            mode = self.model.nearest_mode(detection.colour, detection.hue_deg)
+            mode = self.model.nearest_mode(detection.colour, detection.linear_colour)
             if mode is None:
                 continue
             shift = (detection.hue_deg - mode.hue_deg + 180.0) % 360.0 - 180.0

@@ -26,6 +26,7 @@ import numpy as np
 from robofollow_ros.perception.camera_model import CalibrationError
 from robofollow_ros.perception.colour_space import (
     SRGB_TO_LINEAR,
+    fast_median,
     hue_distance,
     hue_saturation_value,
     linear_of_bytes,
@@ -165,13 +166,14 @@ class ColourModel:
     def balanced_median(self, rgb_pixels: np.ndarray) -> np.ndarray:
         """White-balanced linear median colour of a set of uint8 pixels (N, 3)."""
         linear = linear_of_bytes(np.asarray(rgb_pixels, dtype=np.uint8).reshape(-1, 3))
-        return np.asarray(np.median(linear, axis=0) * np.asarray(self.white_balance))
+        return np.asarray(fast_median(linear, axis=0) * np.asarray(self.white_balance))
 
-    def nearest_mode(self, colour: str, hue_deg: float) -> ColourMode | None:
+    def nearest_mode(self, colour: str, linear: np.ndarray) -> ColourMode | None:
+        """The class's mode closest in chromaticity (pure red and a salmon slab share a hue, not a colour)."""
         modes = self.classes.get(colour, ())
         if not modes:
             return None
-        return min(modes, key=lambda m: float(hue_distance(hue_deg, m.hue_deg)))
+        return min(modes, key=lambda m: float(np.linalg.norm(_chroma(np.asarray(m.mean_linear)) - _chroma(linear))))
 
     # --------------------------------------------------------------------------------- file I/O
     def as_dict(self) -> dict[str, Any]:
@@ -231,6 +233,11 @@ class ColourModel:
     @classmethod
     def load(cls, path: Path) -> ColourModel:
         return cls.from_dict(read_yaml_mapping(path, "colour model", CalibrationError), str(path))
+
+
+def _chroma(linear: np.ndarray) -> np.ndarray:
+    total = float(np.sum(linear))
+    return np.asarray(linear, dtype=np.float64) / total if total > 1e-9 else np.zeros(3)
 
 
 def _triple(value: Any, field_name: str, positive: bool = False) -> tuple[float, float, float]:

@@ -50,7 +50,8 @@ class Detection:
     noise_m: float = 0.0  # depth noise (1 σ, m) at the segment's range, from the table plane's spread
     hue_deg: float | None = None
     linear_colour: np.ndarray | None = field(default=None, repr=False)  # white-balanced median, linear light
-    fits: dict[Any, Any] = field(default_factory=dict, repr=False)  # primitive key → primitives.Fit
+    fits: dict[Any, Any] = field(default_factory=dict, repr=False)  # primitive key → primitives.Fit (shape)
+    refined: dict[Any, Any] = field(default_factory=dict, repr=False)  # primitive key → the final pose fit
 
     @property
     def has_depth(self) -> bool:

@@ -57,8 +57,10 @@ def estimate_pose(detection: Detection, model: IdentityModel, camera: CameraMode
         origin = np.asarray(camera.world_position)
         fit = fit_for(detection, prim, origin)
         assert detection.points is not None
-        fit = refine_along_rays(detection.points, prim, fit, origin, detection.noise_m,
-                                _resting_height(model, plane, fit.position))
+        previous = detection.refined.get(prim.key)  # last frame's pose of this unchanged segment
+        fit = refine_along_rays(detection.points, prim, previous or fit, origin, detection.noise_m,
+                                _resting_height(model, plane, fit.position), warm=previous is not None)
+        detection.refined[prim.key] = fit
         yaw = wrap_yaw(fit.yaw, prim.yaw_period) if model.has_yaw else 0.0
         return np.asarray(fit.position, dtype=np.float64), yaw
     if detection.kind == "flat":

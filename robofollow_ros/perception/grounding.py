@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from robofollow_ros.perception.colour_space import fast_median
 from robofollow_ros.perception.detector import Detection
 from robofollow_ros.perception.identities import IdentityModel
 from robofollow_ros.perception.plane import Plane
@@ -71,7 +72,7 @@ def resting_centre_z(model: IdentityModel, plane: Plane | None, xy: np.ndarray) 
 def _initial_guess(detection: Detection, prim: Primitive, camera_origin: np.ndarray) -> tuple[np.ndarray, float]:
     """Start of the fit: the points' median pushed one half-size along the view ray; yaw of the footprint."""
     assert detection.points is not None
-    centre = np.median(detection.points, axis=0)
+    centre = np.asarray(fast_median(detection.points, axis=0), dtype=np.float64)
     if prim.shape == "bowl":
         # The walls seen from above and in front are an arc: its circle's centre, the rim at the top.
         x, y = detection.points[:, 0], detection.points[:, 1]

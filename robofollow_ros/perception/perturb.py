@@ -5,7 +5,8 @@ as a RealSense reports it), draws its randomness from the generator it is given,
 stated definition that ``test/test_perception_perturb.py`` checks:
 
 - ``white_balance``: per-channel gains on linear light (sensor values before the sRGB curve), clipped
-  at full scale; ``exposure`` is the same gain on all three channels.
+  at full scale; ``exposure`` is the same gain on all three channels. (``white_balance_codes``
+  multiplies the 8-bit codes instead: an earlier experiment's definition, kept to reproduce it.)
 - ``depth_noise``: zero-mean Gaussian depth error with RMS σ(z) = ρ · z² / 1 m, the quadratic growth of
   stereo RMS error with range (Intel RealSense D400 datasheet and "Tuning depth cameras for best
   performance": RMS error = z² · subpixel / (focal · baseline)); ρ = 1 % is the datasheet's limit of
@@ -50,6 +51,19 @@ def white_balance(rgb: np.ndarray, gains: tuple[float, float, float]) -> np.ndar
     if g.shape != (3,) or not np.all(np.isfinite(g)) or np.any(g <= 0):
         raise ValueError(f"gains: expected three positive numbers, got {gains!r}")
     return bytes_of_linear(linear_of_bytes(rgb) * g)
+
+
+def white_balance_codes(rgb: np.ndarray, gains: tuple[float, float, float]) -> np.ndarray:
+    """Multiply the 8-bit sRGB codes themselves by ``gains`` (clipped at 255).
+
+    Not what a camera does (``white_balance`` is), but how an earlier experiment on this project
+    shifted white balance; gains g on codes are about g^2.2 in linear light (×1.12 ≈ ×1.28).
+    """
+    _check_rgb(rgb)
+    g = np.asarray(gains, dtype=np.float64)
+    if g.shape != (3,) or not np.all(np.isfinite(g)) or np.any(g <= 0):
+        raise ValueError(f"gains: expected three positive numbers, got {gains!r}")
+    return np.clip(np.round(rgb.astype(np.float64) * g), 0, 255).astype(np.uint8)
 
 
 def exposure(rgb: np.ndarray, factor: float) -> np.ndarray:

@@ -45,6 +45,8 @@ class Perturbation:
         for op, args in self.ops:
             if op == "white_balance":
                 rgb = perturb.white_balance(rgb, args)
+            elif op == "white_balance_codes":
+                rgb = perturb.white_balance_codes(rgb, args)
             elif op == "exposure":
                 rgb = perturb.exposure(rgb, *args)
             elif op == "depth_noise":
@@ -87,6 +89,9 @@ STANDARD: tuple[Perturbation, ...] = (
     _wb("wb cool", (0.8, 1.0, 1.2)),
     _wb("wb green", (0.8, 1.2, 0.8)),
     _wb("wb magenta", (1.2, 0.8, 1.2)),
+    Perturbation("wb codes +12% red", "gains R×1.12 B×0.88 on the sRGB codes (≈ ×1.28 / ×0.75 in linear light): "
+                 "the earlier experiment that made the table 'yellow'",
+                 ops=(("white_balance_codes", (1.12, 1.0, 0.88)),)),
     _exposure(0.25), _exposure(0.5), _exposure(1.5), _exposure(1.7),
     _noise(0.005), _noise(0.01), _noise(0.02),
     Perturbation("depth holes", "stereo occlusion band (D435 baseline 50 mm) + 1 px matcher failures at depth edges",

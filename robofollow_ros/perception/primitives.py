@@ -27,6 +27,7 @@ SHAPE_POINTS = 80
 ITERATIONS = 6
 HUBER_ITERATIONS = 3
 REFINE_ITERATIONS = 5
+WARM_ITERATIONS = 2
 #: The robust scale never drops below this (m): rendered depth is exact, the model is not.
 SCALE_FLOOR = 0.0015
 #: Bowls: a grid of starts ±BOWL_GRID_M around the first guess, then walls thickened (m, each side).
@@ -142,9 +143,9 @@ def ray_distance(prim: Primitive, origin: np.ndarray, q: np.ndarray
     """Where each point's viewing ray enters the primitive (local frame, ``origin`` = the camera there).
 
     Returns (hit mask, signed residual t_hit − range (positive: the point is in front of the surface),
-    outward normal at the hit, hit point, unit ray directions). Depth noise moves a point along its ray, so this residual
-    is the noise itself, with no curvature bias (a distance to the surface grows with the noise's
-    sideways part whichever way it points, and pulls a fit towards the camera).
+    outward normal at the hit, hit point, unit ray directions). Depth noise moves a point along its
+    ray, so this residual is the noise itself, with no curvature bias (a distance to the surface grows
+    with the noise's sideways part whichever way it points, and pulls a fit towards the camera).
     """
     rel = q - origin
     rng = np.linalg.norm(rel, axis=1)
@@ -221,17 +222,18 @@ def fit_shape(points: np.ndarray, prim: Primitive, init_position: np.ndarray, in
 
 
 def refine_along_rays(points: np.ndarray, prim: Primitive, start: Fit, origin: np.ndarray, noise: float = 0.0,
-                      fixed_z: float | None = None) -> Fit:
+                      fixed_z: float | None = None, warm: bool = False) -> Fit:
     """From a ``fit_shape`` result, refit with residuals along the camera's viewing rays (``ray_distance``).
 
     A point whose ray meets the shape counts by how far along its ray it lies from the surface (the
     depth noise itself); points beside the shape keep the signed distance. Bowls (not convex) are
-    only refitted by signed distances (with ``fixed_z`` when given).
+    only refitted by signed distances (with ``fixed_z`` when given). ``warm``: ``start`` is already a
+    refined pose (last frame's, of an unchanged segment): a few Tukey iterations on the new points.
     """
     points = subsample(np.asarray(points, dtype=np.float64))
     ray_origin = None if prim.shape == "bowl" else np.asarray(origin, dtype=np.float64)
-    return _fit(points, prim, start.position, start.yaw, fixed_z, 0.0, REFINE_ITERATIONS, noise, ray_origin,
-                huber_iterations=1)
+    return _fit(points, prim, start.position, start.yaw, fixed_z, 0.0, WARM_ITERATIONS if warm else REFINE_ITERATIONS,
+                noise, ray_origin, huber_iterations=0 if warm else 1)
 
 
 def fit_primitive(points: np.ndarray, prim: Primitive, init_position: np.ndarray, init_yaw: float = 0.0,

@@ -10,9 +10,11 @@
 3. Foreground pixels get a colour class from the calibrated colour model; a segment is a connected
    run of one class (a green cylinder on a blue cube is two segments; the grey arms are none). A
    saturated colour of no class is its own segment (``other``), reported as unexplained.
-4. A segment's 3-D points come from its interior (one pixel eroded off every outline, where colour
-   and depth disagree first) and only from pixels really above the table; a one-colour segment whose
-   points leave a vertical gap is two objects (one held above a look-alike).
+4. A segment's 3-D points come only from pixels really above the table (so a colour outline that
+   overhangs its depth outline adds no table points) and reach its edges: an object right below the
+   camera shows no side face, and only its outline pins it sideways. Its colour is measured on its
+   interior (one pixel eroded off every outline, where colour and depth disagree first). A
+   one-colour segment whose points leave a vertical gap is two objects (one held above a look-alike).
 5. A residual depth/colour misregistration is estimated online from where object colours and the
    depth foreground's outline agree, and depth is moved back (``align.MisregistrationEstimator``).
 6. Flat identities (labels) cannot stand out in depth: each is looked for by its colour in the table
@@ -30,6 +32,7 @@ import numpy as np
 from robofollow_ros.perception.align import MisregistrationEstimator
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_model import COLOUR_CLASSES, ColourModel
+from robofollow_ros.perception.colour_space import fast_median
 from robofollow_ros.perception.detector import (
     MIN_PIXELS,
     Detection,
@@ -46,7 +49,7 @@ NOISE_SIGMAS = 4.0
 SMOOTH_PX = 5
 #: A vertical gap this large inside a one-colour segment separates two objects.
 HEIGHT_GAP = 0.02
-#: Interior points needed for a fit; fewer, and the whole segment's points are used.
+#: Interior pixels needed to measure a colour; fewer, and the whole segment's pixels are used.
 MIN_FIT_POINTS = 12
 #: Flat patches: search this far (m) around the layout spot; accept 20 %..250 % of the expected area.
 FLAT_SEARCH_M = 0.03
@@ -132,15 +135,15 @@ class GeometrySegmenter:
                depth: np.ndarray, flat_rgb: np.ndarray, noise_k: float) -> Detection | None:
         if len(with_depth) < max(3, self.min_pixels // 2):
             return None
-        core = with_depth[interior[with_depth]]
-        used = core if len(core) >= MIN_FIT_POINTS else with_depth
+        used = with_depth
         points = self._points(used, depth)
         detection = Detection(colour_name(code), len(pixels), pixels, centroid_uv(pixels, self.camera.width),
                               kind="solid", points=points)
         z = points[:, 2]
         detection.z_top = float(np.partition(z, int(0.95 * (len(z) - 1)))[int(0.95 * (len(z) - 1))])
-        detection.top_xy = (float(np.median(points[:, 0])), float(np.median(points[:, 1])))
-        detection.noise_m = noise_k * float(np.median(depth[used])) ** 2
+        middle = fast_median(points[:, :2], axis=0)
+        detection.top_xy = (float(middle[0]), float(middle[1]))
+        detection.noise_m = noise_k * float(fast_median(depth[used])) ** 2
         colour_pixels = pixels[interior[pixels]]
         measure_colour(detection, flat_rgb[colour_pixels if len(colour_pixels) >= MIN_FIT_POINTS else pixels],
                        self.colour)

@@ -216,6 +216,7 @@ class Perception:
                         and abs(old.centroid_uv[1] - detection.centroid_uv[1]) < REUSE_PX
                         and abs(old.pixel_count - detection.pixel_count) <= REUSE_SHARE * old.pixel_count):
                     detection.fits = dict(old.fits)
+                    detection.refined = dict(old.refined)
                     break
 
     def _observe(self, name: str, position: np.ndarray, yaw: float, confidence: float, stamp: float) -> None:
