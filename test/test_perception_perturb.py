@@ -147,3 +147,30 @@ def test_suites_resolve_by_name_or_item_list() -> None:
     depth = np.full((8, 8), 0.8, dtype=np.float32)
     clean_rgb, clean_depth = resolve_suite("clean")[0].apply(rgb, depth, K, rng)
     assert clean_rgb is rgb and clean_depth is depth
+
+
+def test_a_calibrated_depth_camera_is_aligned_by_perception(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    import yaml
+
+    from robofollow_ros.perception.camera_model import CalibrationError
+    from robofollow_ros.perception.tracker import perception_from_calibration
+    from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+
+    for name in ("head.yaml", "extrinsics.yaml", "colour.yaml"):
+        shutil.copy(DEFAULT_CALIBRATION_DIR / name, tmp_path / name)
+    shutil.copy(DEFAULT_CALIBRATION_DIR / "head.yaml", tmp_path / "head_depth.yaml")
+    with pytest.raises(CalibrationError, match="extrinsics.yaml has no 'head_depth' entry"):
+        perception_from_calibration(tmp_path)
+    extrinsics = yaml.safe_load((tmp_path / "extrinsics.yaml").read_text())
+    extrinsics["head_depth"] = {"parent_frame": "head_camera_optical", "child_frame": "head_depth_optical",
+                                "translation": [0.015, 0.0, 0.0], "rotation_xyzw": [0.0, 0.0, 0.0, 1.0]}
+    (tmp_path / "extrinsics.yaml").write_text(yaml.safe_dump(extrinsics))
+    perception, calibrated = perception_from_calibration(tmp_path)
+    assert calibrated and perception.depth_alignment is not None
+    depth = _box_scene()
+    raw = perturb.offset_depth_camera(depth, K, (0.015, 0.0, 0.0))
+    aligned = perception.depth_alignment.align(raw)
+    valid = aligned > 0
+    assert (np.abs(aligned - depth)[valid] < 0.001).mean() > 0.98

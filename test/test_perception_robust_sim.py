@@ -16,6 +16,7 @@ from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.perturb_eval import distractors_for
 from robofollow_ros.perception.tracker import Perception, load_colour_model
 from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+from test_perception_sim import _render
 
 
 @pytest.fixture(scope="module")
@@ -28,21 +29,6 @@ def colour():  # type: ignore[no-untyped-def]
     model, calibrated = load_colour_model(DEFAULT_CALIBRATION_DIR)
     assert calibrated  # the simulator's colour calibration is committed in calibration/sim/colour.yaml
     return model
-
-
-def _render(registry, scene: str, key: str, seed: int, style=None):  # type: ignore[no-untyped-def]
-    from robofollow_ros.sim.cameras import CameraSettings
-    from robofollow_ros.sim.world import SimWorld
-
-    world = SimWorld(render=True, cameras=CameraSettings(depth=True, segmentation=True, cameras=("head",)),
-                     style=style)
-    layout = registry.layout(scene, key)
-    world.reset(layout, seed)
-    head = world.render_images()["head"]
-    frame = {"layout": layout, "rgb": head["rgb"], "depth": head["depth"], "seg": head["segmentation"],
-             "ids": world.segmentation_ids(), "truth": world.scorer_frame()["objects"]}
-    world.close()
-    return frame
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +170,18 @@ def test_labels_are_found_in_the_table_plane_by_colour(frames, camera, colour): 
     _check_named_and_placed(scene, result, 0.003)
     kinds = {g.name: g.detection.kind for g in result.groundings}
     assert kinds["green_label_1"] == "flat" and kinds["green_bar_3"] == "solid"
+
+
+def test_the_default_scene_style_renders_exactly_todays_scene(registry, frames):  # type: ignore[no-untyped-def]
+    from robofollow_ros.sim.scene_style import SceneStyle
+
+    assert SceneStyle().is_default and not SceneStyle(table="oak").is_default
+    with pytest.raises(ValueError, match="table: expected one of"):
+        SceneStyle(table="marble")
+    again = _render(registry, "scene1", "default", 5, SceneStyle())
+    np.testing.assert_array_equal(again["rgb"], frames["clean"]["rgb"])
+    np.testing.assert_array_equal(again["depth"], frames["clean"]["depth"])
+    oak = frames["oak"]  # the texture changes the table's look, not its depth (0.3 mm above the top)
+    table = _table(oak)
+    assert np.abs(oak["rgb"][table].astype(int) - frames["clean"]["rgb"][table]).mean() > 20
+    assert np.abs(oak["depth"] - frames["clean"]["depth"]).max() < 0.001

@@ -34,11 +34,13 @@ def camera() -> CameraModel:
     return CameraModel.from_calibration_dir(DEFAULT_CALIBRATION_DIR, "head")
 
 
-def _render(registry, scene: str, layout_key: str, seed: int):  # type: ignore[no-untyped-def]
+def _render(registry, scene: str, layout_key: str, seed: int, style=None):  # type: ignore[no-untyped-def]
+    """One settled head frame (RGB, depth, segmentation, truth); ``style``: a ``SceneStyle`` for the scene."""
     from robofollow_ros.sim.cameras import CameraSettings
     from robofollow_ros.sim.world import SimWorld
 
-    world = SimWorld(render=True, cameras=CameraSettings(depth=True, segmentation=True, cameras=("head",)))
+    world = SimWorld(render=True, cameras=CameraSettings(depth=True, segmentation=True, cameras=("head",)),
+                     style=style)
     layout = registry.layout(scene, layout_key)
     world.reset(layout, seed)
     head = world.render_images()["head"]

@@ -143,44 +143,48 @@ class MisregistrationEstimator:
         if self._frames % (2 if self._frames <= self.warm_up else self.every):
             return
         m = self.max_shift
-        h, w = foreground.shape
         votes = np.zeros((2 * m + 1, 2 * m + 1))
-        voters = 0
         for code, pixels in segments:
-            rows, cols = np.divmod(pixels, w)
-            r0, r1 = max(int(rows.min()) - m - 1, m), min(int(rows.max()) + m + 2, h - m)
-            c0, c1 = max(int(cols.min()) - m - 1, m), min(int(cols.max()) + m + 2, w - m)
-            if r1 <= r0 or c1 <= c0:
-                continue
-            own = classes[r0:r1, c0:c1] == code
-            count = int(own.sum())
-            if count == 0:
-                continue
-            other = ~own
-
-            def score(dx: int, dy: int) -> int:
-                moved = foreground[r0 + dy:r1 + dy, c0 + dx:c1 + dx]
-                return int(np.count_nonzero(own & moved)) - int(np.count_nonzero(other & moved))
-
-            # Along x first, then along y at the best x: 13 comparisons instead of 49.
-            row = [score(dx, 0) for dx in range(-m, m + 1)]
-            bx = int(np.argmax(row)) - m
-            column = [score(bx, dy) for dy in range(-m, m + 1)]
-            by = int(np.argmax(column)) - m
-            scores = np.full((2 * m + 1, 2 * m + 1), -np.inf)
-            scores[m, :] = row
-            scores[:, bx + m] = column
-            best = (by + m, bx + m)
-            voters += 1
-            if scores[best] - scores[m, m] > self.margin * count:
-                votes[best] += 1
-            else:
-                votes[m, m] += 1
+            vote = self._vote(classes, foreground, code, pixels)
+            if vote is not None:
+                votes[vote[1] + m, vote[0] + m] += 1
+        voters = votes.sum()
         if voters == 0:
             return
         votes /= voters
         self._votes = votes if self._votes is None else (1 - self.smoothing) * self._votes + self.smoothing * votes
-        best = np.unravel_index(int(np.argmax(self._votes)), self._votes.shape)
-        if best != (m, m) and self._votes[best] >= self.majority:
-            self.shift = (self.shift[0] + int(best[1]) - m, self.shift[1] + int(best[0]) - m)
+        row, col = (int(i) for i in np.unravel_index(int(np.argmax(self._votes)), self._votes.shape))
+        if (row, col) != (m, m) and self._votes[row, col] >= self.majority:
+            self.shift = (self.shift[0] + col - m, self.shift[1] + row - m)
             self._votes = None
+
+    def _vote(self, classes: np.ndarray, foreground: np.ndarray, code: int, pixels: np.ndarray
+              ) -> tuple[int, int] | None:
+        """One segment's preferred residual shift (dx, dy), or None if it cannot judge.
+
+        Scored along x first, then along y at the best x: 13 comparisons instead of 49.
+        """
+        m = self.max_shift
+        h, w = foreground.shape
+        rows, cols = np.divmod(pixels, w)
+        r0, r1 = max(int(rows.min()) - m - 1, m), min(int(rows.max()) + m + 2, h - m)
+        c0, c1 = max(int(cols.min()) - m - 1, m), min(int(cols.max()) + m + 2, w - m)
+        if r1 <= r0 or c1 <= c0:
+            return None
+        own = classes[r0:r1, c0:c1] == code
+        count = int(own.sum())
+        if count == 0:
+            return None
+        other = ~own
+
+        def score(dx: int, dy: int) -> int:
+            moved = foreground[r0 + dy:r1 + dy, c0 + dx:c1 + dx]
+            return int(np.count_nonzero(own & moved)) - int(np.count_nonzero(other & moved))
+
+        along_x = [score(dx, 0) for dx in range(-m, m + 1)]
+        bx = int(np.argmax(along_x)) - m
+        along_y = [score(bx, dy) for dy in range(-m, m + 1)]
+        by = int(np.argmax(along_y)) - m
+        if along_y[by + m] - along_x[m] > self.margin * count:
+            return bx, by
+        return 0, 0

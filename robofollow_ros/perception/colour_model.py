@@ -132,11 +132,7 @@ class ColourModel:
 
     def classify(self, rgb: np.ndarray) -> np.ndarray:
         """uint8 sRGB (…, 3) → class codes (…), through the lookup table."""
-        shift = 8 - LUT_BITS
-        rgb = np.asarray(rgb, dtype=np.uint8)
-        index = ((rgb[..., 0] >> shift).astype(np.int32) << (2 * LUT_BITS)) | \
-                ((rgb[..., 1] >> shift).astype(np.int32) << LUT_BITS) | (rgb[..., 2] >> shift).astype(np.int32)
-        return np.asarray(self.lut[index])
+        return np.asarray(self.lut[_lut_index(rgb)])
 
     @cached_property
     def lut_without_table(self) -> np.ndarray:
@@ -156,11 +152,7 @@ class ColourModel:
         return lut
 
     def classify_without_table(self, rgb: np.ndarray) -> np.ndarray:
-        shift = 8 - LUT_BITS
-        rgb = np.asarray(rgb, dtype=np.uint8)
-        index = ((rgb[..., 0] >> shift).astype(np.int32) << (2 * LUT_BITS)) | \
-                ((rgb[..., 1] >> shift).astype(np.int32) << LUT_BITS) | (rgb[..., 2] >> shift).astype(np.int32)
-        return np.asarray(self.lut_without_table[index])
+        return np.asarray(self.lut_without_table[_lut_index(rgb)])
 
     # ---------------------------------------------------------------------------------- segments
     def balanced_median(self, rgb_pixels: np.ndarray) -> np.ndarray:
@@ -233,6 +225,14 @@ class ColourModel:
     @classmethod
     def load(cls, path: Path) -> ColourModel:
         return cls.from_dict(read_yaml_mapping(path, "colour model", CalibrationError), str(path))
+
+
+def _lut_index(rgb: np.ndarray) -> np.ndarray:
+    """Index of each uint8 sRGB pixel's bin in the 6-bit-per-channel lookup tables."""
+    shift = 8 - LUT_BITS
+    rgb = np.asarray(rgb, dtype=np.uint8)
+    return np.asarray(((rgb[..., 0] >> shift).astype(np.int32) << (2 * LUT_BITS))
+                      | ((rgb[..., 1] >> shift).astype(np.int32) << LUT_BITS) | (rgb[..., 2] >> shift).astype(np.int32))
 
 
 def _chroma(linear: np.ndarray) -> np.ndarray:

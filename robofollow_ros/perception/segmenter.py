@@ -141,7 +141,7 @@ class GeometrySegmenter:
                               kind="solid", points=points)
         z = points[:, 2]
         detection.z_top = float(np.partition(z, int(0.95 * (len(z) - 1)))[int(0.95 * (len(z) - 1))])
-        middle = fast_median(points[:, :2], axis=0)
+        middle = np.asarray(fast_median(points[:, :2], axis=0))
         detection.top_xy = (float(middle[0]), float(middle[1]))
         detection.noise_m = noise_k * float(fast_median(depth[used])) ** 2
         colour_pixels = pixels[interior[pixels]]
