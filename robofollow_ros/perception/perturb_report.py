@@ -54,8 +54,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     left.axvline(GOALS["median_error_m"] * 1000, color="#5b8e7d", linestyle="--", linewidth=1)
     left.axvline(GOALS["p95_error_m"] * 1000, color="#f4a259", linestyle="--", linewidth=1)
     left.set_xlabel("position error (mm); dashed: goals 10 / 20 mm")
-    left.set_xscale("symlog", linthresh=5)
-    left.legend(loc="lower right")
+    left.set_xlim(0, max(25.0, 1.1 * max(p95, default=0.0)))
+    left.legend(loc="upper right")
     colours = ["#5b8e7d" if not i.get("goal_level") or i.get("goals_met") else "#bc4b51" for i in items]
     right.barh(positions, identity, color=colours)
     right.axvline(GOALS["identity_accuracy"] * 100, color="black", linestyle="--", linewidth=1)

@@ -2,9 +2,9 @@
 
 1. The table plane is fitted in depth (``plane.py``); every pixel's height above it is one multiply-add.
 2. Heights are smoothed by a normalised 5×5 box (holes ignored) and thresholded at
-   max(1 cm, 4 σ of the smoothed noise at that range), and a pixel with depth must itself be at least
-   half that high (the box spreads an object's height onto the table around it): the table, whatever
-   its colour or texture,
+   max(1 cm, 4 σ of the smoothed noise at that range), and a pixel must itself have depth and be at
+   least half that high (the box spreads an object's height onto the table around it, and a hole
+   beside a near object shows the table): the table, whatever its colour or texture,
    the bowls' floors and the labels stay below; everything standing up (objects, what sits in bowls or
    on other objects, the arms) is foreground.
 3. Foreground pixels get a colour class from the calibrated colour model; a segment is a connected
@@ -89,8 +89,9 @@ class GeometrySegmenter:
         smooth = cv2.blur(height, box) / np.maximum(support, 1e-6)
         threshold = np.maximum(FOREGROUND_MIN_M, NOISE_SIGMAS * plane.noise_k / SMOOTH_PX
                                * np.square(clean_depth.reshape(h, w)))
-        # A pixel with depth must itself stand up too: the box would spread an object onto a ring of table.
-        foreground = (smooth > threshold) & (support > 0.3) & ((height > 0.5 * threshold) | (weight == 0))
+        # A pixel must itself stand up too: the box would spread an object's height onto a ring of table, and
+        # a hole (no depth) beside a near object shows the table's colour (a stereo occlusion band).
+        foreground = (smooth > threshold) & (support > 0.3) & (height > 0.5 * threshold) & (weight > 0)
         all_classes = self.colour.classify(rgb)
         classes = np.where(foreground, all_classes, 0).astype(np.uint8)
         kernel = np.ones((3, 3), dtype=np.uint8)
