@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from robofollow_ros.contract import TABLE_TOP_Z
-from robofollow_ros.perception.colour_model import canonical_class
+from robofollow_ros.perception.colour_names import canonical_class
 from robofollow_ros.perception.detector import Detection
 from robofollow_ros.perception.estimate import estimate_pose, wrap_yaw
 from robofollow_ros.perception.grounding import ground

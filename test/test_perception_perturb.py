@@ -161,7 +161,7 @@ def test_a_calibrated_depth_camera_is_aligned_by_perception(tmp_path) -> None:  
     for name in ("head.yaml", "extrinsics.yaml", "colour.yaml"):
         shutil.copy(DEFAULT_CALIBRATION_DIR / name, tmp_path / name)
     shutil.copy(DEFAULT_CALIBRATION_DIR / "head.yaml", tmp_path / "head_depth.yaml")
-    with pytest.raises(CalibrationError, match="extrinsics.yaml has no 'head_depth' entry"):
+    with pytest.raises(CalibrationError, match=r"extrinsics\.yaml has no 'head_depth' entry"):
         perception_from_calibration(tmp_path)
     extrinsics = yaml.safe_load((tmp_path / "extrinsics.yaml").read_text())
     extrinsics["head_depth"] = {"parent_frame": "head_camera_optical", "child_frame": "head_depth_optical",

@@ -29,12 +29,8 @@ import numpy as np
 from robofollow_ros.benchmark.records import Layout
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_drift import relative_gains
-from robofollow_ros.perception.colour_model import (
-    CANONICAL_HUES,
-    ColourMode,
-    ColourModel,
-    TableColour,
-)
+from robofollow_ros.perception.colour_model import ColourMode, ColourModel, TableColour
+from robofollow_ros.perception.colour_names import CANONICAL_HUES
 from robofollow_ros.perception.colour_space import (
     circular_mean_deg,
     hue_distance,

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from robofollow_ros.perception.colour_model import ColourMode, ColourModel, canonical_class
+from robofollow_ros.perception.colour_model import ColourMode, ColourModel
+from robofollow_ros.perception.colour_names import canonical_class
 from robofollow_ros.perception.colour_space import (
     hue_distance,
     hue_saturation_value,

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from robofollow_ros.benchmark.records import Layout, ObjectSpec
-from robofollow_ros.perception.colour_model import canonical_class
+from robofollow_ros.perception.colour_names import canonical_class
 from robofollow_ros.perception.primitives import Primitive
 from robofollow_ros.sim.bowl import BowlGeometry
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.perception.perturb_eval import GOALS
+from robofollow_ros.perception.perturb_score import GOALS
 
 
 def _mm(value: float | None) -> str:

@@ -23,7 +23,8 @@ from robofollow_ros.benchmark.records import Layout
 from robofollow_ros.perception.align import DepthToColour, load_depth_alignment
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_drift import ColourDrift, DriftMonitor
-from robofollow_ros.perception.colour_model import ColourModel, default_model
+from robofollow_ros.perception.colour_model import ColourModel
+from robofollow_ros.perception.colour_names import default_model
 from robofollow_ros.perception.detector import MIN_PIXELS, ColourBlobDetector, Detection
 from robofollow_ros.perception.estimate import estimate_pose, yaw_quat_wxyz
 from robofollow_ros.perception.grounding import Grounding, ground, is_lifted
