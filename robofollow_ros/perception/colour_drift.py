@@ -121,6 +121,11 @@ class DriftMonitor:
                                             - _chromaticity(np.asarray(self.model.table.mean_linear))))
             s.table_shift = _blend(s.table_shift, distance)
         self._judge()
+        return self.report()
+
+    def report(self) -> ColourDrift:
+        """The current (smoothed) drift, as a copy."""
+        s = self.state
         return ColourDrift(dict(s.hue_shift_deg), s.gains, s.exposure, s.table_shift, s.drifted, list(s.reasons))
 
     def _judge(self) -> None:

@@ -2,8 +2,9 @@
 
 Whatever the table's colour or texture, its points lie on one plane and the objects' points stand
 above it, so geometry, not colour, decides what is an object. The fit uses a fixed random sample of
-pixels (enough for millimetre precision, cheap enough for every frame), keeps the previous frame's
-plane as one of the hypotheses (the head camera does not move), accepts only planes within
+pixels (enough for millimetre precision, cheap enough for every frame), refits the previous frame's
+plane without a vote while it still explains the sample (the head camera does not move), otherwise
+votes with it as one of the hypotheses, accepts only planes within
 ``MAX_TILT_DEG`` of the calibrated world's up (never an arm's flank), and refines the winner by least
 squares on its inliers. The spread of the inliers also gives the depth noise, σ(z) ≈ k·z², which
 sets how far above the plane a pixel must be to count as an object.
@@ -26,6 +27,8 @@ INLIER_M = 0.012
 MAX_TILT_DEG = 25.0
 #: A fit must explain at least this share of the sampled valid pixels.
 MIN_INLIER_SHARE = 0.25
+#: The last plane is kept (refitted, no vote) while it explains this share of its former inlier share.
+KEEP_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,15 @@ class TablePlane:
             return None
         depth = d[valid]
         points = self.origin + depth[:, None] * self.rays[self.sample[valid]]
+        if self.last is not None:
+            # The head camera does not move: while the last plane still explains as many points, refit it
+            # without a vote (a new vote when an arm or a bump changes what the sample sees).
+            near = np.abs(points @ self.last.normal - self.last.offset) < INLIER_M
+            if near.mean() >= KEEP_SHARE * self.last.inlier_share:
+                plane = self._refine(points[near], depth[near], len(points))
+                if plane is not None:
+                    self.last = plane
+                    return plane
         normals, offsets = self._hypotheses(points)
         if len(normals) == 0:
             return None

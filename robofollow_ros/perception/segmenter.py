@@ -67,7 +67,7 @@ class GeometrySegmenter:
         self._rays = camera.pixel_rays().reshape(-1, 3)
         self._rays32 = self._rays.astype(np.float32)
         self._origin = np.asarray(camera.world_position, dtype=np.float64)
-        self.table_linear: np.ndarray | None = None
+        self._table_pixels = np.zeros(0, dtype=np.int64)
         self.misregistration = MisregistrationEstimator()
 
     def detect(self, rgb: np.ndarray, depth: np.ndarray,
@@ -78,7 +78,7 @@ class GeometrySegmenter:
         clean_depth = np.where(valid, flat_depth, 0.0).astype(np.float32)
         plane = self.planes.fit(clean_depth)
         if plane is None:
-            self.table_linear = None
+            self._table_pixels = np.zeros(0, dtype=np.int64)
             return [], None
         height = (clean_depth * (self._rays32 @ plane.normal.astype(np.float32))
                   + np.float32(self._origin @ plane.normal - plane.offset))
@@ -111,7 +111,7 @@ class GeometrySegmenter:
                 if detection is not None:
                     detections.append(detection)
         detections += [d for m in flat_models if (d := self._flat(m, plane, classes, flat_rgb)) is not None]
-        self._table_colour(plane, clean_depth, flat_rgb)
+        self._table_pixels = self._on_table(plane, clean_depth)
         return detections, plane
 
     # -------------------------------------------------------------------------------------- solids
@@ -191,11 +191,17 @@ class GeometrySegmenter:
         return detection
 
     # --------------------------------------------------------------------------------------- table
-    def _table_colour(self, plane: Plane, depth: np.ndarray, flat_rgb: np.ndarray) -> None:
-        """White-balanced median colour of sampled table pixels (plane inliers), for drift reporting."""
+    def _on_table(self, plane: Plane, depth: np.ndarray) -> np.ndarray:
+        """Sampled pixels lying on the table plane (its inliers within 5 mm)."""
         sample = self.planes.sample
         d = depth[sample]
         ok = d > 0
         heights = self._origin @ plane.normal - plane.offset + d[ok] * (self._rays[sample[ok]] @ plane.normal)
-        on_table = sample[ok][np.abs(heights) < 0.005]
-        self.table_linear = self.colour.balanced_median(flat_rgb[on_table]) if len(on_table) >= 50 else None
+        return np.asarray(sample[ok][np.abs(heights) < 0.005])
+
+    def table_colour(self, rgb: np.ndarray) -> np.ndarray | None:
+        """White-balanced median colour of the last frame's table pixels, for drift reporting."""
+        pixels = self._table_pixels
+        if len(pixels) < 50:
+            return None
+        return self.colour.balanced_median(rgb.reshape(-1, 3)[pixels])

@@ -43,6 +43,9 @@ COLOUR_MODEL_FILE = "colour.yaml"
 #: A segment within this many pixels (centroid) and this share of its pixel count of last frame's is the same.
 REUSE_PX = 0.5
 REUSE_SHARE = 0.03
+#: Colour drift is measured on every frame at first, then every DRIFT_EVERY frames (it moves slowly).
+DRIFT_EVERY_FRAME_UNTIL = 10
+DRIFT_EVERY = 3
 
 
 def builtin_colour_model() -> ColourModel:
@@ -135,6 +138,7 @@ class Perception:
         self.models: dict[str, IdentityModel] = {}
         self.tracks: dict[str, Track] = {}
         self._previous: list[Detection] = []
+        self._frames = 0
         if layout is not None:
             self.reset(layout)
 
@@ -198,8 +202,11 @@ class Perception:
         missing = [name for name in self.models if name not in self.tracks]
         unexplained = [g.detection for g in groundings if g.name is None]
         self._previous = [d for d in detections if d.kind == "solid"]
-        drift = self.drift.update([g.detection for g in groundings if g.name is not None],
-                                  self.segmenter.table_linear if depth is not None else None)
+        self._frames += 1
+        if self._frames <= DRIFT_EVERY_FRAME_UNTIL or self._frames % DRIFT_EVERY == 0:
+            table = self.segmenter.table_colour(rgb) if depth is not None else None
+            self.drift.update([g.detection for g in groundings if g.name is not None], table)
+        drift = self.drift.report()
         return PerceptionResult(stamp, dict(self.tracks), missing, unexplained, groundings, drift, plane)
 
     def _reuse_shape_fits(self, detections: list[Detection]) -> None:
