@@ -48,6 +48,8 @@ class Detection:
     plane_xy: tuple[float, float] | None = None  # flat patches and RGB-only blobs: centre on a plane
     flat_yaw: float | None = None  # a flat patch's orientation (rad), from its outline on the plane
     noise_m: float = 0.0  # depth noise (1 σ, m) at the segment's range, from the table plane's spread
+    #: Pixels to measure the colour on (the interior): measured only when colour drift is (``measure_colour``).
+    colour_pixels: np.ndarray | None = field(default=None, repr=False)
     hue_deg: float | None = None
     linear_colour: np.ndarray | None = field(default=None, repr=False)  # white-balanced median, linear light
     fits: dict[Any, Any] = field(default_factory=dict, repr=False)  # primitive key → primitives.Fit (shape)
@@ -75,11 +77,14 @@ class Detection:
         raise ValueError("detection: has neither points nor a plane position")
 
 
-def measure_colour(detection: Detection, rgb_pixels: np.ndarray, model: ColourModel) -> None:
-    """White-balanced median colour and its hue (for drift reporting)."""
-    if len(rgb_pixels) == 0:
+def measure_colour(detection: Detection, rgb: np.ndarray, model: ColourModel) -> None:
+    """White-balanced median colour of the detection's ``colour_pixels`` and its hue (for drift reporting)."""
+    if detection.linear_colour is not None:
         return
-    colour = model.balanced_median(rgb_pixels)
+    pixels = detection.pixels if detection.colour_pixels is None else detection.colour_pixels
+    if len(pixels) == 0:
+        return
+    colour = model.balanced_median(rgb.reshape(-1, 3)[pixels])
     detection.linear_colour = colour
     hue, _, _ = hue_saturation_value(np.clip(colour, 0.0, 1.0))
     detection.hue_deg = float(hue)
@@ -131,7 +136,6 @@ class ColourBlobDetector:
 
     def detect(self, rgb: np.ndarray) -> list[Detection]:
         classes = self.colour.classify_without_table(rgb)
-        flat_rgb = rgb.reshape(-1, 3)
         detections = []
         for code, pixels in colour_blobs(classes, self.min_pixels):
             detection = Detection(colour_name(code), len(pixels), pixels, centroid_uv(pixels, self.camera.width))
@@ -139,6 +143,5 @@ class ColourBlobDetector:
             if hit is None:
                 continue
             detection.plane_xy = (float(hit[0]), float(hit[1]))
-            measure_colour(detection, flat_rgb[pixels], self.colour)
             detections.append(detection)
         return detections

@@ -39,7 +39,6 @@ from robofollow_ros.perception.detector import (
     centroid_uv,
     colour_blobs,
     colour_name,
-    measure_colour,
 )
 from robofollow_ros.perception.identities import IdentityModel
 from robofollow_ros.perception.plane import Plane, TablePlane
@@ -67,7 +66,7 @@ class GeometrySegmenter:
         self._rays = camera.pixel_rays().reshape(-1, 3)
         self._rays32 = self._rays.astype(np.float32)
         self._origin = np.asarray(camera.world_position, dtype=np.float64)
-        self._table_pixels = np.zeros(0, dtype=np.int64)
+        self._table_source: tuple[Plane, np.ndarray] | None = None
         self.misregistration = MisregistrationEstimator()
 
     def detect(self, rgb: np.ndarray, depth: np.ndarray,
@@ -78,7 +77,7 @@ class GeometrySegmenter:
         clean_depth = np.where(valid, flat_depth, 0.0).astype(np.float32)
         plane = self.planes.fit(clean_depth)
         if plane is None:
-            self._table_pixels = np.zeros(0, dtype=np.int64)
+            self._table_source = None
             return [], None
         height = (clean_depth * (self._rays32 @ plane.normal.astype(np.float32))
                   + np.float32(self._origin @ plane.normal - plane.offset))
@@ -107,11 +106,11 @@ class GeometrySegmenter:
             keep = valid[pixels] & (flat_height[pixels] > 0.5 * FOREGROUND_MIN_M)
             for part in self._split_by_height(pixels[keep], clean_depth):
                 detection = self._solid(code, pixels if len(part) == keep.sum() else part, part, interior,
-                                        clean_depth, flat_rgb, noise_k)
+                                        clean_depth, noise_k)
                 if detection is not None:
                     detections.append(detection)
         detections += [d for m in flat_models if (d := self._flat(m, plane, classes, flat_rgb)) is not None]
-        self._table_pixels = self._on_table(plane, clean_depth)
+        self._table_source = (plane, clean_depth)
         return detections, plane
 
     # -------------------------------------------------------------------------------------- solids
@@ -133,7 +132,7 @@ class GeometrySegmenter:
         return [*self._split_by_height(low, depth), *self._split_by_height(high, depth)]
 
     def _solid(self, code: int, pixels: np.ndarray, with_depth: np.ndarray, interior: np.ndarray,
-               depth: np.ndarray, flat_rgb: np.ndarray, noise_k: float) -> Detection | None:
+               depth: np.ndarray, noise_k: float) -> Detection | None:
         if len(with_depth) < max(3, self.min_pixels // 2):
             return None
         used = with_depth
@@ -146,8 +145,7 @@ class GeometrySegmenter:
         detection.top_xy = (float(middle[0]), float(middle[1]))
         detection.noise_m = noise_k * float(fast_median(depth[used])) ** 2
         colour_pixels = pixels[interior[pixels]]
-        measure_colour(detection, flat_rgb[colour_pixels if len(colour_pixels) >= MIN_FIT_POINTS else pixels],
-                       self.colour)
+        detection.colour_pixels = colour_pixels if len(colour_pixels) >= MIN_FIT_POINTS else pixels
         return detection
 
     # --------------------------------------------------------------------------------------- flats
@@ -187,21 +185,20 @@ class GeometrySegmenter:
         detection.plane_xy = (float(on_plane[:, 0].mean()), float(on_plane[:, 1].mean()))
         (_, _), (_, _), angle = cv2.minAreaRect(on_plane[:, :2].astype(np.float32))
         detection.flat_yaw = math.radians(angle)
-        measure_colour(detection, flat_rgb[pixels], self.colour)
         return detection
 
     # --------------------------------------------------------------------------------------- table
-    def _on_table(self, plane: Plane, depth: np.ndarray) -> np.ndarray:
-        """Sampled pixels lying on the table plane (its inliers within 5 mm)."""
+    def table_colour(self, rgb: np.ndarray) -> np.ndarray | None:
+        """White-balanced median colour of the last frame's table (sampled plane inliers within 5 mm),
+        for drift reporting; computed only when asked."""
+        if self._table_source is None:
+            return None
+        plane, depth = self._table_source
         sample = self.planes.sample
         d = depth[sample]
         ok = d > 0
         heights = self._origin @ plane.normal - plane.offset + d[ok] * (self._rays[sample[ok]] @ plane.normal)
-        return np.asarray(sample[ok][np.abs(heights) < 0.005])
-
-    def table_colour(self, rgb: np.ndarray) -> np.ndarray | None:
-        """White-balanced median colour of the last frame's table pixels, for drift reporting."""
-        pixels = self._table_pixels
+        pixels = sample[ok][np.abs(heights) < 0.005]
         if len(pixels) < 50:
             return None
         return self.colour.balanced_median(rgb.reshape(-1, 3)[pixels])

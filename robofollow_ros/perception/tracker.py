@@ -25,7 +25,7 @@ from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_drift import ColourDrift, DriftMonitor
 from robofollow_ros.perception.colour_model import ColourModel
 from robofollow_ros.perception.colour_names import default_model
-from robofollow_ros.perception.detector import MIN_PIXELS, ColourBlobDetector, Detection
+from robofollow_ros.perception.detector import MIN_PIXELS, ColourBlobDetector, Detection, measure_colour
 from robofollow_ros.perception.estimate import estimate_pose, yaw_quat_wxyz
 from robofollow_ros.perception.grounding import Grounding, ground, is_lifted
 from robofollow_ros.perception.identities import IdentityModel, identity_models
@@ -205,7 +205,10 @@ class Perception:
         self._frames += 1
         if self._frames <= DRIFT_EVERY_FRAME_UNTIL or self._frames % DRIFT_EVERY == 0:
             table = self.segmenter.table_colour(rgb) if depth is not None else None
-            self.drift.update([g.detection for g in groundings if g.name is not None], table)
+            named = [g.detection for g in groundings if g.name is not None]
+            for detection in named:
+                measure_colour(detection, rgb, self.colour)
+            self.drift.update(named, table)
         drift = self.drift.report()
         return PerceptionResult(stamp, dict(self.tracks), missing, unexplained, groundings, drift, plane)
 
