@@ -45,6 +45,7 @@ from robofollow_ros.nodes.driver_messages import (
     command_message,
     group_by_topic,
 )
+from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyDecision, SafetyFilter
@@ -57,6 +58,7 @@ TOPIC_BRIDGE_STATUS = "/robofollow/arm_bridge/status"
 class ArmBridgeNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("arm_bridge_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         driver_file = params.declare(
             "driver_config",

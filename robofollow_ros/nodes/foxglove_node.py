@@ -39,6 +39,7 @@ from robofollow_ros.monitoring.session import LiveSession
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, positive
+from robofollow_ros.nodes.graph_peers import PeerReport
 
 #: Streams: best effort matches reliable and best-effort publishers alike; deep, so bursts are kept.
 STREAM_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT,
@@ -80,6 +81,7 @@ def stamp_ns(stamp: Any) -> int:
 class FoxgloveNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("foxglove_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         self._lock = threading.Lock()  # callbacks run on several executor threads; the session is not shared-safe
         self.server: WebSocketServer | None = None
         params = ParameterSet(self)

@@ -32,6 +32,7 @@ from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet
 from robofollow_ros.nodes.conversions import MessageError, joint_vector, stamp_ns, transform_msg
+from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.sim.transforms import matrix_to_quat
 
 #: robot_state_publisher's QoS for the description: reliable, transient local, depth 1.
@@ -44,6 +45,7 @@ TF_STATIC_QOS = DESCRIPTION_QOS
 class RobotStateNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("robot_state_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         rig_file = params.declare("rig_config", "", "rig YAML naming the URDF and the gripper joints "
                                                     "(config/sim/rig.yaml when empty)")

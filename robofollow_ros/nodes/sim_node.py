@@ -73,6 +73,7 @@ from robofollow_ros.nodes.driver_messages import (
     group_by_topic,
     state_message,
 )
+from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 
@@ -86,6 +87,7 @@ def _non_negative(value: Any) -> str | None:
 class SimNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("sim_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         self.render = params.declare("render", True, "render the three cameras (False: physics only, no images)")
         width = params.declare("image_width", 320, "camera image width, px", positive)

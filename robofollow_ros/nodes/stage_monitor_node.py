@@ -41,6 +41,7 @@ from robofollow_ros.nodes.conversions import (
     objects_from_transforms,
     stamp_ns,
 )
+from robofollow_ros.nodes.graph_peers import PeerReport
 
 #: States kept while waiting for their partner message or for the trial to start.
 BUFFER_LIMIT = 4096
@@ -54,6 +55,7 @@ SCORED_PHASES = (tp.PHASE_STARTING, tp.PHASE_RUNNING, tp.PHASE_STOPPING, tp.PHAS
 class StageMonitorNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("stage_monitor_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         self.object_source = params.declare(
             "object_source", "tf", "object poses from ground-truth TF (tf, sim) or /robofollow/objects (objects)",

@@ -10,7 +10,9 @@ exactly as the headless evaluator records it → ``done``. The handshake is in `
 Services: ``start`` (run / resume), ``stop`` (end the current trial now, score it, pause),
 ``next`` (end the current trial if any and go on).
 
-Before the first trial it has ``policy_node`` reach the policy (``/robofollow/policy/check``:
+The first trial begins once the graph is connected: every awaited node is seen here, and each of
+the package's nodes reports that it sees all the others (``graph_peers``: DDS discovers pair by
+pair). Before it, the trial manager has ``policy_node`` reach the policy (``/robofollow/policy/check``:
 connect + reset); an unreachable policy ends the run at once with one line naming the address.
 The executable exits when the trials end — with ``EXIT_TRIALS_FAILED`` when some trial could not
 be executed (a policy error, a timed-out reset or score), ``EXIT_POLICY_UNREACHABLE`` when the
@@ -45,6 +47,7 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+from robofollow_ros.nodes.graph_peers import PeerReports
 from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, graph_ready, unexecuted_result
 from robofollow_ros.nodes.trial_services import TrialServices
 
@@ -113,6 +116,7 @@ class TrialManagerNode(TrialServices, Node):
         self.policy_gate = PolicyGate(self, tp.SERVICE_POLICY_CHECK, check_policy and "policy_node" in
                                       self.wait_for_nodes, policy_check_timeout_s)
 
+        self.peer_reports = PeerReports(self, self.wait_for_nodes)
         self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
         self.instruction_pub = self.create_publisher(String, TOPIC_INSTRUCTION, tp.LATCHED)
         self.create_subscription(String, tp.TOPIC_SIM_STATUS, self._on_sim_status, tp.LATCHED)
@@ -124,7 +128,7 @@ class TrialManagerNode(TrialServices, Node):
         self.create_service(Trigger, tp.SERVICE_CONFIRM_RESET, self._srv_confirm)
         # Steady clock: under use_sim_time, sim time stands still until a command moves it.
         self.create_timer(0.05, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan)})
+        self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan), "awaiting": list(self.wait_for_nodes)})
         if self.rig_mode and self.confirm_with_key:
             threading.Thread(target=self._read_keys, daemon=True).start()
 
@@ -265,7 +269,8 @@ class TrialManagerNode(TrialServices, Node):
 
     # -- the state machine -----------------------------------------------------------------------
     def _graph_ready(self) -> bool:
-        return graph_ready(self, self.wait_for_nodes)
+        """Every awaited node is seen here, and each of the package's sees all the others (graph_peers)."""
+        return graph_ready(self, self.wait_for_nodes) and not self.peer_reports.missing()
 
     def _tick(self) -> None:
         waited = time.monotonic() - self._phase_since
