@@ -20,9 +20,6 @@ from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
 
 from robofollow_ros.contract import (
-    CAMERA_FRAMES,
-    CAMERA_NAMES,
-    CAMERA_OPTICAL_FRAMES,
     TOPIC_JOINT_STATES,
     TOPIC_ROBOT_DESCRIPTION,
     TOPIC_TF,
@@ -65,19 +62,15 @@ class RobotStateNode(Node):
         self.tf_static.publish(TFMessage(transforms=self._static_transforms()))
 
     def _static_transforms(self) -> list[Any]:
-        from robofollow_ros.sim.cameras import BODY_FROM_OPTICAL
+        from robofollow_ros.sim.cameras import optical_mounts
 
         out = []
         for joint in self.model.joints.values():
             if not joint.moving:
                 out.append(transform_msg(joint.parent, joint.child, joint.origin_position,
                                          matrix_to_quat(joint.origin_rotation), 0))
-        optical = matrix_to_quat(BODY_FROM_OPTICAL)
-        for camera in CAMERA_NAMES:
-            body = self.kinematics.rig.camera_links[camera]
-            if body != CAMERA_FRAMES[camera] and body in self.model.links:
-                out.append(transform_msg(body, CAMERA_FRAMES[camera], (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0), 0))
-            out.append(transform_msg(CAMERA_FRAMES[camera], CAMERA_OPTICAL_FRAMES[camera], (0.0, 0.0, 0.0), optical, 0))
+        for parent, child, position, quat in optical_mounts(self.kinematics.rig.camera_links):
+            out.append(transform_msg(parent, child, position, quat, 0))
         return out
 
     def _on_joints(self, msg: JointState) -> None:
