@@ -39,6 +39,7 @@ from robofollow_ros.monitoring.session import LiveSession
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, positive
+from robofollow_ros.nodes.conversions import OBJECT_FRAME_PREFIX, stamp_ns
 from robofollow_ros.nodes.graph_peers import PeerReport
 
 #: Streams: best effort matches reliable and best-effort publishers alike; deep, so bursts are kept.
@@ -72,10 +73,6 @@ def image_to_rgb(msg: Image) -> np.ndarray:
     rows = np.frombuffer(bytes(msg.data), np.uint8).reshape(msg.height, msg.step)
     rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
     return rgb[:, :, ::-1] if msg.encoding == "bgr8" else rgb
-
-
-def stamp_ns(stamp: Any) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
 class FoxgloveNode(Node):
@@ -142,8 +139,12 @@ class FoxgloveNode(Node):
         type_name = topics.TOPICS[topic].type_name
 
         def forward(data: bytes) -> None:
+            stamp = _state_stamp(topic, data)
             with self._lock:
-                self.channels.publish(topic, type_name, data)
+                if stamp is None:
+                    self.channels.publish(topic, type_name, data)
+                else:  # per-state streams lag behind the trial's messages: the recording waits for them
+                    self.session.on_state(*stamp, lambda: self.channels.publish(topic, type_name, data))
                 if topic == topics.OBJECTS and self.channels.wants(topics.SCENE):
                     self.session.on_objects(_object_poses(deserialize_message(data, MarkerArray)))
         return forward
@@ -210,6 +211,23 @@ def _ros_class(topic: str) -> Any:
     classes = {"sensor_msgs/msg/JointState": JointState, "tf2_msgs/msg/TFMessage": TFMessage,
                "std_msgs/msg/String": String, "visualization_msgs/msg/MarkerArray": MarkerArray}
     return classes[topics.TOPICS[topic].type_name]
+
+
+def _state_stamp(topic: str, data: bytes) -> tuple[str, int] | None:
+    """(stream, header stamp) of a per-state message — joint states, link or object TF, objects; else None."""
+    if topic == topics.JOINT_STATES:
+        return topic, stamp_ns(deserialize_message(data, JointState).header.stamp)
+    if topic == topics.TF:
+        transforms = deserialize_message(data, TFMessage).transforms
+        if not transforms:
+            return None
+        first = transforms[0]
+        kind = "objects" if first.child_frame_id.startswith(OBJECT_FRAME_PREFIX) else "links"
+        return f"{topic} {kind}", stamp_ns(first.header.stamp)
+    if topic == topics.OBJECTS:
+        markers = deserialize_message(data, MarkerArray).markers
+        return (topic, stamp_ns(markers[0].header.stamp)) if markers else None
+    return None
 
 
 def _object_poses(msg: MarkerArray) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
