@@ -32,7 +32,7 @@ from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
 
 from robofollow_ros.contract import CAMERA_NAMES, CAMERA_OPTICAL_FRAMES, camera_image_topic, camera_info_topic
-from robofollow_ros.monitoring import topics
+from robofollow_ros.monitoring import cdr_peek, topics
 from robofollow_ros.monitoring.channels import MonitorSettings, TrialChannels
 from robofollow_ros.monitoring.server import TRIAL_SERVICES, start_monitor_server
 from robofollow_ros.monitoring.session import LiveSession
@@ -216,17 +216,16 @@ def _ros_class(topic: str) -> Any:
 def _state_stamp(topic: str, data: bytes) -> tuple[str, int] | None:
     """(stream, header stamp) of a per-state message — joint states, link or object TF, objects; else None."""
     if topic == topics.JOINT_STATES:
-        return topic, stamp_ns(deserialize_message(data, JointState).header.stamp)
+        return topic, cdr_peek.header_stamp(data)
     if topic == topics.TF:
-        transforms = deserialize_message(data, TFMessage).transforms
-        if not transforms:
+        first = cdr_peek.first_transform(data)
+        if first is None:
             return None
-        first = transforms[0]
-        kind = "objects" if first.child_frame_id.startswith(OBJECT_FRAME_PREFIX) else "links"
-        return f"{topic} {kind}", stamp_ns(first.header.stamp)
+        kind = "objects" if first[2].startswith(OBJECT_FRAME_PREFIX) else "links"
+        return f"{topic} {kind}", first[0]
     if topic == topics.OBJECTS:
-        markers = deserialize_message(data, MarkerArray).markers
-        return (topic, stamp_ns(markers[0].header.stamp)) if markers else None
+        stamp = cdr_peek.first_marker_stamp(data)
+        return None if stamp is None else (topic, stamp)
     return None
 
 
