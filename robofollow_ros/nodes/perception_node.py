@@ -36,6 +36,7 @@ from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
 from robofollow_ros.nodes.conversions import MessageError, image_array, object_frame, stamp_ns, time_msg, transform_msg
+from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
 
 TOPIC_PERCEPTION_STATUS = "/robofollow/perception/status"
@@ -60,6 +61,7 @@ def depth_array(msg: Image) -> np.ndarray:
 class PerceptionNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("perception_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         calibration = params.declare("calibration_dir", str(share_path("calibration", "sim")),
                                      "directory with head.yaml (camera_info) and extrinsics.yaml")

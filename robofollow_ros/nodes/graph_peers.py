@@ -1,0 +1,76 @@
+"""Is the graph connected: does every awaited node see every other one, not only the trial manager?
+
+DDS discovers participants pair by pair. Under load one pair can take seconds (a participant that
+starts late learns of an earlier one only at that one's next periodic announcement), so the trial
+manager seeing every node proves nothing about the pairs between them: measured with one process
+per node, the recorder (foxglove_node) saw the sim, the arm bridge and the trial manager but not the
+policy, the robot state publisher or the stage monitor for a whole two-trial run, and recorded no
+joint command, link TF or scored frame. So each node of the package says, on a latched topic, when
+it sees every node the trial manager awaits (the trial manager names them in its ``idle`` state),
+and the trial manager begins the first trial only once every awaited node of the package has said
+so; nodes from elsewhere (a test's watcher, a rig's own driver) are only seen, as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from std_msgs.msg import String
+
+from robofollow_ros.contract import TOPIC_TRIAL
+from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes.catalog import NODE_ENTRY_POINTS
+
+TOPIC_PEERS = "/robofollow/graph/peers"
+#: How often a node looks at the graph until it sees every awaited node (steady clock).
+CHECK_PERIOD_S = 0.1
+
+
+class PeerReport:
+    """Part of every node of the package: ``{"node", "sees"}`` on ``/robofollow/graph/peers`` once it
+    sees every node in the trial manager's ``awaiting`` list."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._awaiting: list[str] | None = None
+        self._publisher = node.create_publisher(String, TOPIC_PEERS, tp.LATCHED)
+        node.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
+        self._timer: Any = node.create_timer(CHECK_PERIOD_S, self._check,
+                                             clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    def _on_trial(self, msg: String) -> None:
+        trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self._node.get_logger())
+        awaiting = (trial or {}).get("awaiting")
+        if isinstance(awaiting, list) and self._awaiting is None:
+            self._awaiting = [str(name) for name in awaiting]
+
+    def _check(self) -> None:
+        if self._awaiting is None or self._timer is None:
+            return
+        if set(self._awaiting) - {self._node.get_name()} <= set(self._node.get_node_names()):
+            self._publisher.publish(String(data=tp.encode({"node": self._node.get_name(),
+                                                           "sees": sorted(self._awaiting)})))
+            self._node.destroy_timer(self._timer)
+            self._timer = None
+
+
+class PeerReports:
+    """The trial manager's side: which awaited nodes of the package see all the others."""
+
+    def __init__(self, node: Node, awaiting: list[str]) -> None:
+        self._awaiting = set(awaiting)
+        self._sees: dict[str, set[str]] = {}
+        self._logger = node.get_logger()
+        node.create_subscription(String, TOPIC_PEERS, self._on_report, tp.LATCHED)
+
+    def _on_report(self, msg: String) -> None:
+        report = tp.decode_or_log(msg.data, TOPIC_PEERS, self._logger)
+        if report is not None and isinstance(report.get("sees"), list):
+            self._sees[str(report.get("node"))] = {str(name) for name in report["sees"]}
+
+    def missing(self) -> list[str]:
+        """Awaited nodes of the package that have not yet reported seeing every awaited node."""
+        return sorted(name for name in self._awaiting & set(NODE_ENTRY_POINTS)
+                      if not self._awaiting <= self._sees.get(name, set()))
