@@ -13,6 +13,7 @@ so; nodes from elsewhere (a test's watcher, a rig's own driver) are only seen, a
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rclpy.clock import Clock, ClockType
@@ -22,6 +23,7 @@ from std_msgs.msg import String
 from robofollow_ros.contract import TOPIC_TRIAL
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes.catalog import NODE_ENTRY_POINTS
+from robofollow_ros.nodes.trial_records import graph_ready
 
 TOPIC_PEERS = "/robofollow/graph/peers"
 #: How often a node looks at the graph until it sees every awaited node (steady clock).
@@ -74,3 +76,49 @@ class PeerReports:
         """Awaited nodes of the package that have not yet reported seeing every awaited node."""
         return sorted(name for name in self._awaiting & set(NODE_ENTRY_POINTS)
                       if not self._awaiting <= self._sees.get(name, set()))
+
+
+class GraphWait:
+    """The trial manager's wait for a connected graph before the first trial: bounded, and explained.
+
+    Every awaited node must be seen with its trial input discovered (``trial_records.graph_ready``)
+    and each awaited node of the package must report seeing the others (:class:`PeerReports`). A node
+    that never comes (it crashed at start, a profile awaits a node it does not run, a rig driver is
+    not started) must not leave the operator looking at a silent graph: the missing names are logged
+    every 10 s, and after ``timeout_s`` (0: no limit) the run is given up with one line naming them.
+    """
+
+    def __init__(self, node: Node, awaiting: list[str], timeout_s: float) -> None:
+        self._node = node
+        self._awaiting = list(awaiting)
+        self._timeout_s = timeout_s
+        self._reports = PeerReports(node, awaiting)
+        self._since: float | None = None
+        self._next_log = 0.0
+
+    def ready(self) -> bool:
+        return graph_ready(self._node, self._awaiting) and not self._reports.missing()
+
+    def missing(self) -> list[str]:
+        """What the wait is for, in words: unseen nodes first, then nodes that do not see the others yet."""
+        names = set(self._node.get_node_names())
+        unseen = [n for n in self._awaiting if n not in names]
+        return unseen or [f"{n} (does not see every awaited node yet)" for n in self._reports.missing()] \
+            or ["the awaited nodes' trial subscriptions (not discovered yet)"]
+
+    def overdue(self) -> str | None:
+        """Call while waiting for the first trial: logs progress; the reason to give up once past the limit."""
+        if self.ready():
+            return None
+        now = time.monotonic()
+        if self._since is None:  # counted from the first wait for a start, not from a paused idle
+            self._since = now
+        waited = now - self._since
+        if self._timeout_s and waited > self._timeout_s:
+            return (f"the graph is incomplete after {self._timeout_s:g} s; waiting for: {', '.join(self.missing())} "
+                    f"(wait_for_nodes of {self._node.get_name()})")
+        if waited >= self._next_log:
+            self._next_log = waited + 10.0
+            if waited >= 5.0:
+                self._node.get_logger().info(f"waiting for {', '.join(self.missing())}")
+        return None

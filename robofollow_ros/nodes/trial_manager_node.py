@@ -36,7 +36,7 @@ from rclpy.node import Node
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from robofollow_ros.cli._common import EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
+from robofollow_ros.cli._common import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from robofollow_ros.contract import (
     SERVICE_TRIAL_NEXT,
     SERVICE_TRIAL_START,
@@ -47,8 +47,8 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
-from robofollow_ros.nodes.graph_peers import PeerReports
-from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, graph_ready, unexecuted_result
+from robofollow_ros.nodes.graph_peers import GraphWait
+from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, unexecuted_result
 from robofollow_ros.nodes.trial_services import TrialServices
 
 
@@ -75,6 +75,8 @@ class TrialManagerNode(TrialServices, Node):
         self.auto_start = params.declare("auto_start", True, "start the protocol as soon as the graph is up")
         self.wait_for_nodes = params.declare("wait_for_nodes", ["sim_node", "policy_node", "stage_monitor_node"],
                                              "nodes that must be up before the first trial")
+        self.graph_timeout_s = params.declare("graph_timeout_s", 300.0, "longest wait for the awaited nodes before "
+                                              "the first trial, s (0: wait until they come)", _non_negative)
         self.reset_timeout_s = params.declare("reset_timeout_s", 300.0, "longest sim reset, s", positive)
         self.score_timeout_s = params.declare("score_timeout_s", 60.0, "longest wait for the scorer (its start "
                                               "acknowledgement, the final score), s", positive)
@@ -116,7 +118,7 @@ class TrialManagerNode(TrialServices, Node):
         self.policy_gate = PolicyGate(self, tp.SERVICE_POLICY_CHECK, check_policy and "policy_node" in
                                       self.wait_for_nodes, policy_check_timeout_s)
 
-        self.peer_reports = PeerReports(self, self.wait_for_nodes)
+        self.graph_wait = GraphWait(self, self.wait_for_nodes, self.graph_timeout_s)
         self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
         self.instruction_pub = self.create_publisher(String, TOPIC_INSTRUCTION, tp.LATCHED)
         self.create_subscription(String, tp.TOPIC_SIM_STATUS, self._on_sim_status, tp.LATCHED)
@@ -269,11 +271,15 @@ class TrialManagerNode(TrialServices, Node):
 
     # -- the state machine -----------------------------------------------------------------------
     def _graph_ready(self) -> bool:
-        """Every awaited node is seen here, and each of the package's sees all the others (graph_peers)."""
-        return graph_ready(self, self.wait_for_nodes) and not self.peer_reports.missing()
+        return self.graph_wait.ready()
 
     def _tick(self) -> None:
         waited = time.monotonic() - self._phase_since
+        if self.phase == tp.PHASE_IDLE and not self.paused and not self.finished.is_set() and self.index < 0:
+            gave_up = self.graph_wait.overdue()
+            if gave_up is not None:
+                self._abort(gave_up, EXIT_INTERNAL)
+                return
         if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.finished.is_set():
             if self.phase == tp.PHASE_IDLE and self.policy_gate.state != "ok":
                 self.policy_gate.poll(self._graph_ready())
