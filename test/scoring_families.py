@@ -330,3 +330,8 @@ FAMILIES: dict[str, st.SearchStrategy[Case]] = {
     "scene4/sequence_pickups": sequence_case(),
     "finish/return_timing": timing_case(),
 }
+
+# The scripted families above, scrambled (``scoring_mutations``): where no script goes.
+from scoring_mutations import mutated  # noqa: E402
+
+FAMILIES["mutated"] = mutated({k: v for k, v in FAMILIES.items() if k != "finish/return_timing"})
