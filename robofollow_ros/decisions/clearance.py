@@ -50,6 +50,8 @@ class Body:
 
     def as_disc(self) -> Body:
         """The disc around the footprint: where a push may have turned a box, that is all one can say."""
+        if self.round:
+            return self
         r = math.hypot(*self.half)
         return Body(self.name, self.xy, (r, r), True, self.top)
 
