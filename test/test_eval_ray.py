@@ -118,7 +118,11 @@ def test_a_node_removed_mid_run_loses_and_duplicates_nothing(
     waiting = _wait(lambda: len(list(gate.glob("*.waiting"))) >= 2 or "outcome" in box, 300)
     assert waiting and "outcome" not in box, box.get("outcome")  # both actors, one per node, are mid-trial
     worker_node = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
+    pids = [int(p.stem) for p in gate.glob("*.waiting")]
     cluster.remove_node(worker_node, allow_graceful=False)
+    # The removed node's actor outlives its raylet until it notices; opened now, it could still
+    # finish its trial and hand the result straight to the driver (measured under load): let it go first.
+    assert _wait(lambda: any(not _alive(pid) for pid in pids), 120), f"no actor of {pids} died with its node"
     (gate / "open").touch()
     driver.join(540)
     outcome = box["outcome"]
@@ -137,3 +141,12 @@ def _wait(condition: Any, timeout: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def _alive(pid: int) -> bool:
+    """Running, not gone and not a zombie left by its killed raylet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

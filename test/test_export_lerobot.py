@@ -121,3 +121,38 @@ def test_bad_bags_are_one_line_and_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "not a readable ROS 2 bag" in proc.stderr and len(proc.stderr.splitlines()) == 1
     proc = export(str(tmp_path / "missing"), "--output", str(tmp_path / "ds"))
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_a_rendered_eval_recording_exports_in_robot_time(tmp_path: Path, registry) -> None:  # type: ignore[no-untyped-def]
+    """``eval --record`` → ``export-lerobot`` → the independent reader. The recording runs on the trial's
+    clock (sim time: it stands still while rendering and the policy run), so the episode is as long as the
+    trial took the robot, and each frame holds the joint state the recording carries at that time."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    task = "L0_pickup_red_cylinder"
+    proc = subprocess.run([*ROBOFOLLOW, "eval", "--policy", "oracle", "--tasks", task, "--rounds", "1",
+                           "--max-steps", "1", "--actions-per-step", "8", "--output", str(tmp_path / "run"),
+                           "--record"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bag = next((tmp_path / "run" / "mcap").glob("*.mcap"))
+    proc = export(str(bag), "--output", str(tmp_path / "ds"))
+    assert proc.returncode == 0, proc.stderr
+
+    stamps, states = [], []
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+        for conn, _t, raw in reader.messages(connections=[c for c in reader.connections if c.topic == "/joint_states"]):
+            msg = reader.deserialize(raw, conn.msgtype)
+            stamps.append(msg.header.stamp.sec * SEC + msg.header.stamp.nanosec)
+            states.append(np.asarray(msg.position))
+    assert len(stamps) == 9  # the start state and one per row
+    times = np.arange(stamps[0], stamps[-1] + 1, SEC // 10)  # 10 fps in the recording's (robot) time
+    expected = np.stack([states[np.searchsorted(stamps, t, side="right") - 1] for t in times[:-1]])
+    assert len(expected) > 8, "the rows took the robot longer than 0.1 s each"
+
+    report = read_independently(tmp_path / "ds")
+    assert report["errors"] == [] and report["episodes"] == 1
+    assert report["episode_lengths"] == [len(expected)]
+    assert report["video_frames"]["observation.images.head"] == [len(expected)]
+    assert report["tasks"] == [registry.eval_task(task).instruction]
+    np.testing.assert_allclose(report["state_mean"], expected.mean(axis=0), atol=1e-5)

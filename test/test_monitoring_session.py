@@ -105,3 +105,43 @@ def test_streams_out_of_order_across_topics_still_give_complete_recordings(tmp_p
         rec = read_recording(tmp_path / "mcap" / f"{name}.mcap")
         assert rec.trial == name and len(rec.frames) == len(msgs)
         assert rec.live_result == final["result"] and rescore(rec) == final["result"]
+
+
+def test_a_trials_recording_waits_for_its_last_states(tmp_path: Path, registry: Any) -> None:
+    """On the graph the joint states and TF lag behind the trial's own messages (other publishers, other
+    callbacks): the recording closes only once each stamped state stream reached the trial's end stamp,
+    or once one passed it (its last message was lost; what comes next belongs to the next trial)."""
+    channels = TrialChannels()
+    session = LiveSession(channels, registry=registry)
+    names = [f"j{i}" for i in range(14)]
+
+    def state(stamp: int) -> None:  # what foxglove_node does with every forwarded joint state and link TF
+        session.on_state("/joint_states", stamp, lambda: channels.send(
+            topics.JOINT_STATES, rosmsg.joint_state(stamp, names, [0.0] * 14), stamp))
+        session.on_state("/tf links", stamp, lambda: channels.send(
+            topics.TF, rosmsg.tf_message([rosmsg.transform(stamp, "left_base", "left_link1", (0, 0, 0),
+                                                           (1, 0, 0, 0))]), stamp))
+
+    session.on_trial({"id": "t1", "task": TASK, "phase": "resetting", "run_dir": str(tmp_path)})
+    state(10)  # the start state
+    result = _trial(session, "t1", tmp_path, registry)
+    session.on_trial({"id": "t1", "task": TASK, "phase": "scoring", "end_stamp_ns": 30})
+    session.on_trial({"id": "t1", "task": TASK, "phase": "done", "end_stamp_ns": 30})
+    assert session.recording_open  # every frame and the final score are in, the states at 20 and 30 are not
+    state(20)
+    assert session.recording_open
+    state(30)
+    assert not session.recording_open
+    rec = read_recording(tmp_path / "mcap" / "t1.mcap")
+    assert rec.topics["/joint_states"] == rec.topics["/tf"] == 3 and rescore(rec) == result
+
+    session.on_trial({"id": "t2", "task": TASK, "phase": "resetting", "run_dir": str(tmp_path)})
+    state(40)
+    _trial(session, "t2", tmp_path, registry)
+    session.on_trial({"id": "t2", "task": TASK, "phase": "done", "end_stamp_ns": 50})
+    assert session.recording_open
+    session.on_trial({"id": "t3", "task": TASK, "phase": "resetting", "run_dir": str(tmp_path)})  # held
+    state(60)  # t2's state at 50 never came: t3's first state closes t2 and goes into t3's file
+    assert read_recording(tmp_path / "mcap" / "t2.mcap").topics["/joint_states"] == 1  # only its start
+    session.close()
+    assert read_recording(tmp_path / "mcap" / "t3.mcap").topics["/joint_states"] == 1

@@ -72,7 +72,8 @@ def test_one_trial_end_to_end_over_dds(graph):
     ros.wait_for(manager.finished.is_set, timeout=60, what="the trial")
     trial_id = json.loads(got["trial"][-1].data)["id"]
     phases = [p for p in _phases(got, trial_id) if p not in (tp.PHASE_IDLE,)]
-    assert phases == [tp.PHASE_RESETTING, tp.PHASE_RUNNING, tp.PHASE_SCORING, tp.PHASE_DONE, tp.PHASE_FINISHED]
+    assert phases == [tp.PHASE_RESETTING, tp.PHASE_STARTING, tp.PHASE_RUNNING, tp.PHASE_SCORING, tp.PHASE_DONE,
+                      tp.PHASE_FINISHED]
 
     ros.wait_for(lambda: any(json.loads(m.data)["final"] for m in got["score"]), what="final score")
     scores = [json.loads(m.data) for m in got["score"]]

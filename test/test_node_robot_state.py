@@ -72,3 +72,46 @@ def test_description_static_and_link_transforms_follow_the_joint_states():
         # the optical frame looks along +z of ROS's convention: the head camera's +z points at the table
         rotation, _ = _chain(frames, CAMERA_OPTICAL_FRAMES["head"])
         assert rotation[2, 2] < -0.5
+
+
+def test_headless_recordings_name_and_place_the_frames_as_the_graph_does():
+    """An ``eval --record`` MCAP (monitoring.robot) and the graph (robot_state_node) carry the same static
+    frames and the same link transforms, so a picture's optical frame id means one pose in either."""
+    from robofollow_ros.monitoring.robot import RobotModel
+
+    def poses(transforms) -> dict[tuple[str, str], np.ndarray]:  # type: ignore[no-untyped-def]
+        out = {}
+        for t in transforms:
+            q, p = t.transform.rotation, t.transform.translation
+            out[(t.header.frame_id, t.child_frame_id)] = np.concatenate(
+                [quat_to_matrix(np.array([q.w, q.x, q.y, q.z])).ravel(), [p.x, p.y, p.z]])
+        return out
+
+    kin = RigKinematics()
+    vector = kin.home_vector()
+    vector[7:13] += [-0.2, 0.3, -0.4, 0.1, 0.5, -0.6]
+    vector[13] = 0.6
+    headless = RobotModel()
+    with RosHarness() as ros:
+        node = ros.add(RobotStateNode(context=ros.context))
+        graph_static = poses(node._static_transforms())
+        probe = ros.node("probe")
+        got: list[TFMessage] = []
+        probe.create_subscription(TFMessage, "/tf", ros.collector(got), tp.STATE_STREAM)
+        joints = probe.create_publisher(JointState, "/joint_states", tp.STATE_STREAM)
+        ros.wait_for(lambda: joints.publish(joint_state_msg(vector, 5)) or bool(got), what="link transforms")
+        graph_links = poses(got[-1].transforms)
+    for graph, recorded in ((graph_static, poses(headless.static_transforms())),
+                            (graph_links, poses(headless.link_transforms(vector, 5)))):
+        assert set(graph) == set(recorded)
+        for pair, pose in graph.items():
+            np.testing.assert_allclose(recorded[pair], pose, atol=1e-9, err_msg=str(pair))
+
+
+def test_a_camera_on_a_link_of_another_name_gets_its_camera_frame_first():
+    from robofollow_ros.sim.cameras import optical_mounts
+
+    links = {"head": "head_camera", "left_wrist": "left_link6", "right_wrist": "right_wrist_camera"}
+    pairs = [(parent, child) for parent, child, _, _ in optical_mounts(links)]
+    assert ("left_link6", "left_wrist_camera") in pairs and ("left_wrist_camera", "left_wrist_camera_optical") in pairs
+    assert ("head_camera", "head_camera_optical") in pairs and len(pairs) == 4

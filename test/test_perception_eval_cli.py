@@ -37,3 +37,35 @@ def test_bad_input_exits_2_naming_the_field(argv: list[str], message: str,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["perception", "eval", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_perturbed_eval_scores_every_item_against_its_goals(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    png, table = tmp_path / "perturb.png", tmp_path / "perturb.md"
+    code = main(["perception", "eval", "--scene", "scene1", "--static", "--max-trials", "1", "--perturb",
+                 "clean,wb warm,table oak,distractors", "--plot", str(png), "--markdown", str(table), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["trials"] == 1
+    items = {item["name"]: item for item in report["items"]}
+    assert list(items) == ["clean", "wb warm", "table oak", "distractors"]
+    for item in items.values():
+        assert item["identity_accuracy"] == 1.0 and item["misses"] == 0 and item["false_detections"] == 0
+        assert item["median_error_m"] < 0.003, item["name"]
+    assert items["clean"]["drift_reported_share"] == 0.0
+    assert items["wb warm"]["drift_reported_share"] == 1.0 and items["table oak"]["drift_reported_share"] == 1.0
+    assert items["table oak"]["goal_level"] and items["table oak"]["goals_met"]
+    assert "goals_met" not in items["distractors"]  # no goal is stated for distractors
+    assert items["distractors"]["unexplained_segments"] >= 3  # purple, cyan and a blue one (unused in scene 1)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| table oak |" in table.read_text()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--perturb", "nope"], "--perturb: 'nope' is neither a suite"),
+    (["--plot", "x.png"], "--plot/--markdown: only with --perturb"),
+    (["--perturb", "clean", "--no-depth"], "--perturb: scores perception with depth"),
+    (["--colour-model", "/no/such.yaml"], "--colour-model: colour model: /no/such.yaml does not exist"),
+])
+def test_bad_perturbation_input_exits_2_naming_the_field(argv: list[str], message: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["perception", "eval", *argv]) == 2
+    assert message in capsys.readouterr().err

@@ -9,6 +9,7 @@ to check answers, never as input.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -19,9 +20,13 @@ from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
 
 from robofollow_ros.perception.camera_model import CameraModel
-from robofollow_ros.perception.tracker import Perception
+from robofollow_ros.perception.tracker import Perception as _Perception
+from robofollow_ros.perception.tracker import load_colour_model
 from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
 from ros_harness import RosHarness
+
+#: Perception with the simulator's colour calibration (what the node and the evaluator use here).
+Perception = partial(_Perception, colour=load_colour_model(DEFAULT_CALIBRATION_DIR)[0])
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +34,13 @@ def camera() -> CameraModel:
     return CameraModel.from_calibration_dir(DEFAULT_CALIBRATION_DIR, "head")
 
 
-def _render(registry, scene: str, layout_key: str, seed: int):  # type: ignore[no-untyped-def]
+def _render(registry, scene: str, layout_key: str, seed: int, style=None):  # type: ignore[no-untyped-def]
+    """One settled head frame (RGB, depth, segmentation, truth); ``style``: a ``SceneStyle`` for the scene."""
     from robofollow_ros.sim.cameras import CameraSettings
     from robofollow_ros.sim.world import SimWorld
 
-    world = SimWorld(render=True, cameras=CameraSettings(depth=True, segmentation=True, cameras=("head",)))
+    world = SimWorld(render=True, cameras=CameraSettings(depth=True, segmentation=True, cameras=("head",)),
+                     style=style)
     layout = registry.layout(scene, layout_key)
     world.reset(layout, seed)
     head = world.render_images()["head"]
@@ -197,6 +204,8 @@ def test_node_publishes_named_markers_tf_and_status_from_camera_topics(frames): 
         assert {t.child_frame_id for t in tfs[-1].transforms} == {f"object/{n}" for n in frame["layout"].names}
         body = json.loads(status[-1].data)
         assert body["missing"] == [] and body["unexplained"] == [] and body["layout"] == "scene1:scene1_2"
+        assert body["colour_calibrated"] is True  # calibration/sim/colour.yaml, found beside the camera files
+        assert body["colour_drift"]["drifted"] is False and body["colour_drift"]["reasons"] == []
 
         # A new trial names its task: the node expects that task's layout from then on.
         from robofollow_ros.nodes import trial_protocol as tp

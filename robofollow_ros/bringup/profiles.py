@@ -164,7 +164,23 @@ def load_profile(name_or_path: str | Path) -> Profile:
             raise ProfileError(f"profile {path}: remap_files: {exc}") from None
     profile = Profile(str(data.get("name", path.stem)), path, tuple(nodes), remaps)
     check_parameters(profile, f"profile {path}")
+    check_awaited_nodes(profile, f"profile {path}")
     return profile
+
+
+def check_awaited_nodes(profile: Profile, where: str) -> None:
+    """The trial manager must not wait for one of this package's nodes that the profile leaves out.
+
+    (A node from elsewhere -- a vendor driver -- may be awaited: it is started outside the profile.)
+    """
+    if not profile.has(TRIAL_MANAGER):
+        return
+    waits = profile.node(TRIAL_MANAGER).parameters.get("wait_for_nodes") or []
+    present = {n.executable for n in profile.nodes}
+    for name in waits:
+        if name in NODE_ENTRY_POINTS and name not in present:
+            raise ProfileError(f"{where}: node {TRIAL_MANAGER}: parameter 'wait_for_nodes': {name!r} is not in "
+                               f"this profile; add the node or drop it from wait_for_nodes")
 
 
 def check_parameters(profile: Profile, where: str) -> None:

@@ -51,7 +51,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-render", action="store_true", help="sim: physics only, no camera images")
     p.add_argument("--output", type=Path, metavar="DIR",
                    help="new or empty run directory (default results/ros-<UTC time>)")
-    p.add_argument("--processes", action="store_true", help="one OS process per node instead of one process")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--processes", action="store_true",
+                       help="one OS process per node, as ros2 launch runs them (default for rate-mode profiles: "
+                            "mock, rig)")
+    where.add_argument("--in-process", action="store_true",
+                       help="every node in this one process and executor (default for lockstep profiles: sim)")
     p.add_argument("--foxglove-host", metavar="HOST", help="address the live Foxglove server binds (default 127.0.0.1)")
     p.add_argument("--foxglove-port", type=int, metavar="PORT",
                    help="port of the live Foxglove server (default 8765; 0 picks a free one)")
@@ -141,6 +146,21 @@ def _failed_trials(run_dir: Path | None) -> list[str]:
             for r in read_json(path) if r.get("policy_error")]
 
 
+def _per_process(args: argparse.Namespace, profile: Any) -> bool:
+    """One process per node unless told otherwise, except for lockstep profiles.
+
+    A rate-mode graph (mock, rig) runs on the wall clock: the drivers' 100 Hz joint states fan out to
+    five subscribers, and the policy holds when they are 0.2 s late. In one process every callback
+    shares one interpreter lock and rclpy's executor spends more time building wait sets than the
+    callbacks take, so on two cores the states arrived up to 1.1 s apart and every trial was held;
+    one process per node (what ros2 launch does) kept them on time. A lockstep graph (sim) waits for
+    each state, so one process costs it nothing and starts faster."""
+    if args.processes or args.in_process:
+        return bool(args.processes)
+    mode = profile.node("policy_node").parameters.get("mode", "lockstep") if profile.has("policy_node") else ""
+    return mode != "lockstep"
+
+
 def _bringup(args: argparse.Namespace) -> int:
     from robofollow_ros.bringup import BringupOutcome, NodeStartError, run_as_processes, run_in_process
     from robofollow_ros.evaluation.report import format_table, run_table
@@ -181,7 +201,7 @@ def _bringup(args: argparse.Namespace) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     hold = linger if _linger(args, {n.executable for n in profile.nodes}) else None
     try:
-        runner = run_as_processes if args.processes else run_in_process
+        runner = run_as_processes if _per_process(args, profile) else run_in_process
         outcome = runner(profile, stop, on_finished=hold)
     except NodeStartError as exc:
         in_use = "address already in use" in str(exc.cause).lower() or "address in use" in str(exc.cause).lower()

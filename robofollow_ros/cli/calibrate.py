@@ -5,6 +5,7 @@
   the camera (head: in ``world``, eye-to-hand; wrists: in their hand link, eye-in-hand), merged into
   an ``extrinsics.yaml`` in the layout of ``calibration/sim/extrinsics.yaml``.
 - ``sim-verify``: the same two steps on pictures rendered in SAPIEN, compared with the URDF's mounts.
+- ``colour``: white balance and colour classes → ``colour.yaml`` (``_calibrate_colour.py``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from robofollow_ros.cli._calibrate_colour import register_colour
 from robofollow_ros.cli._common import CliError, print_json
 
 CAMERAS = ("head", "left_wrist", "right_wrist")
 
 
 def register(subparsers: Any) -> None:
-    calibrate = subparsers.add_parser("calibrate", help="camera intrinsics and extrinsics (OpenCV, ChArUco)")
+    calibrate = subparsers.add_parser("calibrate", help="camera intrinsics and extrinsics (OpenCV, ChArUco), colour")
     sub = calibrate.add_subparsers(dest="calibrate_command", metavar="ACTION", required=True)
 
     intr = sub.add_parser("intrinsics", help="board pictures -> camera_info YAML")
@@ -49,6 +51,7 @@ def register(subparsers: Any) -> None:
                      help="write the recovered camera_info files, extrinsics.yaml and the recordings here")
     ver.add_argument("--json", action="store_true")
     ver.set_defaults(func=_sim_verify)
+    register_colour(sub)
 
 
 def _board_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,8 @@
-"""``robofollow perception eval``: perception in SAPIEN against the simulator's ground truth."""
+"""``robofollow perception eval``: perception in SAPIEN against the simulator's ground truth.
+
+With ``--perturb SUITE`` the same frames are also perturbed the way real cameras differ from the
+simulator (``perception/perturb_suite.py``) and every perturbation is scored on its own.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +35,14 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--max-steps", type=int, default=10, metavar="N", help="policy calls per trial (default 10)")
     ev.add_argument("--no-depth", action="store_true", help="table-plane mode: RGB only")
     ev.add_argument("--calibration", type=Path, metavar="DIR",
-                    help="camera_info + extrinsics directory (default calibration/sim)")
+                    help="camera_info + extrinsics (+ colour.yaml) directory (default calibration/sim)")
+    ev.add_argument("--colour-model", type=Path, metavar="FILE",
+                    help="colour model to use (default: <calibration>/colour.yaml, else the built-in one)")
+    ev.add_argument("--perturb", metavar="SUITE",
+                    help="score perception under a perturbation suite: standard | goals | pictures | clean, "
+                         "or comma-separated item names (docs/perception.md)")
+    ev.add_argument("--plot", type=Path, metavar="PNG", help="with --perturb: write the error/identity plot here")
+    ev.add_argument("--markdown", type=Path, metavar="FILE", help="with --perturb: write the results table here")
     ev.add_argument("--json", action="store_true", help="print the report as JSON")
     ev.set_defaults(func=_eval)
 
@@ -49,17 +60,35 @@ def _eval(args: argparse.Namespace) -> int:
         raise CliError(f"--rounds: the benchmark has 10 rounds, got {args.rounds}")
     if args.static and args.oracle_agreement:
         raise CliError("--oracle-agreement: needs a policy to play the trials; drop --static")
+    if args.perturb is None and (args.plot is not None or args.markdown is not None):
+        raise CliError("--plot/--markdown: only with --perturb")
+    if args.perturb is not None and (args.no_depth or args.oracle_agreement):
+        raise CliError("--perturb: scores perception with depth; drop --no-depth and --oracle-agreement")
     policy = None if args.static else ("oracle" if args.oracle_agreement else args.policy)
 
     from robofollow_ros.perception.camera_model import CalibrationError, CameraModel
+    from robofollow_ros.perception.colour_model import ColourModel
+    from robofollow_ros.perception.perturb_suite import resolve_suite
     from robofollow_ros.perception.sim_eval import layouts_trials, run_perception_eval
+    from robofollow_ros.perception.tracker import load_colour_model
     from robofollow_ros.policy.spec import PolicySpecError, load_policy
     from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
 
+    calibration = args.calibration or DEFAULT_CALIBRATION_DIR
     try:
-        camera = CameraModel.from_calibration_dir(args.calibration or DEFAULT_CALIBRATION_DIR, "head")
+        camera = CameraModel.from_calibration_dir(calibration, "head")
     except CalibrationError as exc:
         raise CliError(f"--calibration: {exc}") from None
+    try:
+        colour = ColourModel.load(args.colour_model) if args.colour_model else load_colour_model(calibration)[0]
+    except CalibrationError as exc:
+        raise CliError(f"--colour-model: {exc}") from None
+    items = None
+    if args.perturb is not None:
+        try:
+            items = resolve_suite(args.perturb)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     if policy is not None:
         try:
             load_policy(policy)
@@ -72,8 +101,11 @@ def _eval(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    if items is not None:
+        return _perturbed(args, trials, camera, colour, items, policy, progress)
     report = run_perception_eval(trials, camera, policy=policy, every=args.every, max_steps=args.max_steps,
-                                 use_depth=not args.no_depth, progress=None if args.json else progress)
+                                 use_depth=not args.no_depth, progress=None if args.json else progress,
+                                 colour=colour)
     report["scene"] = args.scene
     report["rounds"] = args.rounds
     if args.json:
@@ -86,4 +118,29 @@ def _eval(args: argparse.Namespace) -> int:
             print(f"  identity error: {line}")
         for item in report.get("disagreements", []) or []:
             print(f"  disagreement: {item}")
+    return 0
+
+
+def _perturbed(args: argparse.Namespace, trials: list[Any], camera: Any, colour: Any, items: Any,
+               policy: str | None, progress: Any) -> int:
+    from robofollow_ros.perception.perturb_eval import run_perturbation_eval
+    from robofollow_ros.perception.perturb_report import markdown_table, plot
+
+    report = run_perturbation_eval(trials, camera, colour, items, policy=policy, every=args.every,
+                                   max_steps=args.max_steps, progress=progress)
+    report["scene"] = args.scene
+    report["rounds"] = args.rounds
+    table = markdown_table(report)
+    if args.plot is not None:
+        plot(report, args.plot)
+    if args.markdown is not None:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(table + "\n", encoding="utf-8")
+    if args.json:
+        print_json(report)
+    else:
+        print(table)
+        missed = [i["name"] for i in report["items"] if i.get("goal_level") and not i.get("goals_met")]
+        print(f"goal-level items: {sum(1 for i in report['items'] if i.get('goal_level'))}, "
+              f"goals missed: {', '.join(missed) if missed else 'none'}")
     return 0

@@ -12,8 +12,16 @@ one recorded by ``robofollow``. Topics (standard interfaces only, DESIGN.md "ROS
   episode per trial, its ``running`` phase; without it, the whole bag is one episode
 - ``/robofollow/instruction`` (std_msgs/String): the task when trials do not name one
 
-Frames are resampled at ``fps`` on the bag's log time: each stream contributes its latest message at
-or before the frame time (sample and hold), and a frame is kept only once every stream has spoken.
+Frames are resampled at ``fps`` on the time the data refer to: each message's header stamp (the
+receive time, the bag's log time, only for a message stamped zero). Each stream contributes its
+latest message at or before the frame time (sample and hold), and a frame is kept only once every
+stream has spoken. Stamps, not log times: a simulated trial on the graph runs on sim time
+(``use_sim_time``), which stands still while the policy thinks and the cameras render, so the
+recorder's receive times measure the computer, not the robot; on the rig the stamps are the drivers'
+measurement times. A trial's running phase (headerless JSON) is placed by the ``start_stamp_ns`` /
+``end_stamp_ns`` the trial manager puts in its messages, else by its receive time shifted by the
+joint states' typical offset between stamp and receive time (their median: one shift for the start
+and the end, so an episode keeps its length).
 """
 
 from __future__ import annotations
@@ -47,6 +55,13 @@ class BagError(ValueError):
 class Stream:
     times: list[int] = field(default_factory=list)
     values: list[Any] = field(default_factory=list)
+    #: When each message was received (the bag's log time), for headerless messages' placement.
+    received: list[int] = field(default_factory=list)
+
+    def in_time_order(self) -> Stream:
+        order = sorted(range(len(self.times)), key=lambda i: self.times[i])  # stable: equal stamps keep order
+        return Stream([self.times[i] for i in order], [self.values[i] for i in order],
+                      [self.received[i] for i in order])
 
     def at(self, t: int) -> Any:
         """The latest value at or before ``t`` (None before the first)."""
@@ -115,9 +130,11 @@ def read_streams(path: Path) -> dict[str, Stream]:
                     value = str(msg.data)
                 else:
                     value = decode_image(msg, conn.msgtype)
+                stamp = _header_stamp(msg) if role not in ("trial", "instruction") else 0
                 stream = streams.setdefault(role, Stream())
-                stream.times.append(int(t))
+                stream.times.append(stamp or int(t))
                 stream.values.append(value)
+                stream.received.append(int(t))
     except BagError:
         raise
     except Exception as exc:  # rosbags raises its own error types for unreadable bags
@@ -126,7 +143,20 @@ def read_streams(path: Path) -> dict[str, Stream]:
         if role not in streams:
             topic = TOPIC_JOINT_STATES if role == "state" else f"/cameras/{role}/image_raw[/compressed]"
             raise BagError(f"{path}: no messages on {topic}")
-    return streams
+    return {role: stream.in_time_order() for role, stream in streams.items()}
+
+
+def _header_stamp(msg: Any) -> int:
+    header = getattr(msg, "header", None)
+    if header is None:
+        return 0
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+
+def _stamp_offset(state: Stream) -> int:
+    """The joint states' median offset from receive time to stamp: where headerless messages (trial
+    phases) fall on the stamps' time line."""
+    return int(np.median(np.asarray(state.times, dtype=np.int64) - np.asarray(state.received, dtype=np.int64)))
 
 
 def spans(streams: dict[str, Stream], task: str | None, path: Path) -> list[tuple[int, int, str, str]]:
@@ -135,16 +165,28 @@ def spans(streams: dict[str, Stream], task: str | None, path: Path) -> list[tupl
     instruction = streams.get("instruction")
     out = []
     if trial is not None:
+        state = streams["state"]
+        offset = _stamp_offset(state)
+
+        def stamp(value: dict[str, Any], key: str, received: int) -> int:
+            given = value.get(key)
+            return int(given) if isinstance(given, int) and given > 0 else received + offset
+
+        ends: dict[Any, dict[str, Any]] = {}  # the trial manager's end stamp comes with the scoring phase
+        for value in trial.values:
+            if isinstance(value.get("end_stamp_ns"), int):
+                ends.setdefault(value.get("id"), value)
         current: dict[str, Any] | None = None
-        for t, value in zip(trial.times, trial.values, strict=True):
+        for t, value in zip(trial.received, trial.values, strict=True):
             if current is not None and (value.get("id") != current["id"] or value.get("phase") != RUNNING):
-                out.append((current["t"], t, current["instruction"], str(current["id"])))
+                end = stamp(ends.get(current["id"], {}), "end_stamp_ns", t)
+                out.append((current["t"], end, current["instruction"], str(current["id"])))
                 current = None
             if value.get("phase") == RUNNING and current is None:
                 words = value.get("instruction") or (instruction.at(t) if instruction else None) or task
-                current = {"t": t, "id": value.get("id"), "instruction": words}
+                current = {"t": stamp(value, "start_stamp_ns", t), "id": value.get("id"), "instruction": words}
         if current is not None:
-            out.append((current["t"], streams["state"].times[-1], current["instruction"], str(current["id"])))
+            out.append((current["t"], state.times[-1], current["instruction"], str(current["id"])))
     else:
         start, end = streams["state"].times[0], streams["state"].times[-1]
         words = task or (instruction.values[-1] if instruction else None)

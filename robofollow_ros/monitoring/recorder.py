@@ -7,6 +7,12 @@ joints), joint states and commands, camera images (JPEG) with their calibration 
 them, object poses, every scorer frame (the exact input of the StageMonitor), the live score, the
 trial state and log lines; it closes the file with the final result when the trial ends.
 
+Times are the trial's clock: the wall time the trial started plus the simulated time since (the
+world's physics steps), for every stamp and log time of the file. Sim time stands still while the
+policy thinks, as on the graph under ``use_sim_time``, so intervals in a recording are the robot's:
+a dataset exported from it (``robofollow export-lerobot``) is sampled in robot time, not in how
+long rendering and inference took.
+
 Chunks are small (``bagfile.CHUNK_BYTES``) so a process killed mid-trial loses at most the last
 chunk; ``monitoring.replay`` reads such a file without its summary or footer.
 """
@@ -78,20 +84,30 @@ class TrialObserver:
         self._seed: int | None = None
         self._world: Any = None
         self._robot: RobotModel | None = None
+        self._started_ns = time.time_ns()
+
+    def _now(self) -> int:
+        """The trial's clock (module docstring); wall time for a world that does not count its steps."""
+        steps, dt = getattr(self._world, "physics_steps", None), getattr(self._world, "dt", None)
+        if not isinstance(steps, int) or not isinstance(dt, float):
+            return time.time_ns()
+        return self._started_ns + round(steps * dt * 1e9)
 
     def on_start(self, task: EvalTask, seed: int, world: Any) -> None:
         self._task, self._seed, self._world = task, seed, world
+        self._started_ns = time.time_ns()
+        now = self._now()
         self.channels.open_recording(self.recorder.path_of(self.trial_id))
         self._robot = self.recorder.robot_for(world)  # first trial: logs the robot model into this file
         reg = self.recorder.registry
         self.log.set_scene(SceneBuilder(task, reg.layout_of(task), reg.slot_xy))
-        self.log.trial(trial_state(self.trial_id, task, seed, "running", self.round_index))
-        self.channels.send(topics.INSTRUCTION, rosmsg.string(task.instruction))
-        self.channels.log_line("info", f"trial {self.trial_id} started: {task.instruction}")
+        self.log.trial(trial_state(self.trial_id, task, seed, "running", self.round_index), time_ns=now)
+        self.channels.send(topics.INSTRUCTION, rosmsg.string(task.instruction), now)
+        self.channels.log_line("info", f"trial {self.trial_id} started: {task.instruction}", time_ns=now)
 
     def on_frame(self, index: int, frame: Mapping[str, Any], live: Mapping[str, Any]) -> None:
         task = self._require_task()
-        now = time.time_ns()
+        now = self._now()
         self.log.frame(self.trial_id, task.task_id, index, frame, time_ns=now, object_tf=False)
         self.log.score(live, time_ns=now)
         transforms = object_transforms(frame, now)
@@ -108,27 +124,30 @@ class TrialObserver:
 
     def on_command(self, row: Any) -> None:
         """The 14-value row about to be executed (``/robofollow/joint_command``)."""
-        self.channels.log_joints(row, topic=topics.JOINT_COMMAND)
+        self.channels.log_joints(row, time_ns=self._now(), topic=topics.JOINT_COMMAND)  # at the state it follows
 
     def on_observation(self, observation: Mapping[str, Any]) -> None:
+        now = self._now()
         images = observation.get("observation", {})
         for camera in CAMERA_NAMES:
             rgb = images.get(CAMERA_OBS_KEYS[camera], {}).get("rgb")
             if rgb is not None and camera not in self.channels.intrinsics and self._robot is not None:
                 height, width = rgb.shape[:2]
                 self.channels.intrinsics[camera] = (width, height, self._robot.camera_intrinsics(camera, width, height))
-            self.channels.log_image(camera, rgb)
+            self.channels.log_image(camera, rgb, time_ns=now)
 
     def on_end(self, result: Mapping[str, Any], live: Mapping[str, Any]) -> None:
         task = self._require_task()
-        self.log.score({**live, "final": True})
-        self.log.result(self.trial_id, result)
+        now = self._now()
+        self.log.score({**live, "final": True}, time_ns=now)
+        self.log.result(self.trial_id, result, time_ns=now)
         level = "error" if "policy_error" in result else "info"
         self.channels.log_line(level, f"trial {self.trial_id} ended: IS {result.get('intent_score', 0.0):.2f} "
                                       f"ES {result.get('exec_score', 0.0):.2f} "
                                       f"complete {bool(result.get('completion_ok'))}"
-                                      + (f" ({result['policy_error']})" if "policy_error" in result else ""))
-        self.log.trial(trial_state(self.trial_id, task, self._seed, "done", self.round_index))
+                                      + (f" ({result['policy_error']})" if "policy_error" in result else ""),
+                               time_ns=now)
+        self.log.trial(trial_state(self.trial_id, task, self._seed, "done", self.round_index), time_ns=now)
         self.log.set_scene(None)
         self.channels.close_recording()
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from robofollow_ros.contract import CAMERA_NAMES, CAMERA_OPTICAL_FRAMES
 from robofollow_ros.monitoring import rosmsg
 
 
@@ -66,15 +65,13 @@ class RobotModel:
 
     def static_transforms(self, time_ns: int = 0) -> list[Any]:
         """Fixed joints (arm mounts, palms, TCPs, camera links) and each camera's optical frame."""
-        from robofollow_ros.sim.cameras import BODY_FROM_OPTICAL
-        from robofollow_ros.sim.transforms import matrix_to_quat
+        from robofollow_ros.sim.cameras import optical_mounts
 
         home = self.kinematics.home_vector()
         out = [rosmsg.transform(time_ns, parent, child, *self._relative(home, parent, child))
                for parent, child in self.fixed]
-        optical = matrix_to_quat(BODY_FROM_OPTICAL)
-        out += [rosmsg.transform(time_ns, self.rig.camera_links[c], CAMERA_OPTICAL_FRAMES[c], (0.0, 0.0, 0.0), optical)
-                for c in CAMERA_NAMES]
+        out += [rosmsg.transform(time_ns, parent, child, position, quat)
+                for parent, child, position, quat in optical_mounts(self.rig.camera_links)]
         return out
 
     def link_transforms(self, vector: np.ndarray, time_ns: int) -> list[Any]:

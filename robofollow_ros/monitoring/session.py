@@ -13,7 +13,7 @@ ROS-free, so it is tested without rclpy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +48,16 @@ class LiveSession:
         #: Frames/scores of a trial whose state message has not arrived yet, by trial id.
         self._early: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
         #: Messages of the next trial, held while the current recording still misses its tail.
-        self._held: list[tuple[str, Mapping[str, Any]]] = []
+        self._held: list[tuple[str, Any]] = []
         #: The trial said it ended, and how many frames its final score counted: the recording closes
         #: only when both are known and every frame is in, since the streams arrive in no fixed order.
         self._ended = False
         self._expected_frames: int | None = None
+        #: The trial's last state stamp (the trial manager's ``end_stamp_ns``) and the newest stamp seen on
+        #: each stamped state stream (joint states, link and object TF, objects): those streams lag behind
+        #: the trial's own messages, so the recording also waits for each of them to reach the end.
+        self._end_stamp: int | None = None
+        self._stream_stamps: dict[str, int] = {}
         #: One file for the whole session (``robofollow record``): trials do not open or close recordings.
         self.session_file = session_file
         if session_file is not None:
@@ -67,6 +72,8 @@ class LiveSession:
                 self._hold("trial", state)
                 return
             self._begin(str(trial_id), state)
+        if isinstance(state.get("end_stamp_ns"), int):
+            self._end_stamp = int(state["end_stamp_ns"])
         out = dict(state)
         out.setdefault("trial", trial_id)
         self.log.trial(out)
@@ -82,6 +89,7 @@ class LiveSession:
             self._close_recording()
         self.trial_id, self._frame_index, self._ee, self._exact_frames = trial_id, 0, {}, False
         self._ended, self._expected_frames = False, None
+        self._end_stamp, self._stream_stamps = None, {}
         self.task_id = state.get("task")
         builder = None
         if self.task_id is not None:
@@ -117,13 +125,35 @@ class LiveSession:
             self._expected_frames = int(frames) if isinstance(frames, int) else 0
             self._close_when_complete()
 
+    def on_state(self, stream: str, stamp_ns: int, record: Callable[[], None]) -> None:
+        """A stamped state message of ``stream``; ``record`` logs it. Stamped at or before the ended trial's
+        end it goes into that trial's recording, which may then be complete; stamped past the end it
+        belongs to the next trial: the ended one closes first if that completes it, else the message
+        waits with the next trial's others until it does."""
+        if self.recording_open and self._ended and self._end_stamp is not None and stamp_ns > self._end_stamp:
+            self._stream_stamps[stream] = stamp_ns
+            self._close_when_complete()
+            if self._awaiting_tail():
+                self._hold("state", record)
+                return
+        record()
+        if self.recording_open:
+            self._stream_stamps[stream] = max(stamp_ns, self._stream_stamps.get(stream, stamp_ns))
+            if self._ended:
+                self._close_when_complete()
+
+    def _complete(self) -> bool:
+        frames = self._expected_frames is not None and self._frame_index >= self._expected_frames
+        end = self._end_stamp
+        return frames and (end is None or all(stamp >= end for stamp in self._stream_stamps.values()))
+
     def _awaiting_tail(self) -> bool:
-        """The current recording's trial ended, but its last frames or its final score are still on the way."""
-        complete = self._expected_frames is not None and self._frame_index >= self._expected_frames
-        return self.recording_open and self._ended and not complete
+        """The current recording's trial ended, but its last frames, its final score or its last states are
+        still on the way."""
+        return self.recording_open and self._ended and not self._complete()
 
     def _close_when_complete(self) -> None:
-        if self._ended and self._expected_frames is not None and self._frame_index >= self._expected_frames:
+        if self._ended and self._complete():
             if self.session_file is None:
                 self._close_recording()
             self._release()
@@ -140,7 +170,7 @@ class LiveSession:
                 early.append((kind, payload))
         return True
 
-    def _hold(self, kind: str, payload: Mapping[str, Any]) -> None:
+    def _hold(self, kind: str, payload: Any) -> None:
         self._held.append((kind, payload))
         if len(self._held) > HOLD_LIMIT:  # the previous trial's tail is not coming: give it up
             if self.session_file is None:
@@ -152,7 +182,11 @@ class LiveSession:
         for kind, payload in held:
             self._dispatch(kind, payload)
 
-    def _dispatch(self, kind: str, payload: Mapping[str, Any]) -> None:
+    def _dispatch(self, kind: str, payload: Any) -> None:
+        """Hand a held message on: a trial state, score or frame (JSON), or a state message's ``record``."""
+        if kind == "state":
+            payload()  # a held state message's recording call
+            return
         {"trial": self.on_trial, "score": self.on_score, "frame": self.on_frame}[kind](payload)
 
     def on_frame(self, message: Mapping[str, Any]) -> None:

@@ -5,7 +5,9 @@ values, URDF joint limits, a per-step clamp and (optionally) a workspace box on 
 e-stop topic and a watchdog make it hold the measured position. It also republishes the drivers'
 joint states as the contract's ``/joint_states`` (14 names, normalised grippers): one message once
 every arm has reported since the last one, stamped with the newest driver stamp (the drivers
-measured then; ``now`` only for a driver that leaves its stamps at zero).
+measured then; ``now`` only for a driver that leaves its stamps at zero). A reader of
+``/joint_states`` that matches late is sent the last one again at once: in the sim the trial waits
+for the stage monitor to hold the start state, which may have gone out before that reader matched.
 
 In the ``sim`` and ``mock`` profiles the same node sits in front of drivers played by ``sim_node``
 and ``mock_hardware_node``, so a dry run goes through exactly this filter and mapping. Time is the
@@ -19,6 +21,7 @@ import json
 from typing import Any
 
 import numpy as np
+from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
@@ -42,6 +45,7 @@ from robofollow_ros.nodes.driver_messages import (
     command_message,
     group_by_topic,
 )
+from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyDecision, SafetyFilter
@@ -54,6 +58,7 @@ TOPIC_BRIDGE_STATUS = "/robofollow/arm_bridge/status"
 class ArmBridgeNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("arm_bridge_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         driver_file = params.declare(
             "driver_config",
@@ -100,7 +105,9 @@ class ArmBridgeNode(Node):
                                      tp.STATE_STREAM)
         self.create_subscription(JointState, TOPIC_JOINT_COMMAND, self._on_command, tp.STATE_STREAM)
         self.create_subscription(Bool, TOPIC_ESTOP, self._on_estop, 10)
-        self.joint_states = self.create_publisher(JointState, TOPIC_JOINT_STATES, tp.STATE_STREAM)
+        self._last_state: JointState | None = None
+        self.joint_states = self.create_publisher(JointState, TOPIC_JOINT_STATES, tp.STATE_STREAM,
+                                                  event_callbacks=PublisherEventCallbacks(matched=self._on_matched))
         self.status = self.create_publisher(String, TOPIC_BRIDGE_STATUS, 10)
         self.create_timer(period, self._on_watchdog)  # on the node's clock: sim time under use_sim_time
 
@@ -129,7 +136,12 @@ class ArmBridgeNode(Node):
         out = JointState(name=list(JOINT_NAMES), position=vector.tolist())
         out.header.stamp = time_msg(newest) if newest > 0 else self.get_clock().now().to_msg()
         self._reported = {arm: None for arm in ARMS}
+        self._last_state = out
         self.joint_states.publish(out)
+
+    def _on_matched(self, info: QoSPublisherMatchedInfo) -> None:
+        if info.current_count_change > 0 and self._last_state is not None:
+            self.joint_states.publish(self._last_state)  # the measured state, as the newcomer missed it
 
     def _send(self, decision: SafetyDecision | None) -> None:
         if decision is None:

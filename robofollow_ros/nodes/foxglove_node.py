@@ -32,13 +32,15 @@ from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
 
 from robofollow_ros.contract import CAMERA_NAMES, CAMERA_OPTICAL_FRAMES, camera_image_topic, camera_info_topic
-from robofollow_ros.monitoring import topics
+from robofollow_ros.monitoring import cdr_peek, topics
 from robofollow_ros.monitoring.channels import MonitorSettings, TrialChannels
 from robofollow_ros.monitoring.server import TRIAL_SERVICES, start_monitor_server
 from robofollow_ros.monitoring.session import LiveSession
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, positive
+from robofollow_ros.nodes.conversions import OBJECT_FRAME_PREFIX, stamp_ns
+from robofollow_ros.nodes.graph_peers import PeerReport
 
 #: Streams: best effort matches reliable and best-effort publishers alike; deep, so bursts are kept.
 STREAM_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT,
@@ -73,13 +75,10 @@ def image_to_rgb(msg: Image) -> np.ndarray:
     return rgb[:, :, ::-1] if msg.encoding == "bgr8" else rgb
 
 
-def stamp_ns(stamp: Any) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
 class FoxgloveNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("foxglove_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         self._lock = threading.Lock()  # callbacks run on several executor threads; the session is not shared-safe
         self.server: WebSocketServer | None = None
         params = ParameterSet(self)
@@ -140,8 +139,12 @@ class FoxgloveNode(Node):
         type_name = topics.TOPICS[topic].type_name
 
         def forward(data: bytes) -> None:
+            stamp = _state_stamp(topic, data)
             with self._lock:
-                self.channels.publish(topic, type_name, data)
+                if stamp is None:
+                    self.channels.publish(topic, type_name, data)
+                else:  # per-state streams lag behind the trial's messages: the recording waits for them
+                    self.session.on_state(*stamp, lambda: self.channels.publish(topic, type_name, data))
                 if topic == topics.OBJECTS and self.channels.wants(topics.SCENE):
                     self.session.on_objects(_object_poses(deserialize_message(data, MarkerArray)))
         return forward
@@ -208,6 +211,22 @@ def _ros_class(topic: str) -> Any:
     classes = {"sensor_msgs/msg/JointState": JointState, "tf2_msgs/msg/TFMessage": TFMessage,
                "std_msgs/msg/String": String, "visualization_msgs/msg/MarkerArray": MarkerArray}
     return classes[topics.TOPICS[topic].type_name]
+
+
+def _state_stamp(topic: str, data: bytes) -> tuple[str, int] | None:
+    """(stream, header stamp) of a per-state message — joint states, link or object TF, objects; else None."""
+    if topic == topics.JOINT_STATES:
+        return topic, cdr_peek.header_stamp(data)
+    if topic == topics.TF:
+        first = cdr_peek.first_transform(data)
+        if first is None:
+            return None
+        kind = "objects" if first[2].startswith(OBJECT_FRAME_PREFIX) else "links"
+        return f"{topic} {kind}", first[0]
+    if topic == topics.OBJECTS:
+        stamp = cdr_peek.first_marker_stamp(data)
+        return None if stamp is None else (topic, stamp)
+    return None
 
 
 def _object_poses(msg: MarkerArray) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:

@@ -46,6 +46,7 @@ from robofollow_ros.nodes.conversions import (
     transform_msg,
 )
 from robofollow_ros.nodes.driver_messages import COMMAND_TYPES, arm_from_command, group_by_topic, state_message
+from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 
@@ -53,6 +54,7 @@ from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 class MockHardwareNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("mock_hardware_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         driver_file = params.declare("driver_config", str(share_path("config", "rig", "arm_drivers.yaml")),
                                      "the arm drivers to play: command and state topics, joint names, gripper units")

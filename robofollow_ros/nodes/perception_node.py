@@ -12,7 +12,9 @@ Outputs (stamped with the picture's stamp, frame ``world``):
   confidence; an identity never seen has no marker.
 - TF ``world`` → ``object/<name>`` for every tracked identity.
 - ``/robofollow/perception/status`` (String JSON): ``{"stamp_ns", "task", "layout", "missing": [names],
-  "unexplained": [{"colour", "position", "pixels"}], "objects": {name: {"confidence", "age_s", "visible"}}}``.
+  "unexplained": [{"colour", "position", "pixels"}], "objects": {name: {"confidence", "age_s", "visible"}},
+  "colour_calibrated", "colour_drift": {"drifted", "reasons", "hue_shift_deg", "gains", "exposure",
+  "table_shift"}}``. A drift from the colour calibration is also logged as a (throttled) warning.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
 from robofollow_ros.nodes.conversions import MessageError, image_array, object_frame, stamp_ns, time_msg, transform_msg
+from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
 
 TOPIC_PERCEPTION_STATUS = "/robofollow/perception/status"
@@ -58,6 +61,7 @@ def depth_array(msg: Image) -> np.ndarray:
 class PerceptionNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("perception_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         calibration = params.declare("calibration_dir", str(share_path("calibration", "sim")),
                                      "directory with head.yaml (camera_info) and extrinsics.yaml")
@@ -71,14 +75,19 @@ class PerceptionNode(Node):
         half_life = params.declare("confidence_half_life_s", 2.0, "unseen objects' confidence halves this often",
                                    positive)
         params.declare("camera", "head", "camera perception watches", one_of("head"))
+        colour_model = params.declare("colour_model", "", "colour model YAML (default: <calibration_dir>/colour.yaml, "
+                                      "else the built-in uncalibrated one)")
 
         from robofollow_ros.benchmark import default_registry
-        from robofollow_ros.perception.camera_model import CameraModel
-        from robofollow_ros.perception.tracker import Perception
+        from robofollow_ros.perception.tracker import perception_from_calibration
 
         self.registry = default_registry()
-        camera = CameraModel.from_calibration_dir(Path(calibration), "head")
-        self.perception = Perception(camera, smoothing=smoothing, half_life_s=half_life, min_pixels=min_pixels)
+        self.perception, self.colour_calibrated = perception_from_calibration(
+            Path(calibration), Path(colour_model) if colour_model else None, smoothing=smoothing,
+            half_life_s=half_life, min_pixels=min_pixels)
+        if not self.colour_calibrated:
+            self.get_logger().warning(f"no colour.yaml in {calibration}: using the built-in colour classes "
+                                      "(run `robofollow calibrate colour`)")
         self.task_id, self.layout_name = "", ""
         if task:
             self._expect_task(task)
@@ -169,6 +178,9 @@ class PerceptionNode(Node):
                 transform_msg(WORLD_FRAME, object_frame(name), t.position, t.quat_wxyz, stamp)
                 for name, t in result.tracks.items()]))
         self.status.publish(String(data=json.dumps(self._status(result, stamp))))
+        if result.colour_drift is not None and result.colour_drift.drifted:
+            self.get_logger().warning("colours drifted from the colour calibration: "
+                                      + "; ".join(result.colour_drift.reasons), throttle_duration_sec=10.0)
 
     def _markers(self, result: Any, stamp: int) -> MarkerArray:
         markers = []
@@ -200,6 +212,8 @@ class PerceptionNode(Node):
                             for d in result.unexplained],
             "objects": {name: {"confidence": round(t.confidence, 4), "age_s": round(t.age_s, 3),
                                "visible": t.visible} for name, t in result.tracks.items()},
+            "colour_calibrated": self.colour_calibrated,
+            "colour_drift": None if result.colour_drift is None else result.colour_drift.as_dict(),
         }
 
 

@@ -53,6 +53,7 @@ from robofollow_ros.nodes.conversions import (
     objects_from_markers,
     stamp_ns,
 )
+from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.nodes.observation_cache import ObservationCache, RobotState
 
 
@@ -66,6 +67,7 @@ def _json_object(value: Any) -> str | None:
 class PolicyNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("policy_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         spec = params.declare("policy", "hold", "policy SPEC: hold | oracle | module:function | tcp://H:P | openpi://H:P",
                               read_only=True)

@@ -20,9 +20,6 @@ from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
 
 from robofollow_ros.contract import (
-    CAMERA_FRAMES,
-    CAMERA_NAMES,
-    CAMERA_OPTICAL_FRAMES,
     TOPIC_JOINT_STATES,
     TOPIC_ROBOT_DESCRIPTION,
     TOPIC_TF,
@@ -32,6 +29,7 @@ from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet
 from robofollow_ros.nodes.conversions import MessageError, joint_vector, stamp_ns, transform_msg
+from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.sim.transforms import matrix_to_quat
 
 #: robot_state_publisher's QoS for the description: reliable, transient local, depth 1.
@@ -44,6 +42,7 @@ TF_STATIC_QOS = DESCRIPTION_QOS
 class RobotStateNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("robot_state_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         rig_file = params.declare("rig_config", "", "rig YAML naming the URDF and the gripper joints "
                                                     "(config/sim/rig.yaml when empty)")
@@ -63,19 +62,15 @@ class RobotStateNode(Node):
         self.tf_static.publish(TFMessage(transforms=self._static_transforms()))
 
     def _static_transforms(self) -> list[Any]:
-        from robofollow_ros.sim.cameras import BODY_FROM_OPTICAL
+        from robofollow_ros.sim.cameras import optical_mounts
 
         out = []
         for joint in self.model.joints.values():
             if not joint.moving:
                 out.append(transform_msg(joint.parent, joint.child, joint.origin_position,
                                          matrix_to_quat(joint.origin_rotation), 0))
-        optical = matrix_to_quat(BODY_FROM_OPTICAL)
-        for camera in CAMERA_NAMES:
-            body = self.kinematics.rig.camera_links[camera]
-            if body != CAMERA_FRAMES[camera] and body in self.model.links:
-                out.append(transform_msg(body, CAMERA_FRAMES[camera], (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0), 0))
-            out.append(transform_msg(CAMERA_FRAMES[camera], CAMERA_OPTICAL_FRAMES[camera], (0.0, 0.0, 0.0), optical, 0))
+        for parent, child, position, quat in optical_mounts(self.kinematics.rig.camera_links):
+            out.append(transform_msg(parent, child, position, quat, 0))
         return out
 
     def _on_joints(self, msg: JointState) -> None:

@@ -16,6 +16,12 @@ frame per row, so ROS verdicts equal headless ones. Resets come from the trial m
 ``/robofollow/trial`` (phase ``resetting``); see ``trial_protocol``. ``/clock`` ticks once per
 published state: at each reset and after each executed row (sim time then jumps by the row's
 physics steps), never in between.
+
+A reader of the state that matches only after a trial's start state went out (discovery under load
+is slow; being seen on ``/robofollow/trial`` says nothing about a node's other endpoints) is sent
+that start state again, as long as no row has run: the trial manager lets the rows run only once
+the stage monitor has scored it (``trial_protocol``), so the start state must reach every reader.
+Later states need no such help: a reader that got the start state is matched for the rest.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -66,6 +73,7 @@ from robofollow_ros.nodes.driver_messages import (
     group_by_topic,
     state_message,
 )
+from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 
@@ -79,6 +87,7 @@ def _non_negative(value: Any) -> str | None:
 class SimNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("sim_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         self.render = params.declare("render", True, "render the three cameras (False: physics only, no images)")
         width = params.declare("image_width", 320, "camera image width, px", positive)
@@ -114,13 +123,15 @@ class SimNode(Node):
         self._world_lock = threading.Lock()
         self._pending: dict[str, deque[ArmPosition]] = {arm: deque() for arm in ARMS}
 
-        self.driver_states = {topic: (drivers, self.create_publisher(JointState, topic, tp.STATE_STREAM))
+        late_reader = PublisherEventCallbacks(matched=self._on_reader_matched)
+        self.driver_states = {topic: (drivers, self.create_publisher(JointState, topic, tp.STATE_STREAM,
+                                                                     event_callbacks=late_reader))
                               for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items()}
         for driver in self.drivers.values():
             self.create_subscription(COMMAND_TYPES[driver.kind], driver.command_topic,
                                      lambda m, d=driver: self._on_command(d, m), tp.STATE_STREAM)
-        self.tf = self.create_publisher(TFMessage, TOPIC_TF, tp.STATE_STREAM)
-        self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, tp.STATE_STREAM)
+        self.tf = self.create_publisher(TFMessage, TOPIC_TF, tp.STATE_STREAM, event_callbacks=late_reader)
+        self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, tp.STATE_STREAM, event_callbacks=late_reader)
         self.clock = self.create_publisher(Clock, tp.TOPIC_CLOCK, 10)
         self.status = self.create_publisher(String, tp.TOPIC_SIM_STATUS, tp.LATCHED)
         self.images = {c: self.create_publisher(Image, camera_image_topic(c), 5) for c in CAMERA_NAMES}
@@ -198,6 +209,15 @@ class SimNode(Node):
         self._publish_state()
 
     # -- state out -------------------------------------------------------------------------------
+    def _on_reader_matched(self, info: QoSPublisherMatchedInfo) -> None:
+        """A new reader of the state: before the trial's first row, send it the start state again
+        (the others get a copy with the same stamp, which every reader takes as the same state)."""
+        if info.current_count_change <= 0:
+            return
+        with self._world_lock:
+            if self.world.layout is not None and self.rows == 0:
+                self._publish_state()
+
     def _publish_state(self) -> None:
         """Everything observable at ``now_ns``; the driver states go last (through the arm bridge they
         become ``/joint_states``, the lock-step ack)."""

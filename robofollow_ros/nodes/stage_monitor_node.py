@@ -7,6 +7,8 @@ grippers from the vector) and the object poses — ground-truth TF from the sim,
 and the objects of that stamp arrived: exactly one frame per executed row plus frame 0, as the
 headless episode records. With ``latest`` (rig) every joint state makes a frame with the newest
 objects. The last message of a trial says ``"final": true`` and carries the full results entry.
+In the sim, the live score of frame 0 is the trial manager's cue to let the rows run (phase
+``starting`` → ``running``): a scorer that missed the start state would wait for it forever.
 """
 
 from __future__ import annotations
@@ -39,16 +41,21 @@ from robofollow_ros.nodes.conversions import (
     objects_from_transforms,
     stamp_ns,
 )
+from robofollow_ros.nodes.graph_peers import PeerReport
 
 #: States kept while waiting for their partner message or for the trial to start.
 BUFFER_LIMIT = 4096
 
 Poses = tuple[dict[str, list[float]], dict[str, list[float]]]
+#: Phases of a trial being scored. From ``starting`` on: the trial manager waits for frame 0's live
+#: score before ``running``, so the scorer holds the start state before any row executes.
+SCORED_PHASES = (tp.PHASE_STARTING, tp.PHASE_RUNNING, tp.PHASE_STOPPING, tp.PHASE_SCORING)
 
 
 class StageMonitorNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("stage_monitor_node", **kwargs)
+        PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         self.object_source = params.declare(
             "object_source", "tf", "object poses from ground-truth TF (tf, sim) or /robofollow/objects (objects)",
@@ -129,7 +136,7 @@ class StageMonitorNode(Node):
         if trial is None:
             return
         phase, trial_id = trial.get("phase"), str(trial.get("id"))
-        if trial_id in self._finished_ids or phase not in (tp.PHASE_RUNNING, tp.PHASE_STOPPING, tp.PHASE_SCORING):
+        if trial_id in self._finished_ids or phase not in SCORED_PHASES:
             return
         if trial_id != self._trial.get("id"):
             self._start(trial)  # also when `running` itself was missed: every phase carries the start stamp

@@ -1,14 +1,18 @@
 """trial_manager_node: runs a protocol (tasks × rounds) over the graph and writes the results.
 
 Per trial: phase ``resetting`` (the sim resets; on the rig the operator is shown the layout and
-confirms through ``/robofollow/trial/confirm_reset`` or Enter) → ``running`` → the policy node's
+confirms through ``/robofollow/trial/confirm_reset`` or Enter) → in the sim ``starting`` until the
+stage monitor has scored the start state (its acknowledgement: no row runs before the scorer holds
+frame 0) → ``running`` → the policy node's
 ``done`` after ``max_steps`` policy calls (the step budget) or a stop → ``scoring`` → the stage
 monitor's final score → recorded with ``RunWriter`` (run.json, results.json, summary.json, SQLite)
 exactly as the headless evaluator records it → ``done``. The handshake is in ``trial_protocol``.
 Services: ``start`` (run / resume), ``stop`` (end the current trial now, score it, pause),
 ``next`` (end the current trial if any and go on).
 
-Before the first trial it has ``policy_node`` reach the policy (``/robofollow/policy/check``:
+The first trial begins once the graph is connected: every awaited node is seen here, and each of
+the package's nodes reports that it sees all the others (``graph_peers``: DDS discovers pair by
+pair). Before it, the trial manager has ``policy_node`` reach the policy (``/robofollow/policy/check``:
 connect + reset); an unreachable policy ends the run at once with one line naming the address.
 The executable exits when the trials end — with ``EXIT_TRIALS_FAILED`` when some trial could not
 be executed (a policy error, a timed-out reset or score), ``EXIT_POLICY_UNREACHABLE`` when the
@@ -32,7 +36,7 @@ from rclpy.node import Node
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from robofollow_ros.cli._common import EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
+from robofollow_ros.cli._common import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from robofollow_ros.contract import (
     SERVICE_TRIAL_NEXT,
     SERVICE_TRIAL_START,
@@ -43,7 +47,8 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
-from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, graph_ready, unexecuted_result
+from robofollow_ros.nodes.graph_peers import GraphWait
+from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, unexecuted_result
 from robofollow_ros.nodes.trial_services import TrialServices
 
 
@@ -70,8 +75,11 @@ class TrialManagerNode(TrialServices, Node):
         self.auto_start = params.declare("auto_start", True, "start the protocol as soon as the graph is up")
         self.wait_for_nodes = params.declare("wait_for_nodes", ["sim_node", "policy_node", "stage_monitor_node"],
                                              "nodes that must be up before the first trial")
+        self.graph_timeout_s = params.declare("graph_timeout_s", 300.0, "longest wait for the awaited nodes before "
+                                              "the first trial, s (0: wait until they come)", _non_negative)
         self.reset_timeout_s = params.declare("reset_timeout_s", 300.0, "longest sim reset, s", positive)
-        self.score_timeout_s = params.declare("score_timeout_s", 60.0, "longest wait for the final score, s", positive)
+        self.score_timeout_s = params.declare("score_timeout_s", 60.0, "longest wait for the scorer (its start "
+                                              "acknowledgement, the final score), s", positive)
         self.trial_timeout_s = params.declare("trial_timeout_s", 0.0, "stop a running trial after this long, s "
                                                                       "(0: only the step budget)", _non_negative)
         self.confirm_with_key = params.declare("confirm_with_key", False, "rig: also accept Enter on stdin")
@@ -105,9 +113,12 @@ class TrialManagerNode(TrialServices, Node):
         self._confirmed = threading.Event()
         #: The process's exit status once ``finished`` (cli._common's table).
         self.exit_code = EXIT_OK
+        #: Sim: wait in ``starting`` for the stage monitor to score the start state before ``running``.
+        self.await_scorer = not self.rig_mode and "stage_monitor_node" in self.wait_for_nodes
         self.policy_gate = PolicyGate(self, tp.SERVICE_POLICY_CHECK, check_policy and "policy_node" in
                                       self.wait_for_nodes, policy_check_timeout_s)
 
+        self.graph_wait = GraphWait(self, self.wait_for_nodes, self.graph_timeout_s)
         self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
         self.instruction_pub = self.create_publisher(String, TOPIC_INSTRUCTION, tp.LATCHED)
         self.create_subscription(String, tp.TOPIC_SIM_STATUS, self._on_sim_status, tp.LATCHED)
@@ -119,7 +130,7 @@ class TrialManagerNode(TrialServices, Node):
         self.create_service(Trigger, tp.SERVICE_CONFIRM_RESET, self._srv_confirm)
         # Steady clock: under use_sim_time, sim time stands still until a command moves it.
         self.create_timer(0.05, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan)})
+        self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan), "awaiting": list(self.wait_for_nodes)})
         if self.rig_mode and self.confirm_with_key:
             threading.Thread(target=self._read_keys, daemon=True).start()
 
@@ -161,6 +172,13 @@ class TrialManagerNode(TrialServices, Node):
         if self.auto_confirm:
             self._confirmed.set()
 
+    def _start(self, start_stamp_ns: int) -> None:
+        """The start state is out (stamped S0): let the scorer acknowledge it first, or run."""
+        if self.await_scorer:
+            self._publish({"phase": tp.PHASE_STARTING, "start_stamp_ns": int(start_stamp_ns)})
+        else:
+            self._run(start_stamp_ns)
+
     def _run(self, start_stamp_ns: int) -> None:
         self._publish({"phase": tp.PHASE_RUNNING, "start_stamp_ns": int(start_stamp_ns)})
 
@@ -179,7 +197,7 @@ class TrialManagerNode(TrialServices, Node):
         if self.phase != tp.PHASE_RESETTING or status.get("trial_id") != self.trial.get("id"):
             return
         if status.get("state") == "ready":
-            self._run(int(status["stamp_ns"]))
+            self._start(int(status["stamp_ns"]))
         elif status.get("state") == "error":
             self._record_failure(f"sim reset failed: {status.get('error')}")
 
@@ -195,7 +213,10 @@ class TrialManagerNode(TrialServices, Node):
 
     def _on_score(self, msg: String) -> None:
         score = self._decoded(msg, TOPIC_SCORE)
-        if score is None:
+        if score is None or score.get("trial_id") != self.trial.get("id"):
+            return
+        if self.phase == tp.PHASE_STARTING and not score.get("final") and int(score.get("frames", 0)) >= 1:
+            self._run(int(self.trial["start_stamp_ns"]))  # the scorer holds frame 0: the rows may come
             return
         if self.phase != tp.PHASE_SCORING or not score.get("final") or score.get("trial_id") != self.trial.get("id"):
             return
@@ -250,10 +271,15 @@ class TrialManagerNode(TrialServices, Node):
 
     # -- the state machine -----------------------------------------------------------------------
     def _graph_ready(self) -> bool:
-        return graph_ready(self, self.wait_for_nodes)
+        return self.graph_wait.ready()
 
     def _tick(self) -> None:
         waited = time.monotonic() - self._phase_since
+        if self.phase == tp.PHASE_IDLE and not self.paused and not self.finished.is_set() and self.index < 0:
+            gave_up = self.graph_wait.overdue()
+            if gave_up is not None:
+                self._abort(gave_up, EXIT_INTERNAL)
+                return
         if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.finished.is_set():
             if self.phase == tp.PHASE_IDLE and self.policy_gate.state != "ok":
                 self.policy_gate.poll(self._graph_ready())
@@ -264,7 +290,9 @@ class TrialManagerNode(TrialServices, Node):
         elif self.phase == tp.PHASE_RESETTING and not self.rig_mode and waited > self.reset_timeout_s:
             self._record_failure(f"the sim did not reset within {self.reset_timeout_s} s")
         elif self.phase == tp.PHASE_AWAITING_CONFIRM and self._confirmed.is_set():
-            self._run(self.get_clock().now().nanoseconds)
+            self._start(self.get_clock().now().nanoseconds)
+        elif self.phase == tp.PHASE_STARTING and waited > self.score_timeout_s:
+            self._record_failure(f"the stage monitor did not score the start state within {self.score_timeout_s} s")
         elif self.phase == tp.PHASE_RUNNING and self.trial_timeout_s and waited > self.trial_timeout_s:
             self.get_logger().warning(f"trial {self.trial['id']} ran {self.trial_timeout_s} s; stopping it")
             self._publish({"phase": tp.PHASE_STOPPING})

@@ -7,7 +7,15 @@ The handshake keeps the ROS trial step-for-step equal to the headless episode
 2. sim_node rebuilds the world, publishes the state at sim time S0 (joint states, TF, objects,
    cameras) and then ``/robofollow/sim/status`` ``{"trial_id", "state": "ready", "stamp_ns": S0}``.
    On the rig, the operator sets the layout up and confirms instead (phase ``awaiting_confirm``).
-3. trial_manager publishes phase ``running`` with ``start_stamp_ns`` = S0.
+3. trial_manager publishes phase ``starting`` with ``start_stamp_ns`` = S0; stage_monitor_node scores
+   frame 0 (the joints *and* the objects stamped S0) and publishes its live score (``frames`` 1).
+   That score is the scorer's acknowledgement: only then does trial_manager publish phase
+   ``running`` (same ``start_stamp_ns``), so no row can execute before the scorer holds the start.
+   A subscription matched only after S0 was published (discovery is slow under load, and a node
+   being seen on ``/robofollow/trial`` says nothing about its other endpoints) gets the start state
+   again: sim_node republishes it when a reader of its state matches before the first row, and
+   arm_bridge_node republishes its last ``/joint_states`` to a reader that matches late.
+   (On the rig, or without a stage monitor, ``running`` follows at once.)
 4. policy_node: ``reset`` → ``set_instruction`` → up to ``max_steps`` × (observation at the latest
    state → ``predict`` → first ``actions_per_step`` rows). In lock-step (sim) it sends a row only
    after the state that follows the previous row arrived; sim_node executes each command as one row
@@ -39,13 +47,14 @@ SERVICE_POLICY_CHECK = "/robofollow/policy/check"
 PHASE_IDLE = "idle"
 PHASE_RESETTING = "resetting"
 PHASE_AWAITING_CONFIRM = "awaiting_confirm"
+PHASE_STARTING = "starting"
 PHASE_RUNNING = "running"
 PHASE_STOPPING = "stopping"
 PHASE_SCORING = "scoring"
 PHASE_DONE = "done"
 PHASE_FINISHED = "finished"
-PHASES = (PHASE_IDLE, PHASE_RESETTING, PHASE_AWAITING_CONFIRM, PHASE_RUNNING, PHASE_STOPPING, PHASE_SCORING,
-          PHASE_DONE, PHASE_FINISHED)
+PHASES = (PHASE_IDLE, PHASE_RESETTING, PHASE_AWAITING_CONFIRM, PHASE_STARTING, PHASE_RUNNING, PHASE_STOPPING,
+          PHASE_SCORING, PHASE_DONE, PHASE_FINISHED)
 
 #: Latched state (trial, statuses, instruction): a node that starts late still learns the current one.
 #: Depth 10, not 1: with keep-last reliability a writer may drop a sample a reader has not acknowledged

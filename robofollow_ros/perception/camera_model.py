@@ -125,10 +125,15 @@ class CameraModel:
 
     def pixel_rays(self) -> np.ndarray:
         """(H, W, 3) world direction of each pixel centre's ray, scaled so that optical z = 1 (depth units)."""
+        return self._pixel_rays.copy()
+
+    @cached_property
+    def _pixel_rays(self) -> np.ndarray:
+        """Computed once per camera: every perception (one per trial, per perturbation) needs them."""
         u, v = np.meshgrid(np.arange(self.width) + 0.5, np.arange(self.height) + 0.5)
         kinv = self.k_inverse
         pix = np.stack([u, v, np.ones_like(u)], axis=-1)
-        return (pix @ kinv.T) @ self.world_rotation.T
+        return np.asarray((pix @ kinv.T) @ self.world_rotation.T)
 
     def project(self, points_world: np.ndarray) -> np.ndarray:
         """(N, 3) world points to (N, 3) rows of (u, v, depth); pixel coordinates with centres at +0.5."""

@@ -1,11 +1,15 @@
-"""Grounding: which detection is which of the layout's named objects, with a confidence.
+"""Grounding: which segment is which of the layout's named objects, with a confidence.
 
-Each (detection, identity) pair gets a cost from how far the measurements are from the identity's
-model (width, top height, flat vs round top) plus where it is: near the identity's track if it has
-one (continuity), else near its nominal layout spot (the only thing that tells ``yellow_block_1..3``
-apart at the start). Colours never mix. Within a colour the cheapest one-to-one assignment wins,
-with an explicit "unexplained" option per detection, so a stray blob is reported instead of being
-forced onto a name. Confidence is the softmax of the costs over the detection's options.
+Each (segment, identity) pair gets a cost from how well the identity's known primitive explains the
+segment's points (``primitives.py``: a sphere's cap does not fit a cube, a 4 cm cube does not fit a
+6 cm one), how far the fitted centre is from where the identity rests (height above the fitted table
+plane; "lifted" when ≥ 3 cm above, where shape evidence is weak: fingers hide the object and it may be
+tilted), and where it is: near the identity's track if it has one (continuity), else near its
+nominal layout spot (the only thing that tells ``yellow_block_1..3`` apart at the start). Colours
+never mix, and flat patches (labels) only ever match flat identities. Within a colour the cheapest
+one-to-one assignment wins, with an explicit "unexplained" option per segment, so a stray segment is
+reported instead of being forced onto a name. Confidence is the softmax of the costs over the
+segment's options.
 """
 
 from __future__ import annotations
@@ -14,34 +18,37 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
-from robofollow_ros.contract import TABLE_TOP_Z
+from robofollow_ros.perception.colour_space import fast_median
 from robofollow_ros.perception.detector import Detection
 from robofollow_ros.perception.identities import IdentityModel
+from robofollow_ros.perception.plane import Plane
+from robofollow_ros.perception.primitives import Fit, Primitive, fit_shape
 
 #: Cost of calling a detection unexplained; a match costlier than this is not believed.
 UNEXPLAINED_COST = 20.0
-#: Robust percentiles shave about this much off a blob's measured width (m).
-WIDTH_BIAS = 0.003
-WIDTH_SCALE = 0.006
+#: Residuals are truncated at τ = max(TAU_FLOOR, TAU_SIGMAS × depth noise) when shapes are compared.
+TAU_FLOOR = 0.003
+TAU_SIGMAS = 3.0
+#: Shape cost: ((loss − best loss among the colour's shapes) / SHAPE_SCALE)², capped; plus a cost for a
+#: shape that explains the points badly in absolute terms (loss above LOSS_OK).
+SHAPE_SCALE = 0.06
+SHAPE_CAP = 9.0
+LOSS_OK = 0.3
+ABSOLUTE_SCALE = 0.15
+ABSOLUTE_CAP = 6.0
 HEIGHT_SCALE = 0.006
 HEIGHT_CAP = 9.0
-#: A top this far above the identity's resting top means "lifted" (in the hand, or stacked on something).
+#: A centre this far above the identity's resting centre means "lifted" (in the hand, or stacked).
 LIFT_MARGIN = 0.03
 LIFTED_COST = 1.0
 LIFTED_SHAPE_CAP = 3.0
-NARROW_CAP = 6.0
-#: A resting blob narrower than this share of its identity's width is partly hidden (its extent is not the object's).
-PARTIAL_WIDTH = 0.75
 TRACK_SCALE = 0.03
 TRACK_CAP = 9.0
 NOMINAL_SCALE = 0.06
 NOMINAL_CAP = 4.0  # a prior only: it breaks ties between look-alikes, shape outweighs it
-#: Share of a blob's points in the top band: spheres show about 0.3, uncovered flat tops 0.6 and more.
-FLAT_SPLIT = 0.5
-FLAT_SCALE = 0.15
-FLAT_CAP = 4.0
 
 
 @dataclass(frozen=True)
@@ -54,29 +61,88 @@ class Grounding:
     cost: float
 
 
-def match_cost(detection: Detection, model: IdentityModel, track_xy: np.ndarray | None) -> float:
-    """Cost of calling ``detection`` ``model.name``; ``inf`` across colours."""
+def resting_centre_z(model: IdentityModel, plane: Plane | None, xy: np.ndarray) -> float:
+    """World z of the identity's pose origin when it rests as laid out, on the fitted table plane."""
+    from robofollow_ros.contract import TABLE_TOP_Z
+
+    table = TABLE_TOP_Z if plane is None else plane.height_at_xy(float(xy[0]), float(xy[1]))
+    return table + model.resting_top_height - model.top_offset
+
+
+def _initial_guess(detection: Detection, prim: Primitive, camera_origin: np.ndarray) -> tuple[np.ndarray, float]:
+    """Start of the fit: the points' median pushed one half-size along the view ray; yaw of the footprint."""
+    assert detection.points is not None
+    centre = np.asarray(fast_median(detection.points, axis=0), dtype=np.float64)
+    if prim.shape == "bowl":
+        # The walls seen from above and in front are an arc: its circle's centre, the rim at the top.
+        x, y = detection.points[:, 0], detection.points[:, 1]
+        design = np.column_stack([x, y, np.ones_like(x)])
+        (a, b, _), *_ = np.linalg.lstsq(design, -(x * x + y * y), rcond=None)
+        top = detection.z_top if detection.z_top is not None else float(centre[2])
+        start = np.array([-a / 2, -b / 2, top - prim.dims[3]])
+        if not np.all(np.isfinite(start)) or np.hypot(*(start[:2] - centre[:2])) > 2 * prim.dims[0]:
+            start = np.array([centre[0], centre[1], top - prim.dims[3]])
+    else:
+        ray = centre - camera_origin
+        ray /= max(float(np.linalg.norm(ray)), 1e-9)
+        reach = prim.dims[0] if prim.shape != "box" else min(prim.dims[0], prim.dims[1])
+        start = centre + reach * ray
+    yaw = 0.0
+    if prim.has_yaw and len(detection.points) >= 8:
+        (_, _), (w, h), angle = cv2.minAreaRect(detection.points[:, :2].astype(np.float32))
+        long_side = math.radians(angle) if w >= h else math.radians(angle) + math.pi / 2
+        # A box's local y is its long side (Scene 3's slabs lie along y at yaw 0); cubes are symmetric.
+        yaw = long_side - math.pi / 2 if prim.dims[1] > prim.dims[0] else long_side
+    return start, yaw
+
+
+def fit_for(detection: Detection, prim: Primitive, camera_origin: np.ndarray) -> Fit:
+    """The detection's signed-distance fit of ``prim`` (``fit_shape``), computed once and cached on it."""
+    fit = detection.fits.get(prim.key)
+    if fit is None:
+        start, yaw = _initial_guess(detection, prim, camera_origin)
+        assert detection.points is not None
+        fit = fit_shape(detection.points, prim, start, yaw, noise=detection.noise_m)
+        detection.fits[prim.key] = fit
+    return fit
+
+
+def _tau(detection: Detection) -> float:
+    return max(TAU_FLOOR, TAU_SIGMAS * detection.noise_m)
+
+
+def is_lifted(detection: Detection, model: IdentityModel, plane: Plane | None) -> bool:
+    """Centre well above where the identity rests: in the hand (or stacked where the layout did not put it)."""
+    fit = detection.fits.get(model.primitive.key)
+    if fit is None or detection.kind != "solid":
+        return False
+    return bool(fit.position[2] - resting_centre_z(model, plane, fit.position) > LIFT_MARGIN)
+
+
+def _shape_cost(detection: Detection, model: IdentityModel, best_loss: float, lifted: bool) -> float:
+    fit = detection.fits[model.primitive.key]
+    loss = fit.robust_loss(_tau(detection))
+    cost = min(((loss - best_loss) / SHAPE_SCALE) ** 2, SHAPE_CAP)
+    cost += min((max(0.0, loss - LOSS_OK) / ABSOLUTE_SCALE) ** 2, ABSOLUTE_CAP)
+    return min(cost, LIFTED_SHAPE_CAP) if lifted else cost
+
+
+def match_cost(detection: Detection, model: IdentityModel, track_xy: np.ndarray | None, plane: Plane | None,
+               best_loss: float = 0.0) -> float:
+    """Cost of calling ``detection`` ``model.name``; ``inf`` across colours and across flat/solid."""
     if detection.colour != model.colour:
         return math.inf
+    if (detection.kind == "solid" and model.flat) or (detection.kind == "flat" and not model.flat):
+        return math.inf
     cost = 0.0
-    position = _xy(detection)
-    if detection.has_depth:
-        assert detection.width is not None and detection.z_top is not None and detection.flat_fraction is not None
-        lift = detection.z_top - TABLE_TOP_Z - model.resting_top_height
-        # In the hand, fingers hide part of the object and it may be seen from the side: shape evidence is weak.
-        lifted = is_lifted(detection, model)
-        width_term = ((detection.width + WIDTH_BIAS - model.width) / WIDTH_SCALE) ** 2
-        if lifted:
-            width_term = min(width_term, LIFTED_SHAPE_CAP)
-        elif detection.width + WIDTH_BIAS < model.width:
-            # Occlusion (the gripper above it) only ever narrows a blob: too narrow is weaker evidence than too wide.
-            width_term = min(width_term, NARROW_CAP)
-        cost += width_term
+    position = detection.xy()
+    if detection.kind == "solid":
+        fit = detection.fits[model.primitive.key]
+        position = fit.position[:2]
+        lift = float(fit.position[2] - resting_centre_z(model, plane, fit.position))
+        lifted = lift > LIFT_MARGIN
+        cost += _shape_cost(detection, model, best_loss, lifted)
         cost += LIFTED_COST if lifted else min((lift / HEIGHT_SCALE) ** 2, HEIGHT_CAP)
-        if model.shape != "bowl":
-            ff = detection.flat_fraction
-            miss = max(0.0, ff - FLAT_SPLIT) if model.round_top else max(0.0, FLAT_SPLIT - ff)
-            cost += min((miss / FLAT_SCALE) ** 2, 1.0 if lifted else FLAT_CAP)
     if track_xy is not None:
         d = float(np.linalg.norm(position - track_xy))
         cost += min((d / TRACK_SCALE) ** 2, TRACK_CAP)
@@ -86,39 +152,21 @@ def match_cost(detection: Detection, model: IdentityModel, track_xy: np.ndarray 
     return cost
 
 
-def is_lifted(detection: Detection, model: IdentityModel) -> bool:
-    """Top well above where the identity rests: in the hand (or stacked where the layout did not put it)."""
-    if detection.z_top is None:
-        return False
-    return detection.z_top - TABLE_TOP_Z - model.resting_top_height > LIFT_MARGIN
-
-
-def is_partly_hidden(detection: Detection, model: IdentityModel) -> bool:
-    """A resting object seen cut: its blob much narrower than the object (a gripper in front of or over it).
-
-    A low top alone is not taken as a sign: an unstacked block placed on the table is lower than its
-    layout puts it, and must then move down, not stay where it was.
-    """
-    width = detection.width
-    return width is not None and not is_lifted(detection, model) and width + WIDTH_BIAS < PARTIAL_WIDTH * model.width
-
-
-def _xy(detection: Detection) -> np.ndarray:
-    if detection.top_xy is not None:
-        return np.asarray(detection.top_xy)
-    if detection.plane_xy is not None:
-        return np.asarray(detection.plane_xy)
-    raise ValueError("detection: has neither depth nor a table-plane position")
-
-
-def ground(detections: Sequence[Detection], models: Sequence[IdentityModel],
-           track_xy: Mapping[str, np.ndarray]) -> list[Grounding]:
+def ground(detections: Sequence[Detection], models: Sequence[IdentityModel], track_xy: Mapping[str, np.ndarray],
+           plane: Plane | None = None, camera_origin: np.ndarray | None = None) -> list[Grounding]:
     """Assign names to detections (one-to-one, per colour); unexplained ones get ``name=None``."""
-    costs = np.array([[match_cost(d, m, track_xy.get(m.name)) for m in models] for d in detections]).reshape(
-        len(detections), len(models))
+    origin = np.zeros(3) if camera_origin is None else np.asarray(camera_origin, dtype=np.float64)
+    best_loss = np.zeros(len(detections))
+    for i, detection in enumerate(detections):
+        if detection.kind != "solid":
+            continue
+        prims = {m.primitive.key: m.primitive for m in models if m.colour == detection.colour and not m.flat}
+        losses = [fit_for(detection, p, origin).robust_loss(_tau(detection)) for p in prims.values()]
+        best_loss[i] = min(losses) if losses else 0.0
+    costs = np.array([[match_cost(d, m, track_xy.get(m.name), plane, float(best_loss[i])) for m in models]
+                      for i, d in enumerate(detections)]).reshape(len(detections), len(models))
     names: list[str | None] = [None] * len(detections)
-    colours = {d.colour for d in detections}
-    for colour in colours:
+    for colour in {d.colour for d in detections}:
         det_idx = [i for i, d in enumerate(detections) if d.colour == colour]
         mod_idx = [j for j, m in enumerate(models) if m.colour == colour]
         choice = _best_assignment(costs[np.ix_(det_idx, mod_idx)]) if mod_idx else [None] * len(det_idx)
@@ -140,7 +188,7 @@ def ground(detections: Sequence[Detection], models: Sequence[IdentityModel],
 def _best_assignment(costs: np.ndarray) -> list[int | None]:
     """Cheapest one-to-one choice of a model column (or None = unexplained) for every row.
 
-    Exhaustive search: a colour group holds at most a handful of blobs and identities.
+    Exhaustive search: a colour group holds at most a handful of segments and identities.
     """
     rows, cols = costs.shape
     best: tuple[float, list[int | None]] = (math.inf, [None] * rows)

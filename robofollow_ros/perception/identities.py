@@ -10,12 +10,14 @@ import math
 from dataclasses import dataclass
 
 from robofollow_ros.benchmark.records import Layout, ObjectSpec
-from robofollow_ros.contract import TABLE_TOP_Z
-from robofollow_ros.perception.colours import colour_of_rgb
+from robofollow_ros.perception.colour_names import canonical_class
+from robofollow_ros.perception.primitives import Primitive
 from robofollow_ros.sim.bowl import BowlGeometry
 
 #: The bowl's pose origin sits this far above its bottom (sim/bowl.py; spec spawn z = table + 0.02).
 BOWL_ORIGIN_ABOVE_TABLE = 0.02
+#: Objects thinner than this (m) lie flat in the table plane (Scene 3's labels): depth cannot see them.
+FLAT_HEIGHT = 0.006
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,14 @@ class IdentityModel:
     round_top: bool
     nominal_xy: tuple[float, float]
     has_yaw: bool
+    #: The shape fitted to the object's points (sizes from the registry).
+    primitive: Primitive
+    #: Lies flat in the table plane (a label): found by colour on the plane, not by height.
+    flat: bool = False
+    #: Layout yaw (rad): a flat label's expected orientation.
+    layout_yaw: float = 0.0
+    #: Height of the pose origin above the table when the object stands on the table itself (its lowest).
+    table_centre_height: float = 0.0
 
 
 def _top_offset(spec: ObjectSpec) -> float:
@@ -67,8 +77,8 @@ def _resting_top(spec: ObjectSpec, layout: Layout) -> float:
         return floor + 2 * spec.half_height
     if spec.shape == "bowl":
         return BOWL_ORIGIN_ABOVE_TABLE + BowlGeometry(spec.scale).rim_z
-    centre = spec.spawn_z if spec.spawn_z is not None else TABLE_TOP_Z + spec.half_height
-    return centre - TABLE_TOP_Z + spec.half_height
+    # Settled, not spawned: blocks spawn 1 mm above the table (spawn_z) and drop onto it.
+    return 2 * spec.half_height
 
 
 def _nominal_xy(spec: ObjectSpec, layout: Layout) -> tuple[float, float]:
@@ -79,15 +89,33 @@ def _nominal_xy(spec: ObjectSpec, layout: Layout) -> tuple[float, float]:
     return float(spec.nominal_xy[0]), float(spec.nominal_xy[1])
 
 
+def _primitive(spec: ObjectSpec) -> Primitive:
+    if spec.shape == "sphere":
+        return Primitive("sphere", (spec.size[0],))
+    if spec.shape == "cube":
+        return Primitive("box", (spec.size[0],) * 3)
+    if spec.shape == "box":
+        return Primitive("box", (spec.size[0], spec.size[1], spec.size[2]))
+    if spec.shape == "cylinder":
+        return Primitive("cylinder", (spec.size[0], spec.size[1]))
+    if spec.shape == "bowl":
+        bowl = BowlGeometry(spec.scale)
+        return Primitive("bowl", (bowl.outer_radius, bowl.inner_radius, -BOWL_ORIGIN_ABOVE_TABLE, bowl.rim_z))
+    raise ValueError(f"shape: no primitive for {spec.shape!r} ({spec.name})")
+
+
 def identity_models(layout: Layout) -> list[IdentityModel]:
     """One model per object of the layout, in layout order (which breaks ties between look-alikes)."""
     models = []
     for spec in layout.objects:
         width, half_depth = _footprint(spec)
         models.append(IdentityModel(
-            name=spec.name, colour=colour_of_rgb(spec.color_rgb), shape=spec.shape, width=width,
+            name=spec.name, colour=canonical_class(spec.color_rgb), shape=spec.shape, width=width,
             half_depth=half_depth, top_offset=_top_offset(spec), resting_top_height=_resting_top(spec, layout),
             round_top=spec.shape == "sphere", nominal_xy=_nominal_xy(spec, layout),
-            has_yaw=spec.shape in ("cube", "box"),
+            has_yaw=spec.shape in ("cube", "box"), primitive=_primitive(spec),
+            flat=spec.shape == "box" and spec.is_static and 2 * spec.half_height < FLAT_HEIGHT,
+            layout_yaw=float(spec.yaw),
+            table_centre_height=BOWL_ORIGIN_ABOVE_TABLE if spec.shape == "bowl" else spec.half_height,
         ))
     return models

@@ -22,7 +22,8 @@ from robofollow_ros.benchmark import default_registry
 from robofollow_ros.benchmark.records import EvalTask
 from robofollow_ros.contract import CAMERA_OBS_KEYS, TABLE_TOP_Z
 from robofollow_ros.perception.camera_model import CameraModel
-from robofollow_ros.perception.tracker import Perception, PerceptionResult
+from robofollow_ros.perception.colour_model import ColourModel
+from robofollow_ros.perception.tracker import Perception, PerceptionResult, load_colour_model
 
 #: A ground-truth object counts as visible with at least this many pixels in the head camera.
 MIN_VISIBLE_PIXELS = 30
@@ -164,15 +165,23 @@ def layouts_trials(scene: str | None, rounds: int, tasks_per_layout: int = 1) ->
 
 def run_perception_eval(trials: Iterable[tuple[EvalTask, int]], camera: CameraModel, policy: str | None = "oracle",
                         every: int = 5, max_steps: int = 10, use_depth: bool = True,
-                        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Play each trial (or only look at it, ``policy=None``) and compare perception with the truth."""
+                        progress: Callable[[str], None] | None = None,
+                        colour: ColourModel | None = None) -> dict[str, Any]:
+    """Play each trial (or only look at it, ``policy=None``) and compare perception with the truth.
+
+    ``colour``: the colour model (default: the simulator's calibration, ``calibration/sim/colour.yaml``).
+    """
     from robofollow_ros.evaluation.episode import EpisodeSettings, run_episode
     from robofollow_ros.scoring.monitor import score_trajectory
     from robofollow_ros.sim.cameras import CameraSettings
     from robofollow_ros.sim.world import SimWorld
 
     stats = FrameStats()
-    perception = Perception(camera)
+    if colour is None:
+        from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+
+        colour = load_colour_model(DEFAULT_CALIBRATION_DIR)[0]
+    perception = Perception(camera, colour=colour)
     world = SimWorld(render=True, cameras=CameraSettings(width=camera.width, height=camera.height, depth=True,
                                                          segmentation=True, cameras=("head",)))
     seen = PerceivedWorld(world, perception, stats, every, use_depth)

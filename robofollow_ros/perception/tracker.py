@@ -1,30 +1,83 @@
 """Tracking named objects over frames: smoothing, memory through occlusion, and what is missing.
 
-``Perception.update(rgb, depth, stamp)`` runs detection → grounding → pose and folds the result into
-one track per identity. A track not seen this frame keeps its last pose; its ``age_s`` grows and its
-confidence halves every ``half_life_s`` (a gripper hiding a block does not make the block vanish).
+``Perception.update(rgb, depth, stamp)`` runs segmentation → grounding → pose and folds the result
+into one track per identity. A track not seen this frame keeps its last pose; its ``age_s`` grows and
+its confidence halves every ``half_life_s`` (a gripper hiding a block does not make the block vanish).
 A seen track is smoothed by an exponential average while it stays put and jumps to the measurement
 when it moves more than ``jump_m`` (an object being carried must not lag). Lifted objects need no
 special case: their position comes from depth, and continuity keeps their name. A resting object seen
-only in part where it was (the gripper in front of or over it: blob much narrower than the object)
-counts as seen but keeps its pose: its cut outline would move the estimated centre.
+only in part where it was (fewer than ``PARTIAL_SHARE`` of the pixels it showed when last fully seen:
+the gripper in front of or over it) counts as seen but keeps its pose: its cut outline would move the
+estimated centre. A resting object showing only a sliver (under ``SLIVER_SHARE`` of its pixels) keeps
+its pose wherever the sliver's fit lands: a sliver fits almost anywhere along the hidden shape.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from robofollow_ros.benchmark.records import Layout
+from robofollow_ros.perception.align import DepthToColour, load_depth_alignment
 from robofollow_ros.perception.camera_model import CameraModel
-from robofollow_ros.perception.detector import BlobDetector, Detection
-from robofollow_ros.perception.estimate import estimate_position, estimate_yaw, yaw_quat_wxyz
-from robofollow_ros.perception.grounding import Grounding, ground, is_partly_hidden
+from robofollow_ros.perception.colour_drift import ColourDrift, DriftMonitor
+from robofollow_ros.perception.colour_model import ColourModel
+from robofollow_ros.perception.colour_names import default_model
+from robofollow_ros.perception.detector import MIN_PIXELS, ColourBlobDetector, Detection, measure_colour
+from robofollow_ros.perception.estimate import estimate_pose, yaw_quat_wxyz
+from robofollow_ros.perception.grounding import Grounding, ground, is_lifted
 from robofollow_ros.perception.identities import IdentityModel, identity_models
+from robofollow_ros.perception.plane import Plane
+from robofollow_ros.perception.segmenter import GeometrySegmenter
 
-#: A cut blob within this distance (xy) of its track is the same object, still lying where it was.
+#: A cut segment within this distance of its track is the same object, still lying where it was.
 PARTIAL_NEAR_M = 0.03
+PARTIAL_SHARE = 0.6
+#: A resting object showing less than this share of its pixels is a sliver: its fit does not move the track.
+SLIVER_SHARE = 0.25
+#: The reference pixel count of a track forgets slowly (an object moved further away shows fewer).
+REFERENCE_DECAY = 0.98
+COLOUR_MODEL_FILE = "colour.yaml"
+#: A segment within this many pixels (centroid) and this share of its pixel count of last frame's is the same.
+REUSE_PX = 0.5
+REUSE_SHARE = 0.03
+#: Colour drift is measured on every frame at first, then every DRIFT_EVERY frames (it moves slowly).
+DRIFT_EVERY_FRAME_UNTIL = 10
+DRIFT_EVERY = 3
+
+
+def builtin_colour_model() -> ColourModel:
+    """The uncalibrated fallback, from every spec colour of the benchmark."""
+    from robofollow_ros.benchmark import default_registry
+
+    registry = default_registry()
+    colours = [o.color_rgb for scene in registry.layouts.values() for layout in scene.values() for o in layout.objects]
+    return default_model(colours)
+
+
+def load_colour_model(calibration_dir: Path) -> tuple[ColourModel, bool]:
+    """``<dir>/colour.yaml`` if there is one (True), else the built-in fallback (False)."""
+    path = Path(calibration_dir) / COLOUR_MODEL_FILE
+    if path.is_file():
+        return ColourModel.load(path), True
+    return builtin_colour_model(), False
+
+
+def perception_from_calibration(calibration_dir: Path, colour_model: Path | None = None,
+                                **kwargs: float) -> tuple[Perception, bool]:
+    """Perception for the head camera of a calibration directory: camera, colour model (``colour_model``,
+    else ``colour.yaml`` there, else built-in) and, when calibrated, the depth camera's alignment.
+    Returns it with whether the colour model is a calibrated one."""
+    camera = CameraModel.from_calibration_dir(Path(calibration_dir), "head")
+    if colour_model is not None:
+        colour, calibrated = ColourModel.load(Path(colour_model)), True
+    else:
+        colour, calibrated = load_colour_model(Path(calibration_dir))
+    alignment = load_depth_alignment(Path(calibration_dir), camera.k, (camera.width, camera.height))
+    perception = Perception(camera, colour=colour, depth_alignment=alignment, **kwargs)  # type: ignore[arg-type]
+    return perception, calibrated
 
 
 @dataclass
@@ -39,6 +92,7 @@ class Track:
     seen_confidence: float
     age_s: float = 0.0
     visible: bool = True
+    reference_pixels: float = 0.0
 
     @property
     def quat_wxyz(self) -> tuple[float, float, float, float]:
@@ -47,34 +101,44 @@ class Track:
 
 @dataclass
 class PerceptionResult:
-    """One frame's answer: tracked objects, never-seen identities, and blobs no identity explains."""
+    """One frame's answer: tracked objects, never-seen identities, and segments no identity explains."""
 
     stamp: float
     tracks: dict[str, Track]
     missing: list[str]
     unexplained: list[Detection]
     groundings: list[Grounding] = field(default_factory=list)
+    colour_drift: ColourDrift | None = None
+    plane: Plane | None = None
 
     def positions(self) -> dict[str, list[float]]:
         return {name: [float(v) for v in t.position] for name, t in self.tracks.items()}
 
 
 class Perception:
-    """Detector + grounding + tracker for one camera and one layout (``reset`` for the next trial)."""
+    """Segmenter + grounding + tracker for one camera and one layout (``reset`` for the next trial)."""
 
     def __init__(self, camera: CameraModel, layout: Layout | None = None, smoothing: float = 0.5,
-                 jump_m: float = 0.01, half_life_s: float = 2.0, min_pixels: int = 25) -> None:
+                 jump_m: float = 0.01, half_life_s: float = 2.0, min_pixels: int = MIN_PIXELS,
+                 colour: ColourModel | None = None, depth_alignment: DepthToColour | None = None) -> None:
         if not 0.0 < smoothing <= 1.0:
             raise ValueError(f"smoothing: expected a weight in (0, 1], got {smoothing}")
         if half_life_s <= 0:
             raise ValueError(f"half_life_s: must be positive, got {half_life_s}")
         self.camera = camera
-        self.detector = BlobDetector(camera, min_pixels=min_pixels)
+        #: A separate depth camera's calibration: depth is aligned to colour pixels first (None: already aligned).
+        self.depth_alignment = depth_alignment
+        self.colour = colour if colour is not None else builtin_colour_model()
+        self.segmenter = GeometrySegmenter(camera, self.colour, min_pixels=min_pixels)
+        self.blobs = ColourBlobDetector(camera, self.colour, min_pixels=min_pixels)
+        self.drift = DriftMonitor(self.colour)
         self.smoothing = smoothing
         self.jump_m = jump_m
         self.half_life_s = half_life_s
         self.models: dict[str, IdentityModel] = {}
         self.tracks: dict[str, Track] = {}
+        self._previous: list[Detection] = []
+        self._frames = 0
         if layout is not None:
             self.reset(layout)
 
@@ -82,29 +146,53 @@ class Perception:
         """Forget all tracks and expect this layout's identities."""
         self.models = {m.name: m for m in identity_models(layout)}
         self.tracks = {}
+        self._previous = []
+
+    def detect(self, rgb: np.ndarray, depth: np.ndarray | None) -> tuple[list[Detection], Plane | None]:
+        expected = (self.camera.height, self.camera.width)
+        if rgb.shape[:2] != expected:
+            raise ValueError(f"rgb: expected {expected[1]}x{expected[0]} to match the calibration, "
+                             f"got {rgb.shape[1]}x{rgb.shape[0]}")
+        if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+            raise ValueError(f"rgb: expected uint8 (H, W, 3), got {rgb.dtype} {rgb.shape}")
+        if depth is not None and self.depth_alignment is not None:
+            depth = self.depth_alignment.align(depth)
+        if depth is not None and depth.shape[:2] != expected:
+            raise ValueError(f"depth: expected shape {expected}, got {depth.shape}")
+        if depth is None:
+            return self.blobs.detect(rgb), None
+        flats = [m for m in self.models.values() if m.flat]
+        return self.segmenter.detect(rgb, depth, flats)
 
     def update(self, rgb: np.ndarray, depth: np.ndarray | None, stamp: float) -> PerceptionResult:
         if not self.models:
             raise RuntimeError("Perception: call reset(layout) before update")
-        detections = self.detector.detect(rgb, depth)
+        detections, plane = self.detect(rgb, depth)
+        self._reuse_shape_fits(detections)
         track_xy = {name: t.position[:2] for name, t in self.tracks.items()}
-        groundings = ground(detections, list(self.models.values()), track_xy)
+        groundings = ground(detections, list(self.models.values()), track_xy, plane,
+                            np.asarray(self.camera.world_position))
         seen = set()
         for g in groundings:
             if g.name is None:
                 continue
             model = self.models[g.name]
-            yaw = estimate_yaw(g.detection, model)
-            position = estimate_position(g.detection, model, self.camera, yaw)
+            position, yaw = estimate_pose(g.detection, model, self.camera, plane)
             if position is None:
                 continue
             track = self.tracks.get(g.name)
-            raw = g.detection.raw_position()
-            if (track is not None and raw is not None and is_partly_hidden(g.detection, model)
-                    and np.linalg.norm(raw[:2] - track.position[:2]) < PARTIAL_NEAR_M):
-                # Seen where it was, but cut (much narrower than it is): the shape-based centre would be off.
+            lifted = is_lifted(g.detection, model, plane)
+            shown = g.detection.pixel_count / max(track.reference_pixels, 1.0) if track is not None else 1.0
+            if track is not None and g.detection.kind == "solid" and not lifted and (
+                    shown < SLIVER_SHARE
+                    or (shown < PARTIAL_SHARE and np.linalg.norm(position - track.position) < PARTIAL_NEAR_M)):
+                # Seen where it was but cut (far fewer pixels than before), or only a sliver of a resting
+                # object: the fit of a cut outline could drift, the last pose is the better answer.
                 position, yaw = track.position.copy(), track.yaw
             self._observe(g.name, position, yaw, g.confidence, stamp)
+            if not lifted:
+                current = self.tracks[g.name]
+                current.reference_pixels = max(REFERENCE_DECAY * current.reference_pixels, g.detection.pixel_count)
             seen.add(g.name)
         for name, track in self.tracks.items():
             if name not in seen:
@@ -113,12 +201,40 @@ class Perception:
                 track.confidence = track.seen_confidence * 0.5 ** (track.age_s / self.half_life_s)
         missing = [name for name in self.models if name not in self.tracks]
         unexplained = [g.detection for g in groundings if g.name is None]
-        return PerceptionResult(stamp, dict(self.tracks), missing, unexplained, groundings)
+        self._previous = [d for d in detections if d.kind == "solid"]
+        self._frames += 1
+        if self._frames <= DRIFT_EVERY_FRAME_UNTIL or self._frames % DRIFT_EVERY == 0:
+            table = self.segmenter.table_colour(rgb) if depth is not None else None
+            named = [g.detection for g in groundings if g.name is not None]
+            for detection in named:
+                measure_colour(detection, rgb, self.colour)
+            self.drift.update(named, table)
+        drift = self.drift.report()
+        return PerceptionResult(stamp, dict(self.tracks), missing, unexplained, groundings, drift, plane)
+
+    def _reuse_shape_fits(self, detections: list[Detection]) -> None:
+        """A segment unchanged since the last frame (same colour, same place, same size) keeps its shape fits.
+
+        Which shape a still segment is does not change from frame to frame; its pose is still refined
+        on this frame's points (``estimate_pose``). Saves most of the fitting while the arm moves elsewhere.
+        """
+        for detection in detections:
+            if detection.kind != "solid":
+                continue
+            for old in self._previous:
+                if (old.colour == detection.colour
+                        and abs(old.centroid_uv[0] - detection.centroid_uv[0]) < REUSE_PX
+                        and abs(old.centroid_uv[1] - detection.centroid_uv[1]) < REUSE_PX
+                        and abs(old.pixel_count - detection.pixel_count) <= REUSE_SHARE * old.pixel_count):
+                    detection.fits = dict(old.fits)
+                    detection.refined = dict(old.refined)
+                    break
 
     def _observe(self, name: str, position: np.ndarray, yaw: float, confidence: float, stamp: float) -> None:
         track = self.tracks.get(name)
         if track is None or np.linalg.norm(position - track.position) > self.jump_m:
-            self.tracks[name] = Track(name, position, yaw, confidence, stamp, confidence)
+            reference = 0.0 if track is None else track.reference_pixels
+            self.tracks[name] = Track(name, position, yaw, confidence, stamp, confidence, reference_pixels=reference)
             return
         a = self.smoothing
         track.position = a * position + (1 - a) * track.position

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from robofollow_ros.contract import CAMERA_FRAMES, CAMERA_NAMES, DEFAULT_IMAGE_SIZE
+from robofollow_ros.contract import CAMERA_FRAMES, CAMERA_NAMES, CAMERA_OPTICAL_FRAMES, DEFAULT_IMAGE_SIZE
 from robofollow_ros.sim.transforms import matrix_to_quat, quat_to_matrix
 
 #: Rotation from a camera body frame (SAPIEN: x fwd, y left, z up) to its ROS optical frame.
@@ -56,6 +56,25 @@ def project(point_world: np.ndarray, camera_position: np.ndarray, camera_quat_wx
     u = k[0, 0] * local[0] / local[2] + k[0, 2]
     v = k[1, 1] * local[1] / local[2] + k[1, 2]
     return float(u), float(v), float(local[2])
+
+
+def optical_mounts(camera_links: dict[str, str]
+                   ) -> list[tuple[str, str, tuple[float, float, float], tuple[float, float, float, float]]]:
+    """Static frames (parent, child, xyz, quat wxyz) that hang each camera's optical frame on the rig.
+
+    ``<link> → <camera>_camera`` (identity) when the rig mounts the camera on a link of another name,
+    then ``<camera>_camera → <camera>_camera_optical`` (REP 103). One list for the ROS graph
+    (robot_state_node) and the headless recordings (``monitoring.robot``): the images' frame ids name
+    the same frames, placed the same way, however they were recorded.
+    """
+    w, x, y, z = (float(v) for v in matrix_to_quat(BODY_FROM_OPTICAL))
+    out: list[tuple[str, str, tuple[float, float, float], tuple[float, float, float, float]]] = []
+    for camera in CAMERA_NAMES:
+        body = camera_links[camera]
+        if body != CAMERA_FRAMES[camera]:
+            out.append((body, CAMERA_FRAMES[camera], (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)))
+        out.append((CAMERA_FRAMES[camera], CAMERA_OPTICAL_FRAMES[camera], (0.0, 0.0, 0.0), (w, x, y, z)))
+    return out
 
 
 def camera_info_dict(camera: str, width: int, height: int, fovy: float) -> dict[str, Any]:

@@ -33,7 +33,8 @@ from robofollow_ros.sim.layout_builder import place_layout
 from robofollow_ros.sim.renderer import keep_renderer_warm
 from robofollow_ros.sim.rig_config import RigConfig, load_rig_config
 from robofollow_ros.sim.robot import Frame, JointMap, load_rig_for_simulation
-from robofollow_ros.sim.scene_objects import build_table
+from robofollow_ros.sim.scene_objects import TABLE_CENTRE_XY, build_table
+from robofollow_ros.sim.scene_style import SceneStyle, apply_scene_style
 from robofollow_ros.sim.transforms import quat_to_matrix
 
 PHYSICS_HZ = 250
@@ -49,7 +50,8 @@ class SimWorld:
     """The rig plus one layout in SAPIEN; see the module docstring for the per-trial call order."""
 
     def __init__(self, render: bool = False, cameras: CameraSettings | None = None, rig: RigConfig | None = None,
-                 stepper: Stepper = "topp", direct_steps: int = DIRECT_STEPS, keep_renderer: bool = True) -> None:
+                 stepper: Stepper = "topp", direct_steps: int = DIRECT_STEPS, keep_renderer: bool = True,
+                 style: SceneStyle | None = None) -> None:
         if stepper not in ("topp", "direct"):
             raise ValueError(f"stepper: expected 'topp' or 'direct', got {stepper!r}")
         if direct_steps < 1:
@@ -60,6 +62,8 @@ class SimWorld:
         self.rig = rig or load_rig_config()
         self.stepper = stepper
         self.direct_steps = direct_steps
+        #: Optional looks for perception tests (table texture, shadow light, distractors); default: none.
+        self.style = style or SceneStyle()
         self.dt = 1.0 / PHYSICS_HZ
         self._registry = default_registry()
         self._scene: sapien.Scene | None = None
@@ -84,6 +88,8 @@ class SimWorld:
         self._setup_robot(scene)
         if self.render:
             self._setup_cameras(scene)
+            if not self.style.is_default:
+                apply_scene_style(scene, self.style, TABLE_CENTRE_XY, int(seed))
         self.objects = place_layout(scene, layout, int(seed), self.render, self._hold)
         self.physics_steps = 0  # settling is part of the reset, not of the trial
 

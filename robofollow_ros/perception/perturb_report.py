@@ -1,0 +1,71 @@
+"""Table and plot of a perturbation run (``perturb_eval.run_perturbation_eval``'s report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.perception.perturb_score import GOALS
+
+
+def _mm(value: float | None) -> str:
+    return "—" if value is None else f"{value * 1000:.1f}"
+
+
+def _verdict(item: dict[str, Any]) -> str:
+    if not item.get("goal_level"):
+        return "(no goal)"
+    return "met" if item.get("goals_met") else "**NOT met**"
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    """One row per item: errors, identity, misses, false detections, drift reports, goal verdict."""
+    rows = ["| perturbation | median mm | p95 mm | max mm | identity | misses | false det. | unexplained "
+            "| drift reported | goals |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for item in report["items"]:
+        identity = item["identity_accuracy"]
+        drift = item["drift_reported_share"]
+        rows.append(
+            f"| {item['name']} | {_mm(item['median_error_m'])} | {_mm(item['p95_error_m'])} "
+            f"| {_mm(item['max_error_m'])} | {'—' if identity is None else f'{identity * 100:.2f} %'} "
+            f"({item['identity_checks']}) | {item['misses']} | {item['false_detections']} "
+            f"| {item['unexplained_segments']} | {'—' if drift is None else f'{drift * 100:.0f} %'} "
+            f"| {_verdict(item)} |")
+    return "\n".join(rows)
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Bars of median / p95 error and identity accuracy per item, with the goal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    items = report["items"]
+    names = [i["name"] for i in items]
+    median = [(i["median_error_m"] or 0.0) * 1000 for i in items]
+    p95 = [(i["p95_error_m"] or 0.0) * 1000 for i in items]
+    identity = [(i["identity_accuracy"] or 0.0) * 100 for i in items]
+    positions = list(range(len(items)))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 0.32 * len(items) + 1.6), sharey=True)
+    left.barh([p + 0.2 for p in positions], p95, height=0.4, color="#f4a259", label="p95")
+    left.barh([p - 0.2 for p in positions], median, height=0.4, color="#5b8e7d", label="median")
+    left.axvline(GOALS["median_error_m"] * 1000, color="#5b8e7d", linestyle="--", linewidth=1)
+    left.axvline(GOALS["p95_error_m"] * 1000, color="#f4a259", linestyle="--", linewidth=1)
+    left.set_xlabel("position error (mm); dashed: goals 10 / 20 mm")
+    left.set_xlim(0, max(25.0, 1.1 * max(p95, default=0.0)))
+    left.legend(loc="upper right")
+    colours = ["#5b8e7d" if not i.get("goal_level") or i.get("goals_met") else "#bc4b51" for i in items]
+    right.barh(positions, identity, color=colours)
+    right.axvline(GOALS["identity_accuracy"] * 100, color="black", linestyle="--", linewidth=1)
+    right.set_xlim(min(90.0, min(identity) - 1), 100.5)
+    right.set_xlabel("identity accuracy (%); dashed: 99 %; red: a goal missed")
+    left.set_yticks(positions, [f"{n}{' *' if i.get('goal_level') else ''}" for n, i in zip(names, items, strict=True)])
+    left.invert_yaxis()
+    figure.suptitle(f"perception under perturbations: {report['trials']} trials, policy {report['policy']} "
+                    f"(* = item at a goal level)", fontsize=10)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

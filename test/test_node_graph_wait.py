@@ -1,0 +1,45 @@
+"""The trial manager's wait for a connected graph is bounded and says what it waits for: a node that
+never comes ends the run with one line naming it (instead of a silent graph), and a profile that
+awaits one of the package's nodes without running it is refused before anything starts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from rclpy.parameter import Parameter
+
+from robofollow_ros.cli._common import EXIT_BAD_INPUT, EXIT_INTERNAL
+from robofollow_ros.nodes.trial_manager_node import TrialManagerNode
+from robofollow_ros.paths import package_share
+from ros_harness import RosHarness
+
+
+def test_a_node_that_never_comes_ends_the_run_naming_it(tmp_path: Path) -> None:
+    with RosHarness() as ros:
+        manager = ros.add(TrialManagerNode(context=ros.context, parameter_overrides=[
+            Parameter("mode", value="rig"), Parameter("trials", value="tasks=L0_pickup_red_cylinder"),
+            Parameter("output", value=str(tmp_path / "run")), Parameter("check_policy", value=False),
+            Parameter("wait_for_nodes", value=["vendor_arm_driver"]), Parameter("graph_timeout_s", value=2.0)]))
+        ros.wait_for(manager.finished.is_set, timeout=60, what="the trial manager to give up")
+        assert manager.exit_code == EXIT_INTERNAL
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["status"] != "complete"
+    assert "vendor_arm_driver" in json.dumps(run) and "graph is incomplete after 2 s" in json.dumps(run)
+
+
+def test_a_profile_awaiting_a_node_it_does_not_run_is_refused(tmp_path: Path) -> None:
+    profile = yaml.safe_load((package_share() / "config" / "profiles" / "sim.yaml").read_text())
+    profile["nodes"] = [n for n in profile["nodes"] if n["executable"] != "robot_state_node"]
+    path = tmp_path / "no_robot_state.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    done = subprocess.run([sys.executable, "-m", "robofollow_ros.cli", "bringup", "sim", "--profile", str(path),
+                           "--output", str(tmp_path / "run"), "--foxglove-port", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'robot_state_node' is not in this profile" in lines[0] and "wait_for_nodes" in lines[0]
+    assert not (tmp_path / "run").exists()
