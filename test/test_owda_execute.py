@@ -29,18 +29,23 @@ def _stacked_pair_picked(f: Family, a: Anchor) -> bool:
     return a.kind == "object_centric" and any(o.on_top_of in chosen and o.name in chosen for o in a.objects)
 
 
-def _push_and_stack_no_sphere_lift(f: Family, a: Anchor) -> bool:
-    """A sphere lifted and set back may roll on (bench/owda_suite.py measures how often): not in this sample."""
+def _push_and_stack(f: Family, a: Anchor) -> bool:
     verbs = {x.split(":")[0] for x in f.instances[0].decision}
-    spheres = [x for i in (0, 2) for x in f.instances[i].decision
-               if x.startswith("lift:") and a.object(x.split(":")[1]).shape == "sphere"]
-    return a.kind == "action_sequence" and f.ops == ("N",) and {"push", "stack"} <= verbs and not spheres
+    return a.kind == "action_sequence" and f.ops == ("N",) and {"push", "stack"} <= verbs
+
+
+def _sphere_set_back_then_more(f: Family, a: Anchor) -> bool:
+    """A sphere lifted and set back early in the sequence: it must stay put while the arm works beside it."""
+    decision = f.instances[0].decision
+    return a.kind == "action_sequence" and len(decision) >= 3 and decision[0].startswith("lift:") \
+        and a.object(decision[0].split(":")[1]).shape == "sphere"
 
 
 SAMPLE = {  # the first family of the suite of each kind, both its base and its one-word change
     "E+N+Q on an object-centric anchor": lambda f, a: f.type == "E+N+Q",
     "a top object and its base both picked": _stacked_pair_picked,
-    "an action sequence with a push and a stack": _push_and_stack_no_sphere_lift,
+    "an action sequence with a push and a stack": _push_and_stack,
+    "a sphere set back, then more actions": _sphere_set_back_then_more,
 }
 
 

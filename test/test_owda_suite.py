@@ -248,3 +248,24 @@ def test_validate_names_the_instance_and_the_broken_precondition(suite_dir: Path
 
 def anchor_of(suite: Suite, anchor_id: str):  # type: ignore[no-untyped-def]
     return next(a for a in suite.anchors if a.anchor_id == anchor_id)
+
+
+def test_every_anchor_leaves_the_gripper_room(suite_dir: Path) -> None:
+    from robofollow_ros.decisions.anchors import Anchor
+    from robofollow_ros.decisions.world import cramped
+
+    suite = load_suite(suite_dir)
+    for a in suite.anchors:
+        assert all(o.extent is not None for o in a.objects), a.anchor_id
+        assert cramped(a) == [], a.anchor_id
+    # move one free candidate 5 cm beside another, along the fingers' axis: the validator refuses the anchor
+    anchor = next(a for a in suite.anchors if a.kind == "object_centric")
+    mover, other = [o for o in anchor.candidate_objects if not o.on_top_of and not o.in_container
+                    and not any(b.on_top_of == o.name for b in anchor.objects)][:2]
+    tight = Anchor.from_dict({**anchor.to_dict(), "objects": [
+        {**o.to_dict(), "xy": [other.xy[0] + 0.05, other.xy[1]]} if o.name == mover.name else o.to_dict()
+        for o in anchor.objects]})
+    with pytest.raises(TaskError) as err:
+        validate_suite(Suite(suite.seed, (tight,), ()))
+    assert err.value.constraint == "anchor" and tight.anchor_id in str(err.value)
+    assert "the gripper would land on" in str(err.value)

@@ -36,6 +36,15 @@ class AnchorObject:
     in_container: str | None = None
     #: the object's name in the simulator / registry layout, where it differs from ``name``
     sim_name: str = ""
+    #: (half size along x, half size along y, height) in metres, at yaw 0; a round object's halves are its
+    #: radius. The world model checks that the gripper has room (``clearance``) wherever this is known;
+    #: authored and captured anchors always carry it (from the layout).
+    extent: tuple[float, float, float] | None = None
+
+    @property
+    def round(self) -> bool:
+        """Its footprint is a disc (sphere, cylinder, bowl), not a box (cube, bar, label)."""
+        return self.shape in ("sphere", "cylinder", "bowl")
 
     @property
     def source_name(self) -> str:
@@ -53,6 +62,8 @@ class AnchorObject:
             out["in_container"] = self.in_container
         if self.sim_name and self.sim_name != self.name:
             out["sim_name"] = self.sim_name
+        if self.extent is not None:
+            out["extent"] = [round(v, 4) for v in self.extent]
         return out
 
     @classmethod
@@ -60,9 +71,15 @@ class AnchorObject:
         xy = d.get("xy")
         if not isinstance(xy, list) or len(xy) != 2:
             raise AnchorError(f"object {d.get('name')!r}: field 'xy' must be [x, y], got {xy!r}")
+        extent = d.get("extent")
+        if extent is not None and (not isinstance(extent, list) or len(extent) != 3
+                                   or not all(isinstance(v, (int, float)) and 0 <= v < 1 for v in extent)):
+            raise AnchorError(f"object {d.get('name')!r}: field 'extent' must be [half x, half y, height] in metres, "
+                              f"got {extent!r}")
         return cls(str(d["name"]), str(d["shape"]), str(d["colour"]), str(d.get("size", "")),
                    (float(xy[0]), float(xy[1])), str(d["role"]), d.get("on_top_of"), d.get("in_container"),
-                   str(d.get("sim_name", "")))
+                   str(d.get("sim_name", "")), None if extent is None else (float(extent[0]), float(extent[1]),
+                                                                            float(extent[2])))
 
 
 @dataclass(frozen=True)

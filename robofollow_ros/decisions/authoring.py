@@ -9,6 +9,9 @@ layouts (the registry lists three scene-4 layouts twice under two keys; each cou
 Action-sequence anchors rearrange a layout: the free objects on the table trade their nominal spots
 (seeded), the way the registry's own layout variants differ, so the 64 states are distinct from each
 other and from the object-centric ones. Both are jittered by a seed, as the simulator places them.
+Every anchor leaves the gripper room: each candidate with nothing on it can be grasped top-down without
+the open fingers or the palm landing on a neighbour (``world.cramped``); a rearrangement that puts a
+large cube where the fingers would come down on a bowl's rim is not used.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from robofollow_ros.benchmark.records import Layout, ObjectSpec
 from robofollow_ros.decisions.anchors import COLOURS, SHAPE_NOUNS, Anchor, AnchorObject, CandidateAction, check_anchor
 from robofollow_ros.decisions.catalog import draw_actions, incomplete_order, with_relations
 from robofollow_ros.decisions.errors import OwdaError
-from robofollow_ros.decisions.world import WorldState
+from robofollow_ros.decisions.world import WorldState, cramped
 
 N_OBJECT_CENTRIC = 21
 N_ACTION_SEQUENCE = 64
@@ -31,6 +34,8 @@ N_ACTION_SEQUENCE = 64
 MIN_FAMILIES_PER_ACTION_ANCHOR = 8
 #: arrangements (each with its own catalog) tried per action-sequence anchor; the richest is kept
 ARRANGEMENT_TRIES = 8
+#: seeded jitters tried per object-centric anchor until one leaves the gripper room (``world.cramped``)
+JITTER_TRIES = 10
 
 
 def _attributes(spec: ObjectSpec) -> tuple[str, str, str]:
@@ -63,8 +68,20 @@ def neutral_ids(layout: Layout) -> dict[str, str]:
     return out
 
 
+def extent_of(spec: ObjectSpec) -> tuple[float, float, float]:
+    """(half x, half y, height) of a layout object at yaw 0: its footprint and how tall it stands."""
+    from robofollow_ros.sim.bowl import BowlGeometry
+
+    if spec.shape == "bowl":
+        bowl = BowlGeometry(spec.scale)
+        return bowl.outer_radius, bowl.outer_radius, bowl.height
+    if spec.shape == "box":
+        return spec.size[0], spec.size[1], 2 * spec.size[2]
+    return spec.size[0], spec.size[0], 2 * spec.half_height
+
+
 def objects_at(layout: Layout, positions: Mapping[str, tuple[float, float]]) -> tuple[AnchorObject, ...]:
-    """The layout's objects at ``positions`` (keyed by registry name), with neutral ids."""
+    """The layout's objects at ``positions`` (keyed by registry name), with neutral ids and their extents."""
     ids = neutral_ids(layout)
     out = []
     for spec in layout.objects:
@@ -72,7 +89,8 @@ def objects_at(layout: Layout, positions: Mapping[str, tuple[float, float]]) -> 
         xy = positions[spec.name]
         out.append(AnchorObject(ids[spec.name], shape, colour, size, (float(xy[0]), float(xy[1])), spec.role,
                                 ids.get(spec.on_top_of) if spec.on_top_of else None,
-                                ids.get(spec.in_container) if spec.in_container else None, spec.name))
+                                ids.get(spec.in_container) if spec.in_container else None, spec.name,
+                                extent_of(spec)))
     return tuple(out)
 
 
@@ -124,11 +142,21 @@ def _provenance(layout: Layout, seed: int, spots: Mapping[str, tuple[float, floa
     return prov
 
 
-def object_centric_anchor(anchor_id: str, layout: Layout, seed: int) -> Anchor:
-    anchor = Anchor(anchor_id, "object_centric", layout.scene, objects_at(layout, layout.jittered_xy(seed)),
-                    provenance=_provenance(layout, seed))
-    check_anchor(anchor)
-    return anchor
+def object_centric_anchor(anchor_id: str, layout: Layout, rng: random.Random) -> Anchor:
+    """The layout at the first of ``JITTER_TRIES`` seeded jitters that leaves the gripper room everywhere.
+
+    The registry's jitter can push an object against a neighbour (Scene 2.5's small cylinder 1 cm to the
+    right puts a finger on the large bowl's rim); such a draw is no workable state, so the next is used.
+    """
+    for _ in range(JITTER_TRIES):
+        seed = rng.randrange(100_000)
+        anchor = Anchor(anchor_id, "object_centric", layout.scene, objects_at(layout, layout.jittered_xy(seed)),
+                        provenance=_provenance(layout, seed))
+        check_anchor(anchor)
+        if not cramped(anchor):
+            return anchor
+    raise OwdaError(f"anchor {anchor_id}: {layout.scene}/{layout.key} leaves no room for the gripper at "
+                    f"{JITTER_TRIES} seeded jitters: {cramped(anchor)[0]}")
 
 
 def build_actions(objects: tuple[AnchorObject, ...], rng: random.Random,
@@ -157,8 +185,8 @@ def authored_anchors(seed: int) -> list[Anchor]:
         raise OwdaError(f"the registry has {len(layouts)} distinct layouts, fewer than {N_OBJECT_CENTRIC}")
     rng = random.Random(f"owda-anchors-{seed}")
     picks = sorted(rng.sample(range(len(layouts)), N_OBJECT_CENTRIC))
-    anchors = [object_centric_anchor(f"oc{i + 1:02d}_{layouts[j].scene}_{layouts[j].key}", layouts[j],
-                                     rng.randrange(100_000)) for i, j in enumerate(picks)]
+    anchors = [object_centric_anchor(f"oc{i + 1:02d}_{layouts[j].scene}_{layouts[j].key}", layouts[j], rng)
+               for i, j in enumerate(picks)]
     seen = {physical_key(layout) for layout in layouts}
     for n in range(1, N_ACTION_SEQUENCE + 1):
         layout = layouts[(n - 1) % len(layouts)]
@@ -181,7 +209,7 @@ def _rich_action_anchor(anchor_id: str, layout: Layout, rng: random.Random,
         if key in seen:
             continue
         anchor = action_sequence_anchor(anchor_id, layout, rng.randrange(100_000), rng, spots)
-        if len(anchor.actions) < 4:
+        if len(anchor.actions) < 4 or cramped(anchor):  # a physical state leaves the gripper room everywhere
             continue
         check_anchor(anchor)
         n = len(distinct_atomic_pairs(anchor))

@@ -23,6 +23,7 @@ from robofollow_ros.benchmark.records import Layout
 from robofollow_ros.decisions.anchors import Anchor, AnchorKind, CandidateAction, check_anchor
 from robofollow_ros.decisions.authoring import build_actions, objects_at
 from robofollow_ros.decisions.errors import OwdaError
+from robofollow_ros.decisions.world import cramped
 
 XYZ = tuple[float, float, float]
 #: a stacked object's centre is within this of its base's in x/y; an object in a bowl within this of its centre
@@ -48,6 +49,9 @@ def anchor_from_poses(anchor_id: str, layout: Layout, poses: Mapping[str, XYZ], 
         if o.in_container and off > IN_BOWL_XY_M:
             raise OwdaError(f"capture: {o.name} should be inside {base} but is {off:.3f} m from its centre")
     objects = objects_at(layout, {n: (p[0], p[1]) for n, p in poses.items()})
+    tight = cramped(Anchor(anchor_id, kind, layout.scene, objects, provenance={"source": "probe"}))
+    if tight:
+        raise OwdaError(f"capture: no room for the gripper: {tight[0]}")
     actions: tuple[CandidateAction, ...] = ()
     if kind == "action_sequence":
         actions = build_actions(objects, random.Random(f"capture-{anchor_id}"))

@@ -9,11 +9,12 @@ lifted and put back) is left out.
 
 Two kinds of relation: ``requires`` (cannot run without: clearing the subject, emptying the bowl) and
 ``after`` (must come later if both are done: stacking onto an object after that object's own lift or
-push; a push towards an object before that object leaves the table). They are then proved *complete*:
-every order that respects them, over every subset of actions closed under ``requires``, runs in the
-world without a broken precondition (a depth-first walk over all such orders). A catalog that fails
-is not used. So a decision the solver builds from the relations alone is always executable, and a
-model given the relations has everything it needs.
+push; a push towards an object before that object leaves the table; a push after every action it would
+make impossible, because the pushed object ends where that action's gripper needs room). They are then
+proved *complete*: every order that respects them, over every subset of actions closed under
+``requires``, runs in the world without a broken precondition (a depth-first walk over all such
+orders). A catalog that fails is not used. So a decision the solver builds from the relations alone
+is always executable, and a model given the relations has everything it needs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import math
 import random
 
-from robofollow_ros.decisions.anchors import AnchorObject, CandidateAction
+from robofollow_ros.decisions.anchors import Anchor, AnchorObject, CandidateAction
 from robofollow_ros.decisions.world import PUSH_MIN_GAP_M, WorldState
 
 MOVES_OFF = ("place", "stack")  # the verbs that take an object off what it rests on / out of its bowl
@@ -65,14 +66,19 @@ def with_relations(actions: list[CandidateAction], objects: tuple[AnchorObject, 
     Recomputed from scratch after every drop: a dropped action may have been what made another feasible.
     """
     kept = list(actions)
+    blocked = _blocked_by_pushes(actions, objects)
     while True:
         relations = {a.action_id: _relations(a, kept, objects) for a in kept}
         infeasible = [k for k, r in relations.items() if r is None]
         if infeasible:
             kept = [a for a in kept if a.action_id not in infeasible]
             continue
-        out = [CandidateAction(a.action_id, a.verb, a.obj, a.target, *relations[a.action_id])  # type: ignore[misc]
-               for a in kept]
+        ids = {a.action_id for a in kept}
+        out = []
+        for a in kept:
+            requires, after = relations[a.action_id]  # type: ignore[misc]
+            after += tuple(b for b in blocked.get(a.action_id, ()) if b in ids and b not in requires + after)
+            out.append(CandidateAction(a.action_id, a.verb, a.obj, a.target, requires, after))
         stuck = _in_cycle(out)
         if stuck is None:
             return tuple(out)
@@ -113,6 +119,21 @@ def _relations(b: CandidateAction, actions: list[CandidateAction],
     if b.verb in MOVES_OFF:  # pushes towards the subject happen while it is still on the table
         after += [a.action_id for a in actions if a.verb == "push" and a.target == b.obj]
     return tuple(dict.fromkeys(requires)), tuple(x for x in dict.fromkeys(after) if x not in requires)
+
+
+def _blocked_by_pushes(actions: list[CandidateAction], objects: tuple[AnchorObject, ...]) -> dict[str, list[str]]:
+    """Per push, the other actions that could not run after it (it leaves its object where their gripper
+    needs room, or sweeps through where they put something): the push must come after them."""
+    state = WorldState.initial(Anchor("probe", "action_sequence", "", objects, provenance={"source": "probe"}))
+    out: dict[str, list[str]] = {}
+    for p in actions:
+        if p.verb != "push" or state.broken(p):
+            continue
+        pushed = state.after(p)
+        for b in actions:
+            if b is not p and b.obj != p.obj and set(pushed.broken(b)) - set(state.broken(b)):
+                out.setdefault(p.action_id, []).append(b.action_id)
+    return out
 
 
 def _in_cycle(actions: list[CandidateAction]) -> str | None:

@@ -14,7 +14,7 @@ from robofollow_ros.decisions.generator import Suite
 from robofollow_ros.decisions.language import parse
 from robofollow_ros.decisions.solver import TaskSpec, forbidden_containers, redundant_exclusion, solve
 from robofollow_ros.decisions.tasks import CHANGING_PAIRS, COMPOSITION_TYPES, PRESERVING_PAIRS, ROLES, Family, Instance
-from robofollow_ros.decisions.world import WorldState, pick_problems
+from robofollow_ros.decisions.world import WorldState, cramped, pick_problems
 
 
 def validate_suite(suite: Suite) -> dict[str, int]:
@@ -24,6 +24,9 @@ def validate_suite(suite: Suite) -> dict[str, int]:
         if a.anchor_id in anchors:
             raise TaskError("anchor", f"duplicate anchor id {a.anchor_id!r}")
         check_anchor(a)
+        tight = cramped(a)
+        if tight:
+            raise TaskError("anchor", f"anchor {a.anchor_id}: {tight[0]}")
         anchors[a.anchor_id] = a
     families = {f.family_id: f for f in suite.families}
     if len(families) != len(suite.families):

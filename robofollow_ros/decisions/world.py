@@ -14,6 +14,10 @@ Action-sequence primitives (each needs its subject *clear*: nothing rests on it)
 Object-centric decisions pick objects up and take them away: an object can be picked only when every
 object resting on it has been picked already, and never out of a container the instruction forbids
 touching.
+Every grasp, release and push also needs room for the gripper (``clearance``): the open fingers and the
+palm, coming straight down over the object (or over where it is set down), must not land on another
+object, and a push's swept fingers and palm must clear everything but the pushed object. That is where
+a push leaves its object beside its target: neither can be grasped there afterwards.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from robofollow_ros.decisions.anchors import Anchor, CandidateAction
+from robofollow_ros.decisions.clearance import PUSH_BEHIND_M, Body, blockers, hand_at, push_sweep
 
 #: "push X to Y" only where Y is this far from X, so the push makes visible progress without a collision
 PUSH_MIN_GAP_M = 0.10
@@ -33,12 +38,18 @@ PUSH_CLEARANCE_M = 0.07
 #: the oracle's push starts its fingers this far behind the object's back face (as measured in SAPIEN, the
 #: stroke moves the object by the stroke less about this much)
 PUSH_FINGER_GAP_M = 0.011
+#: the bottom of an object inside a bowl: the bowl's floor, this far above the table
+BOWL_FLOOR_M = 0.004
+
+
+def push_stroke(gap: float) -> float:
+    """The oracle's push stroke for an object ``gap`` metres from its target."""
+    return min(max(gap - 0.05, 0.05), 0.07)
 
 
 def push_travel(gap: float) -> float:
     """How far a push moves the object towards its target: the oracle's stroke less the finger gap."""
-    stroke = min(max(gap - 0.05, 0.05), 0.07)
-    return max(0.0, stroke - PUSH_FINGER_GAP_M)
+    return max(0.0, push_stroke(gap) - PUSH_FINGER_GAP_M)
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,8 @@ class WorldState:
     anchor: Anchor
     places: Mapping[str, Placement]
     taken: frozenset[str] = frozenset()
+    #: objects a push has moved: they may have turned, so their footprint is the disc around them
+    pushed: frozenset[str] = frozenset()
 
     @classmethod
     def initial(cls, anchor: Anchor) -> WorldState:
@@ -74,6 +87,50 @@ class WorldState:
         p = self.places[name]
         return p.on is None and p.inside is None
 
+    def top(self, name: str) -> float:
+        """Height of the object's top above the table."""
+        p, o = self.places[name], self.anchor.object(name)
+        below = self.top(p.on) if p.on is not None else (BOWL_FLOOR_M if p.inside is not None else 0.0)
+        return below + (o.extent[2] if o.extent is not None else 0.0)
+
+    def bodies(self, skip: Iterable[str]) -> list[Body]:
+        """Every present object with a known extent, but those in ``skip``, as the gripper sees it."""
+        out = []
+        for n in self.present():
+            o = self.anchor.object(n)
+            if n in skip or o.extent is None:
+                continue
+            body = Body(n, self.places[n].xy, (o.extent[0], o.extent[1]), o.round, self.top(n))
+            out.append(body.as_disc() if n in self.pushed else body)
+        return out
+
+    def hand_problems(self, x: str, at: str | None = None) -> list[str]:
+        """Objects the gripper would land on grasping ``x`` where it is (``at`` None) or releasing it on/in ``at``."""
+        o = self.anchor.object(x)
+        if o.extent is None:
+            return []
+        if at is None:
+            xy, top, skip, doing = self.places[x].xy, self.top(x), {x, self.places[x].inside}, "grasping"
+        else:
+            bowl = self.anchor.object(at).shape == "bowl"
+            xy, doing = self.places[at].xy, f"setting it down {'in' if bowl else 'on'} {at!r}"
+            top, skip = self.top(at) + o.extent[2], {x}
+        hits = blockers(hand_at(xy, o.extent[0], top), self.bodies(skip))
+        return [f"the gripper would land on {', '.join(hits)} {doing} {x!r}"] if hits else []
+
+    def push_problems(self, x: str, t: str) -> list[str]:
+        """Objects the oracle's push of ``x`` towards ``t`` would sweep into (its fingers and palm)."""
+        o = self.anchor.object(x)
+        if o.extent is None:
+            return []
+        (x0, y0), (x1, y1) = self.places[x].xy, self.places[t].xy
+        gap = math.hypot(x1 - x0, y1 - y0)
+        u = ((x1 - x0) / gap, (y1 - y0) / gap)
+        behind = (o.extent[0] * (abs(u[0]) + abs(u[1])) if o.shape == "cube" else o.extent[0]) + PUSH_BEHIND_M
+        start = (x0 - u[0] * behind, y0 - u[1] * behind)
+        hits = blockers(push_sweep(start, u, push_stroke(gap)), self.bodies({x}))
+        return [f"the push would sweep the gripper into {', '.join(hits)}"] if hits else []
+
     def describe(self, name: str) -> str:
         p = self.places[name]
         if name in self.taken:
@@ -89,6 +146,7 @@ class WorldState:
         if x in self.taken:
             return [f"{x!r} is no longer on the table"]
         out += [f"{y!r} rests on {x!r}" for y in self.resting_on(x)]
+        out += self.hand_problems(x) if action.verb != "push" else []
         shape = a.object(x).shape
         if action.verb == "push":
             assert t is not None
@@ -107,6 +165,7 @@ class WorldState:
                         f"(needs {PUSH_CLEARANCE_M} m)" for n in self.present() if n not in (x, t)
                         and self.anchor.object(n).role != "label"
                         and math.dist(end, self.places[n].xy) < PUSH_CLEARANCE_M]
+                out += self.push_problems(x, t)
         elif action.verb in ("place", "stack"):
             assert t is not None
             if a.object(t).shape == "bowl":
@@ -122,6 +181,7 @@ class WorldState:
                 out += [f"{y!r} already rests on {t!r}" for y in self.resting_on(t)]
                 if not self.on_table(t):
                     out.append(f"{t!r} does not rest on the table ({self.describe(t)})")
+            out += self.hand_problems(x, at=t)
         return out
 
     def after(self, action: CandidateAction) -> WorldState:
@@ -134,6 +194,7 @@ class WorldState:
             gap = math.hypot(x1 - x0, y1 - y0)
             step = push_travel(gap) / gap
             places[x] = replace(places[x], xy=(x0 + (x1 - x0) * step, y0 + (y1 - y0) * step))
+            return replace(self, places=places, pushed=self.pushed | {x})
         elif action.verb in ("place", "stack"):
             assert t is not None
             holder_is_bowl = self.anchor.object(t).shape == "bowl"
@@ -156,10 +217,17 @@ class WorldState:
         inside = self.places[name].inside
         if inside is not None and inside in set(forbidden):
             out.append(f"{name!r} sits inside {inside!r}, which the instruction forbids touching")
-        return out
+        return out + self.hand_problems(name)
 
     def take(self, name: str) -> WorldState:
         return replace(self, taken=self.taken | {name})
+
+
+def cramped(anchor: Anchor) -> list[str]:
+    """Why the anchor is no physical state to work in: a candidate with nothing on it that no gripper can
+    reach without landing on a neighbour (empty: every such object leaves room for a top-down grasp)."""
+    state = WorldState.initial(anchor)
+    return [p for o in anchor.candidate_objects if not state.resting_on(o.name) for p in state.hand_problems(o.name)]
 
 
 def pick_order(anchor: Anchor, names: Iterable[str]) -> list[str]:

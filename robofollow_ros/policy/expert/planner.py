@@ -33,9 +33,13 @@ class ExpertPlanner:
     """Plans and replays one task; create a new one per episode."""
 
     def __init__(self, kin: RigKinematics, meaning: TaskMeaning, layout: Layout,
-                 slot_xy: dict[int, tuple[float, float]], closed_loop: bool = True) -> None:
+                 slot_xy: dict[int, tuple[float, float]], closed_loop: bool = True,
+                 release: skills.Release = skills.open_and_retreat) -> None:
+        """``release``: how placements let go (the oracle's own by default; OWDA execution waits for the
+        object to settle, see ``decisions.sim_primitives``)."""
         self.kin, self.meaning, self.layout, self.slot_xy = kin, meaning, layout, slot_xy
         self.closed_loop = closed_loop
+        self.release = release
         self.calls = 0
         self.retries = 0
         self.pending: deque[np.ndarray] = deque()
@@ -158,7 +162,8 @@ class ExpertPlanner:
                      yaw: Callable[[skills.SkillContext, MotionBuilder], float | None] | None = None) -> Phase:
         def phase(ctx: skills.SkillContext, mb: MotionBuilder) -> None:
             arm = self.meaning.arm
-            skills.place(ctx, mb, arm, self.meaning.source, centre(ctx), None if yaw is None else yaw(ctx, mb))
+            skills.place(ctx, mb, arm, self.meaning.source, centre(ctx), None if yaw is None else yaw(ctx, mb),
+                         self.release)
         return phase
 
     # ---------------------------------------------------------------------------- targets

@@ -9,6 +9,7 @@ planned, so a phase that starts after the object moved adapts to where it really
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,7 +69,12 @@ def grasp_yaw(ctx: SkillContext, name: str) -> float:
 
 def open_width(obj: ObjectSpec) -> float:
     """Open just wide enough (finger = g × 0.04 m) so fingers miss neighbours and bowl rims."""
-    return float(np.clip((half_width(obj) + 0.014) / 0.04, 0.75, 1.0))
+    return opening_for(half_width(obj))
+
+
+def opening_for(half: float) -> float:
+    """The pre-grasp opening for an object ``half`` metres wide on each side of the fingers' centre line."""
+    return float(np.clip((half + 0.014) / 0.04, 0.75, 1.0))
 
 
 def grasp(ctx: SkillContext, mb: MotionBuilder, arm: str, name: str) -> None:
@@ -105,9 +111,19 @@ def carry(ctx: SkillContext, mb: MotionBuilder, arm: str, name: str, object_xy: 
     mb.move(arm, goal, rows, yaw=yaw)
 
 
+#: How a held object is let go once it is at its release pose: (builder, arm, release TCP, the object's spec).
+Release = Callable[[MotionBuilder, str, np.ndarray, ObjectSpec], None]
+
+
+def open_and_retreat(mb: MotionBuilder, arm: str, release_tcp: np.ndarray, obj: ObjectSpec) -> None:
+    """The oracle's release: open to ``RELEASE_OPEN`` at once and rise ``RETREAT``."""
+    mb.grip(arm, RELEASE_OPEN)
+    mb.move(arm, release_tcp + np.array([0.0, 0.0, RETREAT]), 2)
+
+
 def place(ctx: SkillContext, mb: MotionBuilder, arm: str, name: str, centre: np.ndarray,
-          yaw: float | None = None) -> None:
-    """Carry the held object over ``centre`` (its centre at release), lower, open, retreat up."""
+          yaw: float | None = None, release: Release = open_and_retreat) -> None:
+    """Carry the held object over ``centre`` (its centre at release), lower, let go (``release``), retreat up."""
     offset = object_offset(ctx, mb, arm, name)
     tcp = mb.tcp(arm)
     release_tcp = np.asarray(centre, dtype=np.float64) + offset
@@ -118,8 +134,7 @@ def place(ctx: SkillContext, mb: MotionBuilder, arm: str, name: str, centre: np.
     mb.move(arm, np.array([release_tcp[0], release_tcp[1], carry_z]), rows, yaw=yaw)
     mb.move(arm, release_tcp, 3)
     mb.hold()
-    mb.grip(arm, RELEASE_OPEN)
-    mb.move(arm, release_tcp + np.array([0.0, 0.0, RETREAT]), 2)
+    release(mb, arm, release_tcp, ctx.spec(name))
 
 
 def push(ctx: SkillContext, mb: MotionBuilder, arm: str, name: str, direction: np.ndarray, distance: float) -> None:
