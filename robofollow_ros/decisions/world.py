@@ -110,7 +110,9 @@ class WorldState:
         if o.extent is None:
             return []
         if at is None:
-            xy, top, skip, doing = self.places[x].xy, self.top(x), {x, self.places[x].inside}, "grasping"
+            inside = self.places[x].inside
+            xy, top, doing = self.places[x].xy, self.top(x), "grasping"
+            skip = {x} if inside is None else {x, inside}
         else:
             bowl = self.anchor.object(at).shape == "bowl"
             xy, doing = self.places[at].xy, f"setting it down {'in' if bowl else 'on'} {at!r}"
