@@ -48,3 +48,11 @@ def test_killed_collection_resumes_to_the_full_dataset(tmp_path: Path) -> None:
     assert report["errors"] == [] and report["episodes"] == 3
     provenance = json.loads((out / "meta" / "robofollow.json").read_text())["episodes"]
     assert [p["episode"] for p in provenance] == [0, 1, 2] and len({p["seed"] for p in provenance}) == 3
+
+    # --resume on the finished dataset collects nothing and leaves every file as it was
+    before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in out.rglob("*") if p.is_file()}
+    again = subprocess.run([*ROBOFOLLOW, "collect", "--output", str(out), *ARGS, "--resume"],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resumed: 3 episodes" in again.stdout and not staging.exists()
+    assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in out.rglob("*") if p.is_file()} == before

@@ -199,10 +199,11 @@ def run_collection(config: CollectConfig, stream: TextIO | None = None) -> Colle
     if not (out / "meta" / META_NAME).is_file():  # what a later --resume is checked against
         v3.write_json(out / "meta" / META_NAME, {"collect": _jsonable(config.identity())})
     done, failed = load_staged(staging)
-    todo = [k for k in keys if k.key not in done and k.key not in failed]
+    # A finished collection has its dataset and no staging left: --resume there has nothing to do
+    # (it used to collect every episode again and assemble the dataset anew).
+    finished = not done and not failed and (out / v3.INFO_PATH).is_file()
+    todo = [] if finished else [k for k in keys if k.key not in done and k.key not in failed]
     already = len(keys) - len(todo)
-    if not todo and not done and (out / v3.INFO_PATH).is_file():
-        already = len(keys)  # a finished collection: nothing staged, the dataset is there
     progress = Progress(len(keys), label="episodes", stream=stream, already_done=already)
     for key, ok, outcome in _run(config, todo):
         progress.advance(failed=not ok, note=f"{key.key[:52]} {outcome['frames']} frames"
