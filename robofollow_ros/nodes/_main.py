@@ -1,31 +1,49 @@
-"""The body of every node executable's ``main()``: run one node until Ctrl-C or a ROS shutdown."""
+"""The body of every node executable's ``main()``: run one node until Ctrl-C, SIGTERM or a ROS shutdown."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
 
 import rclpy
-from rclpy.executors import Executor, ExternalShutdownException
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM, instead of a ``KeyboardInterrupt`` raised wherever the process is.
+
+    Raised inside rclpy's C++ (taking a message), the interrupt came out as "RuntimeError: Unable to
+    convert call argument '0' to Python object" with a traceback from deep inside the executor, seen
+    when bringup stopped a graph of node processes. A handler that only sets a flag cannot break a
+    call half-way; the spin loops look at it every 0.1 s. (rclpy's own handlers are off: they would
+    chain to Python's default one, which raises.)"""
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda _signum, _frame: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
              make_executor: Callable[[], Executor] | None = None) -> None:
     """Init rclpy with ``args`` (``--ros-args`` included), spin the node, tear it down on any exit."""
     try:
-        with rclpy.init(args=args):
+        with stop_on_signals() as stop, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
             node = make_node()
-            executor: Executor | None = None
+            executor = make_executor() if make_executor is not None else SingleThreadedExecutor()
             try:
-                if make_executor is None:
-                    rclpy.spin(node)
-                else:
-                    executor = make_executor()
-                    executor.add_node(node)
-                    executor.spin()
+                executor.add_node(node)
+                while rclpy.ok() and not stop.is_set():
+                    executor.spin_once(timeout_sec=0.1)
             finally:
-                if executor is not None:
-                    shutdown_executor(executor, timeout_sec=10.0)
+                shutdown_executor(executor, timeout_sec=10.0)
                 node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass

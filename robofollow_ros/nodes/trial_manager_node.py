@@ -33,6 +33,7 @@ import rclpy
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
@@ -46,6 +47,7 @@ from robofollow_ros.contract import (
     TOPIC_TRIAL,
 )
 from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes._main import stop_on_signals
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
 from robofollow_ros.nodes.graph_peers import GraphWait
 from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, unexecuted_result
@@ -314,16 +316,17 @@ def main(args: list[str] | None = None) -> None:
     """Run until the trials end, then exit with the run's status (the launch files shut down with it)."""
     code = EXIT_OK
     try:
-        with rclpy.init(args=args):
+        with stop_on_signals() as stop, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
             node = TrialManagerNode()
             try:
-                while rclpy.ok() and not node.finished.is_set():
+                while rclpy.ok() and not node.finished.is_set() and not stop.is_set():
                     rclpy.spin_once(node, timeout_sec=0.1)
-                code = node.exit_code
+                if not stop.is_set():
+                    code = node.exit_code
             finally:
                 node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # Ctrl-C: run.json says "interrupted"; a clean exit, as every node's
+        pass  # Ctrl-C (SIGINT/SIGTERM): run.json says "interrupted"; a clean exit, as every node's
     sys.exit(code)
 
 
