@@ -7,12 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from test_learning_pipeline import read_independently
+from waiting import poll_until
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 ARGS = ["--tasks", "pickup_yellow_block_2", "--episodes-per-task", "3", "--image-size", "32x24", "--vcodec", "h264"]
@@ -25,11 +25,8 @@ def test_killed_collection_resumes_to_the_full_dataset(tmp_path: Path) -> None:
     proc = subprocess.Popen([*ROBOFOLLOW, "collect", "--output", str(out), *ARGS], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     staging = out / ".staging"
-    deadline = time.monotonic() + 400
-    while time.monotonic() < deadline and proc.poll() is None:
-        if staging.is_dir() and any((p / "episode.json").is_file() for p in staging.iterdir() if p.is_dir()):
-            break
-        time.sleep(0.2)
+    poll_until(lambda: proc.poll() is not None or (staging.is_dir() and any(
+        (p / "episode.json").is_file() for p in staging.iterdir() if p.is_dir())), 400, interval_s=0.2)
     assert proc.poll() is None, "collection ended before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)

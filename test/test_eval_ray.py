@@ -16,6 +16,7 @@ import pytest
 
 from robofollow_ros.evaluation.runner import EvalConfig, RunOutcome, run_evaluation
 from test_cli_tasks import ROBOFOLLOW
+from waiting import poll_until
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -115,14 +116,14 @@ def test_a_node_removed_mid_run_loses_and_duplicates_nothing(
 
     driver = threading.Thread(target=run, daemon=True)
     driver.start()
-    waiting = _wait(lambda: len(list(gate.glob("*.waiting"))) >= 2 or "outcome" in box, 300)
+    waiting = poll_until(lambda: len(list(gate.glob("*.waiting"))) >= 2 or "outcome" in box, 300)
     assert waiting and "outcome" not in box, box.get("outcome")  # both actors, one per node, are mid-trial
     worker_node = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
     pids = [int(p.stem) for p in gate.glob("*.waiting")]
     cluster.remove_node(worker_node, allow_graceful=False)
     # The removed node's actor outlives its raylet until it notices; opened now, it could still
     # finish its trial and hand the result straight to the driver (measured under load): let it go first.
-    assert _wait(lambda: any(not _alive(pid) for pid in pids), 120), f"no actor of {pids} died with its node"
+    assert poll_until(lambda: any(not _alive(pid) for pid in pids), 120), f"no actor of {pids} died with its node"
     (gate / "open").touch()
     driver.join(540)
     outcome = box["outcome"]
@@ -130,17 +131,6 @@ def test_a_node_removed_mid_run_loses_and_duplicates_nothing(
     assert outcome.requeued_trials >= 1  # the removed node's trial ran again on the node that was left
     assert outcome.failed_trials == []
     assert scored(tmp_path / "run") == reference  # every trial once, verdicts as the local backend gives them
-
-
-def _wait(condition: Any, timeout: float) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _alive(pid: int) -> bool:

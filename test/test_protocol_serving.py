@@ -31,6 +31,7 @@ from robofollow_ros.policy.sessions import PolicySessions
 from robofollow_ros.policy.tcp_client import RemotePolicyError, RoboFollowTcpPolicy
 from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
 from robofollow_ros.policy.wire_frames import recv_frame, send_frame
+from waiting import poll_until
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -69,15 +70,6 @@ def run_all(count: int, body: Callable[[int], Any]) -> list[Any]:
     if errors:
         raise errors[0]
     return results
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def trickle(sock: socket.socket, count: int, byte: bytes, until: bytes | None = None) -> tuple[int, bytes]:
@@ -167,7 +159,7 @@ def test_a_finished_connection_hands_its_policy_on_after_reset() -> None:
         first.set_instruction("stack")
         first.predict(OBS)
         first.close()
-        assert wait_for(lambda: server.open_connections == 0)
+        assert poll_until(lambda: server.open_connections == 0, 30)
         second = tcp_client(server)
         assert tuple(second.predict(OBS)[0, :2]) == (instruction_code(""), 1.0)  # no state of "stack" left
         second.close()
@@ -207,7 +199,7 @@ def test_a_connection_over_the_cap_is_refused_with_a_message_and_the_next_one_is
             reply = decode_message(recv_frame(raw, 30) or b"{}")
         assert "server busy" in reply["error"] and "traceback" in reply
         a.close()
-        assert wait_for(lambda: server.open_connections < 2)
+        assert poll_until(lambda: server.open_connections < 2, 30)
         c.reset()
         assert c.predict(OBS).shape == (2, 14)
         assert server.stats["refused"] >= 2
@@ -225,7 +217,7 @@ def test_an_openpi_connection_over_the_cap_is_closed_with_try_again_later() -> N
         with pytest.raises(ConnectionError, match="server busy"):
             ours.predict(OBS)
         first._ws.close()
-        assert wait_for(lambda: server.open_connections == 0)
+        assert poll_until(lambda: server.open_connections == 0, 30)
         assert ours.predict(OBS).shape == (2, 14)
         ours.close()
 

@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 from robofollow_ros.cli._common import EXIT_OK, EXIT_OUTPUT_UNUSABLE
 from robofollow_ros.evaluation.store import RunStore
 from test_cli_tasks import ROBOFOLLOW
+from waiting import poll_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,11 +41,7 @@ def _error_lines(stderr: str) -> list[str]:
 
 
 def _wait_for(condition: Any, what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    assert poll_until(condition, timeout), f"timed out waiting for {what}"
 
 
 def _stored(run_dir: Path) -> int:
