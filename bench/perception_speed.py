@@ -32,7 +32,7 @@ from benchdoc import write_section
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.tracker import Perception, load_colour_model
-from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
 
 ROBOFOLLOW = str(Path(sys.executable).with_name("robofollow"))
 LAYOUTS = (("scene1", "default"), ("scene2", "default"), ("scene3", "default"), ("scene4", "scene4.1"))
@@ -43,7 +43,7 @@ def _pictures() -> tuple[dict[str, Any], dict[str, Any]]:
     from robofollow_ros.evaluation.episode import EpisodeSettings, run_episode
     from robofollow_ros.perception.perturb_eval import FrameRecorder
     from robofollow_ros.policy.spec import load_policy
-    from robofollow_ros.sim.cameras import CameraSettings
+    from robofollow_ros.sim.camera_settings import CameraSettings
     from robofollow_ros.sim.world import SimWorld
 
     registry = default_registry()

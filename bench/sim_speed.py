@@ -15,7 +15,7 @@ from benchdoc import write_section
 
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.contract import ARM_SLICE, GRIPPER_INDEX
-from robofollow_ros.sim.kinematics import TOP_DOWN_QUAT_WXYZ, RigKinematics, top_down_grasp_tcp_z
+from robofollow_ros.robot.kinematics import TOP_DOWN_QUAT_WXYZ, RigKinematics, top_down_grasp_tcp_z
 from robofollow_ros.sim.world import PHYSICS_HZ, SimWorld
 
 REPEATS = 3

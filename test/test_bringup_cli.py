@@ -17,12 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from robofollow_ros.cli._common import (
-    EXIT_BAD_INPUT,
-    EXIT_POLICY_UNREACHABLE,
-    EXIT_PORT_IN_USE,
-    EXIT_TRIALS_FAILED,
-)
+from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_POLICY_UNREACHABLE, EXIT_PORT_IN_USE, EXIT_TRIALS_FAILED
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 TASK = "L0_pickup_red_cylinder"

@@ -20,7 +20,7 @@ from robofollow_ros.perception import perturb
 from robofollow_ros.perception.camera_model import CalibrationError, CameraModel
 from robofollow_ros.perception.colour_model import ColourModel
 from robofollow_ros.perception.colour_space import hue_distance
-from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
 
 COMMITTED = DEFAULT_CALIBRATION_DIR / "colour.yaml"
 

@@ -15,7 +15,7 @@ import yaml
 
 from robofollow_ros.cli import main
 from robofollow_ros.perception.camera_model import quat_xyzw_to_matrix
-from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from robofollow_ros.cli._common import EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from robofollow_ros.evaluation.episode import EpisodeSettings
 from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
+from robofollow_ros.exit_status import EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from test_cli_tasks import ROBOFOLLOW
 
 pytestmark = pytest.mark.timeout(300)

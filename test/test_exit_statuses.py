@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from robofollow_ros.cli._common import EXIT_OK, EXIT_PORT_IN_USE, EXIT_TRIALS_FAILED
+from robofollow_ros.exit_status import EXIT_OK, EXIT_PORT_IN_USE, EXIT_TRIALS_FAILED
 from robofollow_ros.policy.hold import HoldPolicy
 from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
 from robofollow_ros.preflight import PolicyUnreachable, PortInUse, port_free, reach_policy

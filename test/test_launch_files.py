@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from robofollow_ros.bringup import load_profile, with_overrides
-from robofollow_ros.cli._common import EXIT_TRIALS_FAILED
+from robofollow_ros.exit_status import EXIT_TRIALS_FAILED
 from robofollow_ros.nodes.catalog import NODE_ENTRY_POINTS
 
 LAUNCH_DIR = Path(__file__).resolve().parents[1] / "launch"

@@ -35,7 +35,7 @@ class HomeWorld:
     """What the recorder reads from a world: its rig and the measured joint vector (home, then moving)."""
 
     def __init__(self) -> None:
-        from robofollow_ros.sim.rig_config import load_rig_config
+        from robofollow_ros.robot.rig_config import load_rig_config
 
         self.rig = load_rig_config()
         self.vector = self.rig.home_vector()

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from rclpy.parameter import Parameter
 
-from robofollow_ros.cli._common import EXIT_BAD_INPUT, EXIT_INTERNAL
+from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_INTERNAL
 from robofollow_ros.nodes.trial_manager_node import TrialManagerNode
 from robofollow_ros.paths import package_share
 from ros_harness import RosHarness

@@ -103,7 +103,7 @@ def test_an_unreachable_policy_ends_the_run_before_the_first_trial(tmp_path):
     cannot answer, and the run ends at once with the address named and its own exit status."""
     import socket
 
-    from robofollow_ros.cli._common import EXIT_POLICY_UNREACHABLE
+    from robofollow_ros.exit_status import EXIT_POLICY_UNREACHABLE
 
     with socket.socket() as unused, RosHarness() as ros:
         unused.bind(("127.0.0.1", 0))

@@ -13,8 +13,8 @@ from robofollow_ros.contract import CAMERA_OPTICAL_FRAMES, WORLD_FRAME
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes.conversions import joint_state_msg, stamp_ns
 from robofollow_ros.nodes.robot_state_node import DESCRIPTION_QOS, RobotStateNode
-from robofollow_ros.sim.kinematics import RigKinematics
-from robofollow_ros.sim.transforms import quat_to_matrix
+from robofollow_ros.robot.kinematics import RigKinematics
+from robofollow_ros.robot.transforms import quat_to_matrix
 from ros_harness import RosHarness
 
 
@@ -109,7 +109,7 @@ def test_headless_recordings_name_and_place_the_frames_as_the_graph_does():
 
 
 def test_a_camera_on_a_link_of_another_name_gets_its_camera_frame_first():
-    from robofollow_ros.sim.cameras import optical_mounts
+    from robofollow_ros.robot.cameras import optical_mounts
 
     links = {"head": "head_camera", "left_wrist": "left_link6", "right_wrist": "right_wrist_camera"}
     pairs = [(parent, child) for parent, child, _, _ in optical_mounts(links)]

@@ -27,7 +27,7 @@ class ScriptedGrasp:
     """Above the task's source object → down → close → lift, each phase one chunk of interpolated rows."""
 
     def __init__(self, rows: int = ROWS_PER_STEP) -> None:
-        from robofollow_ros.sim.kinematics import RigKinematics
+        from robofollow_ros.robot.kinematics import RigKinematics
 
         self.rows = rows
         self.kinematics = RigKinematics()
@@ -41,7 +41,7 @@ class ScriptedGrasp:
         self.instruction = text
 
     def predict(self, obs: dict[str, Any]) -> np.ndarray:
-        from robofollow_ros.sim.kinematics import TOP_DOWN_QUAT_WXYZ, top_down_grasp_tcp_z
+        from robofollow_ros.robot.kinematics import TOP_DOWN_QUAT_WXYZ, top_down_grasp_tcp_z
 
         task = self.registry.eval_task(obs["privileged"]["task_id"])
         arm = task.arm if task.arm in ("left", "right") else "left"

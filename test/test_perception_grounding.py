@@ -132,7 +132,7 @@ def test_shape_tells_red_sphere_from_red_cylinder(registry) -> None:  # type: ig
 
 def _camera():  # type: ignore[no-untyped-def]
     from robofollow_ros.perception.camera_model import CameraModel
-    from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+    from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
 
     return CameraModel.from_calibration_dir(DEFAULT_CALIBRATION_DIR, "head")
 

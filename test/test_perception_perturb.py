@@ -156,7 +156,7 @@ def test_a_calibrated_depth_camera_is_aligned_by_perception(tmp_path) -> None:  
 
     from robofollow_ros.perception.camera_model import CalibrationError
     from robofollow_ros.perception.tracker import perception_from_calibration
-    from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+    from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
 
     for name in ("head.yaml", "extrinsics.yaml", "colour.yaml"):
         shutil.copy(DEFAULT_CALIBRATION_DIR / name, tmp_path / name)

@@ -15,7 +15,7 @@ from robofollow_ros.perception import perturb
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.perturb_eval import distractors_for
 from robofollow_ros.perception.tracker import Perception, load_colour_model
-from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
 from test_perception_sim import _render
 
 

@@ -22,7 +22,7 @@ from visualization_msgs.msg import MarkerArray
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.tracker import Perception as _Perception
 from robofollow_ros.perception.tracker import load_colour_model
-from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
 from ros_harness import RosHarness
 
 #: Perception with the simulator's colour calibration (what the node and the evaluator use here).
@@ -36,7 +36,7 @@ def camera() -> CameraModel:
 
 def _render(registry, scene: str, layout_key: str, seed: int, style=None):  # type: ignore[no-untyped-def]
     """One settled head frame (RGB, depth, segmentation, truth); ``style``: a ``SceneStyle`` for the scene."""
-    from robofollow_ros.sim.cameras import CameraSettings
+    from robofollow_ros.sim.camera_settings import CameraSettings
     from robofollow_ros.sim.world import SimWorld
 
     world = SimWorld(render=True, cameras=CameraSettings(depth=True, segmentation=True, cameras=("head",)),

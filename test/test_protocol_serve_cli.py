@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-from robofollow_ros.cli._common import EXIT_PORT_IN_USE
+from robofollow_ros.exit_status import EXIT_PORT_IN_USE
 from robofollow_ros.policy.drills import make_observation
 from robofollow_ros.policy.echo import instruction_code
 from robofollow_ros.policy.hold import HoldPolicy

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robofollow_ros.rig.urdf_limits import read_joint_limits
-from robofollow_ros.rig.urdf_model import UrdfError, UrdfModel
-from robofollow_ros.sim.kinematics import RigKinematics
-from robofollow_ros.sim.transforms import quat_to_matrix
+from robofollow_ros.robot.kinematics import RigKinematics
+from robofollow_ros.robot.transforms import quat_to_matrix
+from robofollow_ros.robot.urdf_limits import read_joint_limits
+from robofollow_ros.robot.urdf_model import UrdfError, UrdfModel
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def test_every_link_pose_equals_sapiens_pinocchio_model(kin: RigKinematics) -> N
     """The reference is SAPIEN's own kinematic model of the URDF (float32 inside, hence the tolerance)."""
     import sapien
 
-    from robofollow_ros.sim.robot import load_rig_articulation
+    from robofollow_ros.sim.articulation import load_rig_articulation
 
     scene = sapien.Scene([sapien.physx.PhysxCpuSystem()])
     robot = load_rig_articulation(scene, kin.rig, visuals=False)

@@ -8,8 +8,8 @@ import pytest
 
 from robofollow_ros.rig.layout_poses import layout_rest_poses
 from robofollow_ros.rig.mock_view import TABLE_CENTRE_XY, draw_layout_view
-from robofollow_ros.sim.cameras import intrinsic_matrix, project
-from robofollow_ros.sim.kinematics import RigKinematics
+from robofollow_ros.robot.cameras import intrinsic_matrix, project
+from robofollow_ros.robot.kinematics import RigKinematics
 
 
 def _layouts(registry):  # type: ignore[no-untyped-def]

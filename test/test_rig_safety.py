@@ -7,7 +7,7 @@ import pytest
 
 from robofollow_ros.contract import GRIPPER_INDEX, JOINT_NAMES
 from robofollow_ros.rig.safety import SafetyConfig, SafetyFilter
-from robofollow_ros.rig.urdf_limits import JointLimit, read_joint_limits
+from robofollow_ros.robot.urdf_limits import JointLimit, read_joint_limits
 
 LIMITS = {name: JointLimit(-1.0, 1.0, 3.0) for name in JOINT_NAMES if not name.endswith("_gripper")}
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from robofollow_ros.cli._common import EXIT_OK, EXIT_OUTPUT_UNUSABLE
 from robofollow_ros.evaluation.store import RunStore
+from robofollow_ros.exit_status import EXIT_OK, EXIT_OUTPUT_UNUSABLE
 from test_cli_tasks import ROBOFOLLOW
 from waiting import poll_until
 

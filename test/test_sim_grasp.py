@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from robofollow_ros.contract import ARM_SLICE, GRIPPER_INDEX
-from robofollow_ros.sim.kinematics import TOP_DOWN_QUAT_WXYZ, RigKinematics, top_down_grasp_tcp_z
+from robofollow_ros.robot.kinematics import TOP_DOWN_QUAT_WXYZ, RigKinematics, top_down_grasp_tcp_z
 from robofollow_ros.sim.world import SimWorld
 
 PRE_GRASP, LIFT = 0.08, 0.10

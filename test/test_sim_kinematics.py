@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from robofollow_ros.contract import ARM_SLICE
-from robofollow_ros.sim.kinematics import TOP_DOWN_QUAT_WXYZ, RigKinematics, top_down_grasp_tcp_z
-from robofollow_ros.sim.transforms import quat_to_matrix
+from robofollow_ros.robot.kinematics import TOP_DOWN_QUAT_WXYZ, RigKinematics, top_down_grasp_tcp_z
+from robofollow_ros.robot.transforms import quat_to_matrix
 from robofollow_ros.sim.world import SimWorld
 
 PRE_GRASP = 0.08

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robofollow_ros.sim.cameras import CameraSettings, intrinsic_matrix, project
+from robofollow_ros.robot.cameras import intrinsic_matrix, project
+from robofollow_ros.sim.camera_settings import CameraSettings
 from robofollow_ros.sim.world import SimWorld
 
 

@@ -10,10 +10,10 @@ import pytest
 import sapien
 
 from robofollow_ros.contract import JOINT_NAMES
-from robofollow_ros.sim.kinematics import RigKinematics
-from robofollow_ros.sim.rig_config import DEFAULT_RIG_CONFIG, RigConfigError, load_rig_config
-from robofollow_ros.sim.rig_urdf import rig_urdf_text
-from robofollow_ros.sim.robot import load_rig_articulation
+from robofollow_ros.robot.kinematics import RigKinematics
+from robofollow_ros.robot.rig_config import DEFAULT_RIG_CONFIG, RigConfigError, load_rig_config
+from robofollow_ros.robot.rig_urdf import rig_urdf_text
+from robofollow_ros.sim.articulation import load_rig_articulation
 
 URDF = Path(__file__).resolve().parents[1] / "urdf" / "robofollow_rig.urdf"
 OPERATION_AREA = ((-0.20, 0.15), (-0.15, 0.15), (0.74, 1.0))

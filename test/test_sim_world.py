@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from robofollow_ros.contract import ARM_SLICE, GRIPPER_INDEX
-from robofollow_ros.sim.bowl import is_in_bowl
+from robofollow_ros.robot.bowl import is_in_bowl
 from robofollow_ros.sim.world import SimWorld
 
 ALL_LAYOUTS = [

@@ -99,7 +99,7 @@ def _colour(args: argparse.Namespace) -> int:
     from robofollow_ros.perception.camera_model import CalibrationError, CameraModel
     from robofollow_ros.perception.colour_calib import ColourCalibrationError, learn_from_layouts
     from robofollow_ros.perception.tracker import COLOUR_MODEL_FILE
-    from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+    from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
 
     calibration = args.calibration or DEFAULT_CALIBRATION_DIR
     try:

@@ -11,7 +11,8 @@ import threading
 import time
 from typing import Any
 
-from robofollow_ros.cli._common import EXIT_BAD_INPUT, CliError
+from robofollow_ros.cli._common import CliError
+from robofollow_ros.exit_status import EXIT_BAD_INPUT
 
 SOURCES = ("sim", "perception", "ros")
 

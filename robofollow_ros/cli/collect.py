@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import EXIT_OUTPUT_UNUSABLE, CliError
+from robofollow_ros.cli._common import CliError
+from robofollow_ros.exit_status import EXIT_OUTPUT_UNUSABLE
 
 
 def parse_size(text: str) -> tuple[int, int]:

@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import (
+from robofollow_ros.cli._common import CliError
+from robofollow_ros.exit_status import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
     EXIT_OK,
     EXIT_OUTPUT_UNUSABLE,
     EXIT_POLICY_UNREACHABLE,
     EXIT_TRIALS_FAILED,
-    CliError,
 )
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.cli import _owda_capture
-from robofollow_ros.cli._common import EXIT_BAD_INPUT, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED, CliError, print_json
+from robofollow_ros.cli._common import CliError, print_json
+from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 
 
 def register(subparsers: Any) -> None:

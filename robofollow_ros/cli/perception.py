@@ -72,7 +72,7 @@ def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.perception.sim_eval import layouts_trials, run_perception_eval
     from robofollow_ros.perception.tracker import load_colour_model
     from robofollow_ros.policy.spec import PolicySpecError, load_policy
-    from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+    from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
 
     calibration = args.calibration or DEFAULT_CALIBRATION_DIR
     try:

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import EXIT_OK, EXIT_OUTPUT_UNUSABLE, EXIT_PORT_IN_USE, CliError
+from robofollow_ros.cli._common import CliError
+from robofollow_ros.exit_status import EXIT_OK, EXIT_OUTPUT_UNUSABLE, EXIT_PORT_IN_USE
 
 
 def register(subparsers: Any) -> None:

@@ -20,7 +20,8 @@ import threading
 from types import FrameType
 from typing import Any
 
-from robofollow_ros.cli._common import EXIT_PORT_IN_USE, CliError
+from robofollow_ros.cli._common import CliError
+from robofollow_ros.exit_status import EXIT_PORT_IN_USE
 
 PROTOCOLS = ("robofollow", "openpi")
 

@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
 
 
 def _load_rig(path: Path | None) -> Any:
-    from robofollow_ros.sim.rig_config import RigConfigError, load_rig_config
+    from robofollow_ros.robot.rig_config import RigConfigError, load_rig_config
 
     try:
         return load_rig_config(path)
@@ -72,8 +72,10 @@ def _snapshot(args: argparse.Namespace) -> int:
         raise CliError(f"--out: {str(args.out)!r} exists and is not a directory")
     rig = _load_rig(args.rig)
 
-    from robofollow_ros.sim.cameras import CameraSettings
-    from robofollow_ros.sim.snapshot import plot_layout, snapshot_files, write_png, yaw_of
+    from robofollow_ros.rig.layout_picture import plot_layout
+    from robofollow_ros.scoring.geometry import yaw_of
+    from robofollow_ros.sim.camera_settings import CameraSettings
+    from robofollow_ros.sim.snapshot import snapshot_files, write_png
     from robofollow_ros.sim.world import SimWorld
 
     world = SimWorld(render=True, cameras=CameraSettings(args.width, args.height), rig=rig)
@@ -96,7 +98,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 def _calibration(args: argparse.Namespace) -> int:
     _check_size(args.width, args.height)
     rig = _load_rig(args.rig)
-    from robofollow_ros.sim.calibration import write_rig_calibration
+    from robofollow_ros.robot.calibration import write_rig_calibration
 
     written = write_rig_calibration(args.out, rig, args.width, args.height)
     print_json({"files": [str(p) for p in written]})
@@ -104,7 +106,7 @@ def _calibration(args: argparse.Namespace) -> int:
 
 
 def _urdf(args: argparse.Namespace) -> int:
-    from robofollow_ros.sim.rig_urdf import write_rig_urdf
+    from robofollow_ros.robot.rig_urdf import write_rig_urdf
 
     print_json({"urdf": str(write_rig_urdf(args.out))})
     return 0

@@ -71,7 +71,7 @@ def neutral_ids(layout: Layout) -> dict[str, str]:
 
 def extent_of(spec: ObjectSpec) -> tuple[float, float, float]:
     """(half x, half y, height) of a layout object at yaw 0: its footprint and how tall it stands."""
-    from robofollow_ros.sim.bowl import BowlGeometry
+    from robofollow_ros.robot.bowl import BowlGeometry
 
     if spec.shape == "bowl":
         bowl = BowlGeometry(spec.scale)

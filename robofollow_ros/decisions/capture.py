@@ -89,8 +89,8 @@ def capture_from_perception(anchor_id: str, layout: Layout, seed: int, kind: Anc
     """
     from robofollow_ros.perception.camera_model import CameraModel
     from robofollow_ros.perception.tracker import Perception
-    from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
-    from robofollow_ros.sim.cameras import CameraSettings
+    from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
+    from robofollow_ros.sim.camera_settings import CameraSettings
     from robofollow_ros.sim.world import SimWorld
 
     camera = CameraModel.from_calibration_dir(DEFAULT_CALIBRATION_DIR, "head")

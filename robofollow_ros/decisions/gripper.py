@@ -12,7 +12,7 @@ checks the same motion that execution runs.
 from __future__ import annotations
 
 from robofollow_ros.policy.expert.skills import opening_for
-from robofollow_ros.sim.kinematics import top_down_grasp_tcp_z
+from robofollow_ros.robot.kinematics import top_down_grasp_tcp_z
 
 GRIPPER_TRAVEL_M = 0.04
 FINGER_INNER_M = 0.002

@@ -73,7 +73,7 @@ class PrimitiveRunner:
 
     def __init__(self, layout: Layout, seed: int, names: dict[str, str] | None = None) -> None:
         from robofollow_ros.benchmark import default_registry
-        from robofollow_ros.sim.kinematics import RigKinematics
+        from robofollow_ros.robot.kinematics import RigKinematics
         from robofollow_ros.sim.world import SimWorld
 
         #: anchor id -> simulator name (identity where the anchor uses the simulator's names)

@@ -43,11 +43,11 @@ def urdf_joints(urdf: str) -> list[UrdfJoint]:
 
 
 class RobotModel:
-    """URDF text and the transforms of the rig's links, from ``sim.kinematics.RigKinematics``."""
+    """URDF text and the transforms of the rig's links, from ``robot.kinematics.RigKinematics``."""
 
     def __init__(self, rig: Any = None, kinematics: Any = None) -> None:
-        from robofollow_ros.sim.kinematics import RigKinematics
-        from robofollow_ros.sim.rig_config import load_rig_config
+        from robofollow_ros.robot.kinematics import RigKinematics
+        from robofollow_ros.robot.rig_config import load_rig_config
 
         self.rig = rig or load_rig_config()
         self.urdf = self.rig.urdf_path.read_text(encoding="utf-8")
@@ -57,7 +57,7 @@ class RobotModel:
         self.moving = [(j.parent, j.child) for j in joints if j.kind != "fixed"]
 
     def _relative(self, vector: np.ndarray, parent: str, child: str) -> tuple[np.ndarray, np.ndarray]:
-        from robofollow_ros.sim.transforms import matrix_to_quat
+        from robofollow_ros.robot.transforms import matrix_to_quat
 
         p, c = self.kinematics.link_pose(vector, parent), self.kinematics.link_pose(vector, child)
         rotation = p.rotation.T @ c.rotation
@@ -65,7 +65,7 @@ class RobotModel:
 
     def static_transforms(self, time_ns: int = 0) -> list[Any]:
         """Fixed joints (arm mounts, palms, TCPs, camera links) and each camera's optical frame."""
-        from robofollow_ros.sim.cameras import optical_mounts
+        from robofollow_ros.robot.cameras import optical_mounts
 
         home = self.kinematics.home_vector()
         out = [rosmsg.transform(time_ns, parent, child, *self._relative(home, parent, child))
@@ -81,6 +81,6 @@ class RobotModel:
 
     def camera_intrinsics(self, camera: str, width: int, height: int) -> np.ndarray:
         """K of a camera rendering ``width`` x ``height`` with the rig's vertical field of view."""
-        from robofollow_ros.sim.cameras import intrinsic_matrix
+        from robofollow_ros.robot.cameras import intrinsic_matrix
 
         return intrinsic_matrix(width, height, self.rig.camera_fovy[camera])

@@ -49,7 +49,7 @@ from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyDecision, SafetyFilter
-from robofollow_ros.rig.urdf_limits import read_joint_limits
+from robofollow_ros.robot.urdf_limits import read_joint_limits
 
 TOPIC_ESTOP = "/robofollow/estop"
 TOPIC_BRIDGE_STATUS = "/robofollow/arm_bridge/status"
@@ -89,7 +89,7 @@ class ArmBridgeNode(Node):
         )
         tool_points = None
         if ws_check:
-            from robofollow_ros.sim.kinematics import RigKinematics
+            from robofollow_ros.robot.kinematics import RigKinematics
 
             kinematics = RigKinematics()
 

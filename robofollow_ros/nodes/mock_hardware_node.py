@@ -69,9 +69,9 @@ class MockHardwareNode(Node):
         objects_hz = params.declare("objects_hz", 10.0, "object reports per second (as perception would)", positive)
 
         from robofollow_ros.benchmark import default_registry
-        from robofollow_ros.sim.cameras import camera_info_dict
-        from robofollow_ros.sim.kinematics import RigKinematics
-        from robofollow_ros.sim.rig_config import load_rig_config
+        from robofollow_ros.robot.cameras import camera_info_dict
+        from robofollow_ros.robot.kinematics import RigKinematics
+        from robofollow_ros.robot.rig_config import load_rig_config
 
         self.registry = default_registry()
         self.kinematics = RigKinematics(load_rig_config(rig_file) if rig_file else load_rig_config())

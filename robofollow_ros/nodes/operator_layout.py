@@ -12,14 +12,14 @@ from pathlib import Path
 
 from robofollow_ros.benchmark import EvalTask, Registry, default_registry
 from robofollow_ros.contract import TABLE_TOP_Z
+from robofollow_ros.rig.layout_picture import plot_layout
 from robofollow_ros.rig.layout_poses import layout_rest_poses
-from robofollow_ros.sim.snapshot import plot_layout
 
 
 def write_operator_layout(task: EvalTask, seed: int, out_dir: Path, trial_id: str,
                           registry: Registry | None = None) -> tuple[Path, list[str]]:
     """Write ``<trial_id>_layout.png`` in ``out_dir``; return its path and one line per object."""
-    from robofollow_ros.sim.kinematics import RigKinematics
+    from robofollow_ros.robot.kinematics import RigKinematics
 
     layout = (registry or default_registry()).layout_of(task)
     poses = layout_rest_poses(layout, seed)

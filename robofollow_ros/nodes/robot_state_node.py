@@ -30,7 +30,7 @@ from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet
 from robofollow_ros.nodes.conversions import MessageError, joint_vector, stamp_ns, transform_msg
 from robofollow_ros.nodes.graph_peers import PeerReport
-from robofollow_ros.sim.transforms import matrix_to_quat
+from robofollow_ros.robot.transforms import matrix_to_quat
 
 #: robot_state_publisher's QoS for the description: reliable, transient local, depth 1.
 DESCRIPTION_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -47,8 +47,8 @@ class RobotStateNode(Node):
         rig_file = params.declare("rig_config", "", "rig YAML naming the URDF and the gripper joints "
                                                     "(config/sim/rig.yaml when empty)")
 
-        from robofollow_ros.sim.kinematics import RigKinematics
-        from robofollow_ros.sim.rig_config import load_rig_config
+        from robofollow_ros.robot.kinematics import RigKinematics
+        from robofollow_ros.robot.rig_config import load_rig_config
 
         self.kinematics = RigKinematics(load_rig_config(rig_file) if rig_file else load_rig_config())
         self.model = self.kinematics.model
@@ -62,7 +62,7 @@ class RobotStateNode(Node):
         self.tf_static.publish(TFMessage(transforms=self._static_transforms()))
 
     def _static_transforms(self) -> list[Any]:
-        from robofollow_ros.sim.cameras import optical_mounts
+        from robofollow_ros.robot.cameras import optical_mounts
 
         out = []
         for joint in self.model.joints.values():

@@ -103,8 +103,8 @@ class SimNode(Node):
                                      "the arm drivers to play: command and state topics, joint names, gripper units")
 
         from robofollow_ros.benchmark import default_registry
-        from robofollow_ros.sim.cameras import CameraSettings
-        from robofollow_ros.sim.rig_config import load_rig_config
+        from robofollow_ros.robot.rig_config import load_rig_config
+        from robofollow_ros.sim.camera_settings import CameraSettings
         from robofollow_ros.sim.world import SimWorld
 
         rig = load_rig_config(rig_file) if rig_file else load_rig_config()
@@ -142,7 +142,7 @@ class SimNode(Node):
 
     # -- set-up ----------------------------------------------------------------------------------
     def _camera_infos(self, rig: Any, width: int, height: int) -> dict[str, dict[str, Any]]:
-        from robofollow_ros.sim.cameras import camera_info_dict
+        from robofollow_ros.robot.cameras import camera_info_dict
 
         return {c: camera_info_dict(c, width, height, rig.camera_fovy[c]) for c in CAMERA_NAMES}
 

@@ -65,7 +65,7 @@ class StageMonitorNode(Node):
             one_of("stamp", "latest"))
 
         from robofollow_ros.benchmark import default_registry
-        from robofollow_ros.sim.kinematics import RigKinematics
+        from robofollow_ros.robot.kinematics import RigKinematics
 
         self.registry = default_registry()
         self.kinematics = RigKinematics()

@@ -37,7 +37,6 @@ from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from robofollow_ros.cli._common import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from robofollow_ros.contract import (
     SERVICE_TRIAL_NEXT,
     SERVICE_TRIAL_START,
@@ -46,6 +45,7 @@ from robofollow_ros.contract import (
     TOPIC_SCORE,
     TOPIC_TRIAL,
 )
+from robofollow_ros.exit_status import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import stop_on_signals
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive

@@ -127,7 +127,7 @@ def solve_recording(recording: Recording, distortion: str = "radial", kinematics
                     known_intrinsics: tuple[np.ndarray, np.ndarray] | None = None) -> CameraSolution:
     """Intrinsics (unless given) and the hand-eye extrinsic of the recording's camera."""
     if kinematics is None:
-        from robofollow_ros.sim.kinematics import RigKinematics
+        from robofollow_ros.robot.kinematics import RigKinematics
 
         kinematics = RigKinematics()
     views: list[View] = []

@@ -24,8 +24,8 @@ import numpy as np
 from robofollow_ros.contract import TABLE_TOP_Z
 from robofollow_ros.perception.calib_board import BoardSpec
 from robofollow_ros.perception.calib_record import write_recording
-from robofollow_ros.sim.cameras import BODY_FROM_OPTICAL
-from robofollow_ros.sim.transforms import matrix_to_quat, quat_to_matrix
+from robofollow_ros.robot.cameras import BODY_FROM_OPTICAL
+from robofollow_ros.robot.transforms import matrix_to_quat, quat_to_matrix
 
 HEAD_BOARD = BoardSpec(squares_x=5, squares_y=4, square_m=0.05, marker_m=0.038)
 TABLE_BOARD = BoardSpec(squares_x=6, squares_y=8, square_m=0.03, marker_m=0.022)
@@ -111,7 +111,7 @@ class SimRecording:
 
 def _arm_targets(rng: np.random.Generator, count: int, centre: np.ndarray, spread: np.ndarray,
                  tilt_deg: float, yaw_deg: float) -> list[tuple[np.ndarray, np.ndarray]]:
-    from robofollow_ros.sim.kinematics import TOP_DOWN_QUAT_WXYZ
+    from robofollow_ros.robot.kinematics import TOP_DOWN_QUAT_WXYZ
 
     top_down = quat_to_matrix(np.asarray(TOP_DOWN_QUAT_WXYZ))
     targets = []
@@ -126,8 +126,8 @@ def _arm_targets(rng: np.random.Generator, count: int, centre: np.ndarray, sprea
 def record_in_sim(camera: str, out_dir: Path, views: int = 12, seed: int = 0, kinematics: Any = None,
                   rig: Any = None, scene: BoardScene | None = None) -> SimRecording:
     """Render a calibration recording for one simulated camera; returns where it is and the truth."""
-    from robofollow_ros.sim.kinematics import RigKinematics
-    from robofollow_ros.sim.rig_config import load_rig_config
+    from robofollow_ros.robot.kinematics import RigKinematics
+    from robofollow_ros.robot.rig_config import load_rig_config
 
     rig = rig or load_rig_config()
     kin = kinematics or RigKinematics(rig)
@@ -135,7 +135,7 @@ def record_in_sim(camera: str, out_dir: Path, views: int = 12, seed: int = 0, ki
     arm = "left" if camera in ("head", "left_wrist") else "right"
     camera_link = rig.camera_links[camera]
     width, height = 320, 240
-    from robofollow_ros.sim.cameras import intrinsic_matrix
+    from robofollow_ros.robot.cameras import intrinsic_matrix
 
     truth_k = intrinsic_matrix(width, height, rig.camera_fovy[camera])
     if camera == "head":
@@ -194,8 +194,8 @@ def intrinsics_views_in_sim(camera: str, out_dir: Path, views: int = 15, seed: i
     The intrinsics session of a real calibration (a board filling much of the view); returns the
     picture paths, the true K and the board.
     """
-    from robofollow_ros.sim.cameras import intrinsic_matrix
-    from robofollow_ros.sim.rig_config import load_rig_config
+    from robofollow_ros.robot.cameras import intrinsic_matrix
+    from robofollow_ros.robot.rig_config import load_rig_config
 
     rig = rig or load_rig_config()
     width, height, fovy = 320, 240, rig.camera_fovy[camera]

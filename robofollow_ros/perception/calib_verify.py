@@ -59,7 +59,7 @@ class CameraCheck:
 
 def verify_camera(camera: str, work_dir: Path, views: int = 20, intrinsic_views: int = 60,
                   distortion: str = "radial", seed: int = 0) -> CameraCheck:
-    from robofollow_ros.sim.rig_config import load_rig_config
+    from robofollow_ros.robot.rig_config import load_rig_config
 
     rig = load_rig_config()
     # One scene for both sessions: SAPIEN's first picture of a scene costs seconds (pipeline set-up).

@@ -27,7 +27,7 @@ CHECKER_SIZE = (0.21, 0.14)
 
 
 def _world(camera: CameraModel, style: Any = None) -> Any:
-    from robofollow_ros.sim.cameras import CameraSettings
+    from robofollow_ros.sim.camera_settings import CameraSettings
     from robofollow_ros.sim.world import SimWorld
 
     settings = CameraSettings(width=camera.width, height=camera.height, depth=True, cameras=("head",))

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from robofollow_ros.benchmark.records import Layout, ObjectSpec
 from robofollow_ros.perception.colour_names import canonical_class
 from robofollow_ros.perception.primitives import Primitive
-from robofollow_ros.sim.bowl import BowlGeometry
+from robofollow_ros.robot.bowl import BowlGeometry
 
-#: The bowl's pose origin sits this far above its bottom (sim/bowl.py; spec spawn z = table + 0.02).
+#: The bowl's pose origin sits this far above its bottom (robot/bowl.py; spec spawn z = table + 0.02).
 BOWL_ORIGIN_ABOVE_TABLE = 0.02
 #: Objects thinner than this (m) lie flat in the table plane (Scene 3's labels): depth cannot see them.
 FLAT_HEIGHT = 0.006

@@ -121,7 +121,7 @@ def run_perturbation_eval(trials: Iterable[tuple[EvalTask, int]], camera: Camera
                           max_steps: int = 10, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Play (or only reset) each trial once, render its variants, score every item; see the module docstring."""
     from robofollow_ros.evaluation.episode import EpisodeSettings, run_episode
-    from robofollow_ros.sim.cameras import CameraSettings
+    from robofollow_ros.sim.camera_settings import CameraSettings
     from robofollow_ros.sim.world import SimWorld
 
     settings = CameraSettings(width=camera.width, height=camera.height, depth=True, segmentation=True,

@@ -173,12 +173,12 @@ def run_perception_eval(trials: Iterable[tuple[EvalTask, int]], camera: CameraMo
     """
     from robofollow_ros.evaluation.episode import EpisodeSettings, run_episode
     from robofollow_ros.scoring.monitor import score_trajectory
-    from robofollow_ros.sim.cameras import CameraSettings
+    from robofollow_ros.sim.camera_settings import CameraSettings
     from robofollow_ros.sim.world import SimWorld
 
     stats = FrameStats()
     if colour is None:
-        from robofollow_ros.sim.calibration import DEFAULT_CALIBRATION_DIR
+        from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
 
         colour = load_colour_model(DEFAULT_CALIBRATION_DIR)[0]
     perception = Perception(camera, colour=colour)

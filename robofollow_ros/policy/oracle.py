@@ -36,7 +36,7 @@ class PlannerPolicy:
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ValueError(f"chunk_size: expected an integer >= 1, got {chunk_size!r}")
         from robofollow_ros.benchmark import default_registry
-        from robofollow_ros.sim.kinematics import RigKinematics
+        from robofollow_ros.robot.kinematics import RigKinematics
 
         self.chunk_size = chunk_size
         self.registry = default_registry()

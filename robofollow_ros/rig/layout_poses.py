@@ -15,8 +15,8 @@ import numpy as np
 
 from robofollow_ros.benchmark.records import Layout, ObjectSpec
 from robofollow_ros.contract import TABLE_TOP_Z
-from robofollow_ros.sim.bowl import ORIGIN_ABOVE_BOTTOM, BowlGeometry
-from robofollow_ros.sim.transforms import yaw_quat
+from robofollow_ros.robot.bowl import ORIGIN_ABOVE_BOTTOM, BowlGeometry
+from robofollow_ros.robot.transforms import yaw_quat
 
 
 @dataclass(frozen=True)

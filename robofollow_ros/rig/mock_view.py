@@ -16,8 +16,8 @@ import numpy as np
 from robofollow_ros.benchmark.records import Layout, ObjectSpec
 from robofollow_ros.contract import TABLE_SIZE_XY, TABLE_TOP_Z
 from robofollow_ros.rig.layout_poses import RestPose
-from robofollow_ros.sim.bowl import ORIGIN_ABOVE_BOTTOM, BowlGeometry
-from robofollow_ros.sim.cameras import BODY_FROM_OPTICAL, intrinsic_matrix
+from robofollow_ros.robot.bowl import ORIGIN_ABOVE_BOTTOM, BowlGeometry
+from robofollow_ros.robot.cameras import BODY_FROM_OPTICAL, intrinsic_matrix
 
 #: The table's centre in the world (x, y); the simulator's table (``sim.scene_objects``) sits there too.
 TABLE_CENTRE_XY = (0.0, -0.05)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from robofollow_ros.contract import ACTION_DIM, ARM_SLICE, ARMS, GRIPPER_INDEX, JOINT_NAMES
-from robofollow_ros.rig.urdf_limits import JointLimit
+from robofollow_ros.robot.urdf_limits import JointLimit
 
 #: Tool-point function: (arm, 14-vector) -> xyz of that arm's TCP in the world frame.
 ToolPoints = Callable[[str, np.ndarray], np.ndarray]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import sapien
 
 from robofollow_ros.benchmark.records import Layout, ObjectSpec
-from robofollow_ros.sim.bowl import BowlGeometry
+from robofollow_ros.robot.bowl import BowlGeometry
 from robofollow_ros.sim.scene_objects import build_object, yaw_pose
 
 #: Settle steps after spawning: Scene 2's eval env steps 500; Scene 4 settles 180 after the base

@@ -14,7 +14,7 @@ import sapien
 
 from robofollow_ros.benchmark.records import ObjectSpec
 from robofollow_ros.contract import TABLE_SIZE_XY, TABLE_TOP_Z
-from robofollow_ros.sim.bowl import BowlGeometry
+from robofollow_ros.robot.bowl import BowlGeometry
 
 TABLE_CENTRE_XY = (0.0, -0.05)
 TABLE_THICKNESS = 0.05

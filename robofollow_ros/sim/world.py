@@ -26,16 +26,17 @@ import sapien
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.benchmark.records import EvalTask, Layout, TrainingTask
 from robofollow_ros.contract import ARM_SLICE, ARMS, CAMERA_OBS_KEYS, GRIPPER_INDEX
-from robofollow_ros.sim.cameras import FAR, NEAR, CameraSettings
+from robofollow_ros.robot.joint_map import JointMap
+from robofollow_ros.robot.kinematics import SCENE1_FINGERTIP_OFFSET
+from robofollow_ros.robot.rig_config import RigConfig, load_rig_config
+from robofollow_ros.robot.transforms import quat_to_matrix
+from robofollow_ros.sim.articulation import Frame, load_rig_for_simulation
+from robofollow_ros.sim.camera_settings import FAR, NEAR, CameraSettings
 from robofollow_ros.sim.control import Segment, pad_segment, plan_segment
-from robofollow_ros.sim.kinematics import SCENE1_FINGERTIP_OFFSET
 from robofollow_ros.sim.layout_builder import place_layout
 from robofollow_ros.sim.renderer import keep_renderer_warm
-from robofollow_ros.sim.rig_config import RigConfig, load_rig_config
-from robofollow_ros.sim.robot import Frame, JointMap, load_rig_for_simulation
 from robofollow_ros.sim.scene_objects import TABLE_CENTRE_XY, build_table
 from robofollow_ros.sim.scene_style import SceneStyle, apply_scene_style
-from robofollow_ros.sim.transforms import quat_to_matrix
 
 PHYSICS_HZ = 250
 DIRECT_STEPS = 15

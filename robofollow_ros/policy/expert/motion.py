@@ -14,8 +14,8 @@ import numpy as np
 
 from robofollow_ros.contract import ARM_SLICE, GRIPPER_INDEX
 from robofollow_ros.policy.interface import PolicyError
-from robofollow_ros.sim.kinematics import TOP_DOWN_QUAT_WXYZ, RigKinematics
-from robofollow_ros.sim.transforms import quat_to_matrix, yaw_quat
+from robofollow_ros.robot.kinematics import TOP_DOWN_QUAT_WXYZ, RigKinematics
+from robofollow_ros.robot.transforms import quat_to_matrix, yaw_quat
 
 #: IK results farther than this from the asked TCP position fail the plan instead of moving wrongly.
 IK_POSITION_TOLERANCE = 0.004

@@ -20,7 +20,7 @@ from robofollow_ros.policy.expert.motion import MotionBuilder, wrap_half_turn
 from robofollow_ros.policy.expert.placement import relation_spot
 from robofollow_ros.policy.expert.poses import ObjectPoses, yaw_of
 from robofollow_ros.policy.interface import PolicyError
-from robofollow_ros.sim.kinematics import RigKinematics
+from robofollow_ros.robot.kinematics import RigKinematics
 
 Phase = Callable[[skills.SkillContext, MotionBuilder], None]
 #: Lifted at least this much above its frame-0 height counts as "in hand" (Scene 2 pickup needs 0.03).

@@ -18,7 +18,7 @@ from robofollow_ros.benchmark import Layout, ObjectSpec
 from robofollow_ros.contract import ARM_SLICE, TABLE_TOP_Z
 from robofollow_ros.policy.expert.motion import MotionBuilder, wrap_half_turn
 from robofollow_ros.policy.expert.poses import ObjectPoses, yaw_of
-from robofollow_ros.sim.kinematics import RigKinematics, top_down_grasp_tcp_z
+from robofollow_ros.robot.kinematics import RigKinematics, top_down_grasp_tcp_z
 
 PRE_GRASP = 0.08
 LIFT = 0.10

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robofollow_ros.sim.transforms import quat_to_matrix
+from robofollow_ros.robot.transforms import quat_to_matrix
 
 
 def _rot_z(angle: float) -> np.ndarray:

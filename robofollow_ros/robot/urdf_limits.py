@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from robofollow_ros.rig.urdf_model import UrdfError, UrdfModel
+from robofollow_ros.robot.urdf_model import UrdfError, UrdfModel
 
 __all__ = ["JointLimit", "UrdfError", "read_joint_limits"]
 

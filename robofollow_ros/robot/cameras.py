@@ -1,4 +1,4 @@
-"""The rig's three cameras: mounting on URDF links, pictures, intrinsics and ROS calibration files.
+"""The rig's three cameras: mounting on URDF links, intrinsics, projection and ROS calibration files.
 
 Camera links in the URDF use SAPIEN's camera convention (+x forward, +y left, +z up). ROS
 ``camera_info`` and the optical frames (``*_optical``: +z forward, +x right, +y down) are derived
@@ -8,39 +8,17 @@ here, so the calibration files under ``calibration/sim/`` always match what SAPI
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
-from robofollow_ros.contract import CAMERA_FRAMES, CAMERA_NAMES, CAMERA_OPTICAL_FRAMES, DEFAULT_IMAGE_SIZE
-from robofollow_ros.sim.transforms import matrix_to_quat, quat_to_matrix
+from robofollow_ros.contract import CAMERA_FRAMES, CAMERA_NAMES, CAMERA_OPTICAL_FRAMES
+from robofollow_ros.robot.transforms import matrix_to_quat, quat_to_matrix
 
 #: Rotation from a camera body frame (SAPIEN: x fwd, y left, z up) to its ROS optical frame.
 BODY_FROM_OPTICAL = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
-NEAR, FAR = 0.01, 10.0
-
-
-@dataclass(frozen=True)
-class CameraSettings:
-    """What the world renders: image size and the optional extra pictures."""
-
-    width: int = DEFAULT_IMAGE_SIZE[0]
-    height: int = DEFAULT_IMAGE_SIZE[1]
-    depth: bool = False
-    segmentation: bool = False
-    cameras: tuple[str, ...] = field(default=CAMERA_NAMES)
-
-    def __post_init__(self) -> None:
-        if self.width <= 0 or self.height <= 0:
-            raise ValueError(f"camera size: width and height must be positive, got {self.width}x{self.height}")
-        unknown = [c for c in self.cameras if c not in CAMERA_NAMES]
-        if unknown:
-            raise ValueError(f"cameras: unknown camera {unknown[0]!r}; expected some of {CAMERA_NAMES}")
-
-
 def intrinsic_matrix(width: int, height: int, fovy: float) -> np.ndarray:
     """Pinhole K of a SAPIEN camera with vertical field of view ``fovy`` and square pixels."""
     fy = (height / 2.0) / math.tan(fovy / 2.0)

@@ -1,7 +1,8 @@
-"""Loading the rig URDF into a SAPIEN scene and mapping the contract's 14-vector onto its joints.
+"""Loading the rig URDF into a SAPIEN scene as one articulation.
 
-The same loader serves the world (with or without visuals) and the kinematics helper, so the
-simulation, the oracle's IK and the ROS stage monitor all read one URDF.
+The simulation reads the same URDF as the NumPy kinematics of ``robot/`` (the oracle's IK, the ROS
+stage monitor, the robot state publisher), so the simulated arms and the rig's model cannot drift
+apart; ``test_sim_kinematics`` checks SAPIEN's Pinocchio model against them.
 """
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ from dataclasses import dataclass
 
 import sapien
 
-from robofollow_ros.sim.joint_map import JointMap
-from robofollow_ros.sim.rig_config import RigConfig, RigConfigError
+from robofollow_ros.robot.rig_config import RigConfig, RigConfigError
 
-__all__ = ["Frame", "JointMap", "load_rig_articulation", "load_rig_for_simulation"]
+__all__ = ["Frame", "load_rig_articulation", "load_rig_for_simulation"]
 
 
 def load_rig_articulation(scene: sapien.Scene, rig: RigConfig, visuals: bool) -> sapien.physx.PhysxArticulation:

@@ -2,7 +2,7 @@
 
 Used by the oracle expert (IK to grasp poses), the ROS stage monitor and arm bridge (FK from
 ``/joint_states``), the robot state publisher (TF of every link) and the world (scorer EE points).
-It needs NumPy only (``rig.urdf_model``), so every node runs on a rig without the simulator;
+It needs NumPy only (``robot.urdf_model``), so every node runs on a rig without the simulator;
 ``test_sim_kinematics`` checks it against SAPIEN's Pinocchio model of the same URDF.
 
 TCP frame: +x along the approach (wrist → fingertips), +y along finger opening; so RoboTwin's
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from robofollow_ros.contract import ARM_SLICE, ARMS, TABLE_TOP_Z
-from robofollow_ros.rig.urdf_model import UrdfModel
-from robofollow_ros.sim.ik_seed import ArmGeometry
-from robofollow_ros.sim.joint_map import JointMap
-from robofollow_ros.sim.rig_config import RigConfig, load_rig_config
-from robofollow_ros.sim.transforms import matrix_to_quat, quat_to_matrix, rotation_error
+from robofollow_ros.robot.ik_seed import ArmGeometry
+from robofollow_ros.robot.joint_map import JointMap
+from robofollow_ros.robot.rig_config import RigConfig, load_rig_config
+from robofollow_ros.robot.transforms import matrix_to_quat, quat_to_matrix, rotation_error
+from robofollow_ros.robot.urdf_model import UrdfModel
 
 #: RoboTwin's top-down grasp orientation (w, x, y, z); identical in this rig's TCP frame.
 TOP_DOWN_QUAT_WXYZ = (-0.5, 0.5, -0.5, -0.5)

@@ -1,7 +1,7 @@
 """Where each value of the contract's 14-vector goes in a joint-position vector (``qpos``).
 
 Kept free of any simulator: the SAPIEN world builds one from its articulation's joint order
-(``JointMap.of``), the NumPy kinematics from the URDF's (``sim.kinematics``).
+(``JointMap.of``), the NumPy kinematics from the URDF's (``robot.kinematics``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from robofollow_ros.contract import ARM_SLICE, ARMS, GRIPPER_INDEX, JOINT_NAMES
-from robofollow_ros.sim.rig_config import RigConfig, RigConfigError
+from robofollow_ros.robot.rig_config import RigConfig, RigConfigError
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ import numpy as np
 
 from robofollow_ros.contract import CAMERA_NAMES, WORLD_FRAME
 from robofollow_ros.paths import share_path
-from robofollow_ros.sim.cameras import write_calibration
-from robofollow_ros.sim.kinematics import RigKinematics
-from robofollow_ros.sim.rig_config import RigConfig
-from robofollow_ros.sim.transforms import matrix_to_quat, quat_to_matrix
+from robofollow_ros.robot.cameras import write_calibration
+from robofollow_ros.robot.kinematics import RigKinematics
+from robofollow_ros.robot.rig_config import RigConfig
+from robofollow_ros.robot.transforms import matrix_to_quat, quat_to_matrix
 
 DEFAULT_CALIBRATION_DIR = share_path("calibration", "sim")
 
