@@ -20,14 +20,14 @@ def register(subparsers: Any) -> None:
     snap.add_argument("--out", required=True, type=Path, metavar="DIR")
     snap.add_argument("--width", type=int, default=320)
     snap.add_argument("--height", type=int, default=240)
-    snap.add_argument("--rig", type=Path, help="rig YAML (default config/sim/rig.yaml)")
+    snap.add_argument("--rig", type=Path, help="rig YAML (default config/robot/rig.yaml)")
     snap.set_defaults(func=_snapshot)
 
     calib = sub.add_parser("calibration", help="write camera_info YAMLs and extrinsics of the simulated cameras")
     calib.add_argument("--out", required=True, type=Path, metavar="DIR")
     calib.add_argument("--width", type=int, default=320)
     calib.add_argument("--height", type=int, default=240)
-    calib.add_argument("--rig", type=Path, help="rig YAML (default config/sim/rig.yaml)")
+    calib.add_argument("--rig", type=Path, help="rig YAML (default config/robot/rig.yaml)")
     calib.set_defaults(func=_calibration)
 
     urdf = sub.add_parser("urdf", help="regenerate the built-in rig URDF from its figures")

@@ -58,7 +58,7 @@ class MockHardwareNode(Node):
         params = ParameterSet(self)
         driver_file = params.declare("driver_config", str(share_path("config", "rig", "arm_drivers.yaml")),
                                      "the arm drivers to play: command and state topics, joint names, gripper units")
-        rig_file = params.declare("rig_config", "", "rig YAML: URDF, home pose, camera links (config/sim/rig.yaml "
+        rig_file = params.declare("rig_config", "", "rig YAML: URDF, home pose, camera links (config/robot/rig.yaml "
                                                     "when empty)")
         state_hz = params.declare("state_hz", 100.0, "driver joint states per second", positive)
         self.time_constant_s = params.declare("time_constant_s", 0.05, "first-order lag of the joints behind the "

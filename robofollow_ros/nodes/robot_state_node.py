@@ -45,7 +45,7 @@ class RobotStateNode(Node):
         PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
         rig_file = params.declare("rig_config", "", "rig YAML naming the URDF and the gripper joints "
-                                                    "(config/sim/rig.yaml when empty)")
+                                                    "(config/robot/rig.yaml when empty)")
 
         from robofollow_ros.robot.kinematics import RigKinematics
         from robofollow_ros.robot.rig_config import load_rig_config

@@ -98,7 +98,7 @@ class SimNode(Node):
             "/robofollow/sim/render requests)", _non_negative)
         stepper = params.declare("stepper", "topp", "how each command row is executed: topp | direct",
                                  one_of("topp", "direct"))
-        rig_file = params.declare("rig_config", "", "rig YAML (config/sim/rig.yaml when empty)")
+        rig_file = params.declare("rig_config", "", "rig YAML (config/robot/rig.yaml when empty)")
         driver_file = params.declare("driver_config", str(share_path("config", "rig", "arm_drivers.yaml")),
                                      "the arm drivers to play: command and state topics, joint names, gripper units")
 

@@ -1,4 +1,4 @@
-"""The simulated rig's figures, read from ``config/sim/rig.yaml``.
+"""The rig's figures beside its URDF, read from ``config/robot/rig.yaml``.
 
 Everything rig-specific that is not in the URDF (home pose, which links are TCPs and cameras,
 gripper travel, drive gains, planner limits) lives in that YAML, so a rig with other arms swaps
@@ -17,7 +17,7 @@ import yaml
 from robofollow_ros.contract import ARMS, CAMERA_NAMES
 from robofollow_ros.paths import share_path
 
-DEFAULT_RIG_CONFIG = share_path("config", "sim", "rig.yaml")
+DEFAULT_RIG_CONFIG = share_path("config", "robot", "rig.yaml")
 
 
 class RigConfigError(ValueError):

@@ -4,7 +4,7 @@ The rig is modelled on an ALOHA AgileX-style bench (two ~0.6 m reach arms, publi
 its own primitive geometry. Writing the URDF from one table of figures keeps link lengths, limits
 and mounts in one place; ``test_sim_urdf`` checks the committed file equals this output, so an edit
 here without regenerating fails loudly. A rig with other arms ships its own URDF and points
-``config/sim/rig.yaml`` at it; nothing else reads these figures.
+``config/robot/rig.yaml`` at it; nothing else reads these figures.
 
 Frames: each arm's ``<arm>_base`` has +x pointing away from the robot (world +y) and +z up. At zero
 joint angles the upper arm points up and the forearm and tool point along base +x. The TCP frame
