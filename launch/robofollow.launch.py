@@ -16,7 +16,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from robofollow_ros.bringup import LAUNCH_ARGUMENTS, TRIAL_MANAGER, foxglove_address, launch_profile
-from robofollow_ros.cli._common import EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
+from robofollow_ros.exit_status import EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 
 _FAILURES = {EXIT_TRIALS_FAILED: "some trials could not be executed (see policy_error in results.json)",
              EXIT_POLICY_UNREACHABLE: "the policy could not be reached before the first trial"}
