@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from robofollow_ros.benchmark import LEVELS, SCENES, Registry
+from robofollow_ros.child_process import child_env
 from robofollow_ros.evaluation.jsonio import read_json
 from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
 
@@ -41,7 +42,7 @@ def served_policy(policy: str, log: Path) -> Iterator[str]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as err:
         cmd = [sys.executable, "-m", "robofollow_ros.cli", "serve", "--policy", policy, "--port", "0"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=child_env())
         try:
             assert proc.stdout is not None
             line = _read_line(proc, SERVER_START_TIMEOUT_S)
@@ -91,7 +92,7 @@ def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render
                *([] if render else ["--no-render"]),
                *([] if foxglove_port is None else ["--foxglove-port", str(foxglove_port)])]
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stream or subprocess.DEVNULL, text=True,
-                              timeout=BRINGUP_TIMEOUT_S)
+                              timeout=BRINGUP_TIMEOUT_S, env=child_env())
     if done.returncode != 0:
         raise RuntimeError(f"robofollow bringup sim exited {done.returncode}; see the log above")
     if stream is not None:

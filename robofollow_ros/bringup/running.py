@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from robofollow_ros.bringup.profiles import TRIAL_MANAGER, Profile, ros_params_file
+from robofollow_ros.child_process import child_env
 
 
 class NodeStartError(RuntimeError):
@@ -117,7 +118,7 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
             out = open(log_dir / f"{spec.executable}.log", "wb") if log_dir else None  # noqa: SIM115
             procs[spec.executable] = subprocess.Popen(
                 [sys.executable, "-m", spec.module, "--ros-args", "--params-file", params.name, *remaps],
-                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=dict(os.environ))
+                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env())
         manager = procs.get(TRIAL_MANAGER)
         while not stop.is_set():
             if manager is not None and manager.poll() is not None:

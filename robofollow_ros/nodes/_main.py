@@ -12,6 +12,8 @@ from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedE
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from robofollow_ros.child_process import follow_parent
+
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[threading.Event]:
@@ -24,6 +26,7 @@ def stop_on_signals() -> Iterator[threading.Event]:
     chain to Python's default one, which raises.)"""
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda _signum, _frame: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    follow_parent()  # a supervisor killed with SIGKILL takes this node with it (SIGTERM sets the flag)
     try:
         yield stop
     finally:

@@ -1,0 +1,117 @@
+"""No orphans: the processes a supervisor starts end with it, even when it is killed with SIGKILL.
+
+``robofollow bringup mock`` runs one process per node; killed with ``kill -9`` mid-run, none of its
+node processes may survive it by more than 2 s (they used to run on: the trial manager alone, the
+arm bridge and the policy node on DDS). The demo's policy server (``dry_run.served_policy``) dies
+with the demo the same way. ``child_process`` itself is checked with a bare ``sleep``-like child.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from robofollow_ros.child_process import PARENT_PID_ENV, child_env
+from waiting import poll_until
+
+ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
+
+
+def children(pid: int) -> list[int]:
+    """Live (not zombie) processes whose parent is ``pid``, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]  # the command name may hold spaces and ')'
+        if int(ppid) == pid and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_killed_bringup_leaves_no_node_behind(tmp_path):
+    out = tmp_path / "run"
+    bringup = subprocess.Popen([*ROBOFOLLOW, "bringup", "mock", "--policy", "hold", "--tasks", "L0_pickup_red_cylinder",
+                                "--rounds", "10", "--max-steps", "400", "--output", str(out), "--foxglove-port", "0",
+                                "--exit-when-done"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        # every node runs, and the trials have begun (the trial manager wrote its run.json)
+        assert poll_until(lambda: len(children(bringup.pid)) >= 6 and (out / "run.json").is_file(), 120), \
+            "bringup's node processes and its first trial did not start"
+        nodes = children(bringup.pid)
+        assert all("robofollow_ros.nodes." in command_line(pid) for pid in nodes)
+        bringup.send_signal(signal.SIGKILL)
+        bringup.wait(timeout=10)
+        killed_at = time.monotonic()
+        gone = poll_until(lambda: not any(alive(pid) for pid in nodes), 2.0)
+        assert gone, f"left 2 s after bringup's SIGKILL: {[command_line(p) for p in nodes if alive(p)]}"
+        assert time.monotonic() - killed_at <= 2.5
+    finally:
+        os.killpg(bringup.pid, signal.SIGKILL)  # nothing of this test outlives it, whatever happened above
+        bringup.wait(timeout=10)
+
+
+def test_the_demos_policy_server_dies_with_the_demo(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from robofollow_ros.dry_run import served_policy
+
+        with served_policy("hold", Path({str(tmp_path / "server.log")!r})) as spec:
+            print(spec, flush=True)
+            sys.stdin.read()  # until killed
+    """)
+    demo = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert demo.stdout is not None
+        assert demo.stdout.readline().startswith("tcp://127.0.0.1:")
+        servers = children(demo.pid)
+        assert len(servers) == 1 and "serve" in command_line(servers[0])
+        demo.send_signal(signal.SIGKILL)
+        demo.wait(timeout=10)
+        assert poll_until(lambda: not alive(servers[0]), 2.0), "the policy server outlived the demo's SIGKILL by 2 s"
+    finally:
+        os.killpg(demo.pid, signal.SIGKILL)
+        demo.wait(timeout=10)
+
+
+def test_a_child_started_after_its_parent_died_ends_at_once():
+    """The race: the parent dies between spawning the child and the child arming the kernel's signal."""
+    script = "from robofollow_ros.child_process import follow_parent; follow_parent(); import time; time.sleep(60)"
+    env = child_env()
+    env[PARENT_PID_ENV] = str(2**22 + 1)  # a parent that is not ours: as if it had died already
+    child = subprocess.run([sys.executable, "-c", script], env=env, timeout=30)
+    assert child.returncode == -signal.SIGTERM
+
+
+def test_without_the_variable_nothing_is_armed():
+    script = ("import os; os.environ.pop('ROBOFOLLOW_PARENT_PID', None); "
+              "from robofollow_ros.child_process import follow_parent; print(follow_parent())")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "False"
