@@ -12,7 +12,7 @@ import pytest
 
 from robofollow_ros.cli._common import EXIT_OK, EXIT_PORT_IN_USE, EXIT_TRIALS_FAILED
 from robofollow_ros.policy.hold import HoldPolicy
-from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
+from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
 from robofollow_ros.preflight import PolicyUnreachable, PortInUse, port_free, reach_policy
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]

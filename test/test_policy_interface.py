@@ -9,9 +9,9 @@ from robofollow_ros.policy.drills import FaultyPolicy, RecordingPolicy, make_obs
 from robofollow_ros.policy.guard import PolicyBusyError, PolicyTimeoutError, TimeoutGuardedPolicy
 from robofollow_ros.policy.hold import HoldPolicy
 from robofollow_ros.policy.interface import Policy, PolicyOutputError, ValidatedPolicy, validate_actions
-from robofollow_ros.policy.openpi_client import OpenpiWebsocketPolicy
 from robofollow_ros.policy.spec import PolicySpecError, builtin_names, load_policy, register_builtin
-from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy
+from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
+from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
 
 
 @pytest.mark.parametrize(

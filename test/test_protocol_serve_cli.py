@@ -21,9 +21,9 @@ from robofollow_ros.cli._common import EXIT_PORT_IN_USE
 from robofollow_ros.policy.drills import make_observation
 from robofollow_ros.policy.echo import instruction_code
 from robofollow_ros.policy.hold import HoldPolicy
-from robofollow_ros.policy.openpi_adapter import to_openpi_observation
 from robofollow_ros.policy.spec import load_policy
-from robofollow_ros.policy.tcp_client import RemotePolicyError
+from robofollow_ros.policy.wire.common import RemotePolicyError
+from robofollow_ros.policy.wire.openpi.observation import to_openpi_observation
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 pytestmark = [

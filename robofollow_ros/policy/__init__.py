@@ -1,8 +1,8 @@
 """Policies and how they travel: the interface, SPEC loading, the RoboFollow TCP and openpi
 websocket protocols (client and server each), and chunk execution. See docs/protocols.md.
 
-Only the light pieces are re-exported here; transports (``tcp_client``, ``openpi_client``, the
-servers) are imported from their modules, or built for you by :func:`load_policy`.
+Only the light pieces are re-exported here; transports (``wire/``: each protocol's client and
+server) are imported from their modules, or built for you by :func:`load_policy`.
 """
 
 from robofollow_ros.policy.interface import (

@@ -113,10 +113,10 @@ def _build(spec: str, kwargs: dict[str, Any]) -> Any:
         if not 0 < port < 65536:
             raise PolicySpecError(f"policy spec {spec!r}: port {port} is outside 1..65535")
         if remote["scheme"] == "tcp":
-            from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy
+            from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
 
             return _call(spec, RoboFollowTcpPolicy, {"host": host, "port": port, **kwargs})
-        from robofollow_ros.policy.openpi_client import OpenpiWebsocketPolicy
+        from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
 
         return _call(spec, OpenpiWebsocketPolicy, {"host": host, "port": port, **kwargs})
     if "://" in spec:
