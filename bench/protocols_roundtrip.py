@@ -24,8 +24,8 @@ import websockets.sync.client
 from benchdoc import write_section
 from openpi_client import msgpack_numpy as openpi_msgpack
 
-from robofollow_ros.policy.drills import make_observation
-from robofollow_ros.policy.hold import HoldPolicy
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import make_observation
 from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
 from robofollow_ros.policy.wire.openpi.codec import packb, unpackb
 from robofollow_ros.policy.wire.openpi.observation import to_openpi_observation

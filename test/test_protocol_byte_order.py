@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from openpi_client import msgpack_numpy as openpi_msgpack
 
-from robofollow_ros.policy.drills import RecordingPolicy
+from robofollow_ros.policy.drills.scripted import RecordingPolicy
 from robofollow_ros.policy.wire.common import WireFormatError
 from robofollow_ros.policy.wire.openpi.codec import unpackb
 from robofollow_ros.policy.wire.robofollow.codec import decode_message

@@ -18,8 +18,8 @@ import websockets.sync.client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robofollow_ros.policy.drills import make_observation
-from robofollow_ros.policy.hold import HoldPolicy
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import make_observation
 from robofollow_ros.policy.wire.common import WireFormatError
 from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
 from robofollow_ros.policy.wire.openpi.codec import check_object_count, packb, unpackb

@@ -16,9 +16,9 @@ from openpi_client import image_tools
 from openpi_client import msgpack_numpy as openpi_msgpack
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-from robofollow_ros.policy.drills import FaultyPolicy, RecordingPolicy, make_observation
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import FaultyPolicy, RecordingPolicy, make_observation
 from robofollow_ros.policy.guard import TimeoutGuardedPolicy
-from robofollow_ros.policy.hold import HoldPolicy
 from robofollow_ros.policy.wire.common import RemotePolicyError
 from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
 from robofollow_ros.policy.wire.openpi.codec import packb, unpackb

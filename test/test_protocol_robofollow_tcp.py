@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from robofollow_ros.policy.drills import FaultyPolicy, RecordingPolicy, make_observation
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import FaultyPolicy, RecordingPolicy, make_observation
 from robofollow_ros.policy.guard import TimeoutGuardedPolicy
-from robofollow_ros.policy.hold import HoldPolicy
 from robofollow_ros.policy.interface import ValidatedPolicy
 from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
 from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import pytest
 from websockets.sync.client import connect
 
-from robofollow_ros.policy.drills import make_observation
+from robofollow_ros.policy.drills.scripted import make_observation
 from robofollow_ros.policy.wire.openpi.codec import unpackb
 from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
 from robofollow_ros.policy.wire.robofollow.framing import recv_frame, send_frame

@@ -31,25 +31,25 @@ class PolicySpecError(ValueError):
 
 # ------------------------------------------------------------------------------- built-ins
 def _hold(**kwargs: Any) -> Policy:
-    from robofollow_ros.policy.hold import HoldPolicy
+    from robofollow_ros.policy.baselines.hold import HoldPolicy
 
     return HoldPolicy(**kwargs)
 
 
 def _oracle(**kwargs: Any) -> Policy:
-    from robofollow_ros.policy.oracle import OraclePolicy
+    from robofollow_ros.policy.expert.oracle import OraclePolicy
 
     return OraclePolicy(**kwargs)
 
 
 def _blind(**kwargs: Any) -> Policy:
-    from robofollow_ros.policy.baselines import BlindPolicy
+    from robofollow_ros.policy.baselines.mirage import BlindPolicy
 
     return BlindPolicy(**kwargs)
 
 
 def _memorizer(**kwargs: Any) -> Policy:
-    from robofollow_ros.policy.baselines import MemorizerPolicy
+    from robofollow_ros.policy.baselines.mirage import MemorizerPolicy
 
     return MemorizerPolicy(**kwargs)
 
