@@ -103,8 +103,8 @@ def _call(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any
 def _build(spec: str, kwargs: dict[str, Any]) -> Any:
     if spec in _BUILTINS:
         return _call(spec, _BUILTINS[spec], kwargs)
-    if spec.startswith("learned:"):  # a checkpoint of `robofollow train` (learning/policy.py)
-        from robofollow_ros.learning.policy import learned_policy
+    if spec.startswith("learned:"):  # a checkpoint of `robofollow train` (learned/policy.py)
+        from robofollow_ros.policy.learned.policy import learned_policy
 
         return _call(spec, learned_policy, {"checkpoint": spec.removeprefix("learned:"), **kwargs})
     remote = _REMOTE.match(spec)
