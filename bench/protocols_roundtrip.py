@@ -3,7 +3,7 @@
 One RoboFollow observation (three 320×240 RGB images + 14 joints) goes to a ``hold`` policy and the
 chunk comes back, through (a) the RoboFollow TCP client and server, (b) the openpi websocket client
 and server, each measured as median and p99 over many calls. The codec comparison encodes and
-decodes the same messages with ``robofollow_ros.policy.msgpack_wire`` and with
+decodes the same messages with ``robofollow_ros.policy.wire.openpi.codec`` and with
 ``openpi_client.msgpack_numpy``, interleaved in one run so machine noise hits both alike.
 
 Run: ``.venv/bin/python bench/protocols_roundtrip.py [--calls 300]``. Rewrites the ``protocols``
@@ -24,15 +24,15 @@ import websockets.sync.client
 from benchdoc import write_section
 from openpi_client import msgpack_numpy as openpi_msgpack
 
-from robofollow_ros.policy.drills import make_observation
-from robofollow_ros.policy.hold import HoldPolicy
-from robofollow_ros.policy.msgpack_wire import packb, unpackb
-from robofollow_ros.policy.openpi_adapter import to_openpi_observation
-from robofollow_ros.policy.openpi_client import OpenpiWebsocketPolicy
-from robofollow_ros.policy.openpi_server import OpenpiPolicyServer
-from robofollow_ros.policy.robofollow_wire import decode_message, encode_message
-from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy, wire_observation
-from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import make_observation
+from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
+from robofollow_ros.policy.wire.openpi.codec import packb, unpackb
+from robofollow_ros.policy.wire.openpi.observation import to_openpi_observation
+from robofollow_ros.policy.wire.openpi.server import OpenpiPolicyServer
+from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy, wire_observation
+from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
+from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
 
 BLOCK = 20  # codec calls per timed block
 

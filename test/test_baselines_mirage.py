@@ -10,7 +10,12 @@ import pytest
 
 from robofollow_ros.benchmark import TrainingTask
 from robofollow_ros.evaluation.episode import EpisodeSettings, privileged_state, run_episode
-from robofollow_ros.policy.baselines import BlindPolicy, MemorizerPolicy, most_frequent_behaviour, text_similarity
+from robofollow_ros.policy.baselines.mirage import (
+    BlindPolicy,
+    MemorizerPolicy,
+    most_frequent_behaviour,
+    text_similarity,
+)
 from robofollow_ros.policy.interface import PolicyError
 from robofollow_ros.policy.spec import builtin_names, load_policy
 from robofollow_ros.sim.world import SimWorld

@@ -108,7 +108,7 @@ def test_a_node_removed_mid_run_loses_and_duplicates_nothing(
     def run() -> None:
         try:
             box["outcome"] = run_evaluation(config(
-                tmp_path / "run", policy="robofollow_ros.policy.drills:gated",
+                tmp_path / "run", policy="robofollow_ros.policy.drills.scripted:gated",
                 policy_kwargs={"gate": str(gate), "inner": "oracle"}, backend="ray", workers=0,
                 ray_address=cluster.address))
         except BaseException as exc:  # handed to the test thread

@@ -56,7 +56,7 @@ def test_run_writes_results_files_and_store(tmp_path):
 
 @pytest.mark.parametrize("mode", ["raise", "nan", "wrong_shape"])
 def test_a_failing_policy_fails_its_trials_and_the_run_goes_on(tmp_path, mode):
-    outcome = run_evaluation(_config(tmp_path, policy="robofollow_ros.policy.drills:faulty",
+    outcome = run_evaluation(_config(tmp_path, policy="robofollow_ros.policy.drills.scripted:faulty",
                                      policy_kwargs={"mode": mode}))
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert len(results) == 2 and len(outcome.failed_trials) == 2

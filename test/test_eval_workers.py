@@ -25,7 +25,7 @@ SELECTION = ["--scene", "scene1,scene2", "--levels", "L0", "--limit", "2", "--ro
 ORDER = ["L0_pickup_yellow_block_1_left", "L0_pickup_yellow_block_1_right", "L0_pickup_red_cylinder",
          "L0_pickup_left_cube"]
 VICTIM = ORDER[1]  # the second trial: the worker that replaces the dead one must run the last two
-DYING = "robofollow_ros.policy.drills:dying"
+DYING = "robofollow_ros.policy.drills.scripted:dying"
 TIMED_OUT = "PolicyTimeoutError: policy predict: no answer within"
 
 

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from robofollow_ros.exit_status import EXIT_OK, EXIT_PORT_IN_USE, EXIT_TRIALS_FAILED
-from robofollow_ros.policy.hold import HoldPolicy
-from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
 from robofollow_ros.preflight import PolicyUnreachable, PortInUse, port_free, reach_policy
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
@@ -21,7 +21,7 @@ ONE_TRIAL = ["--tasks", "L0_pickup_red_cylinder", "--rounds", "1", "--max-steps"
 
 @pytest.mark.parametrize(("policy", "status"), [
     (["--policy", "hold"], EXIT_OK),  # ran and scored low: a result, not a failure
-    (["--policy", "robofollow_ros.policy.drills:faulty", "--kwargs", '{"mode": "raise"}'], EXIT_TRIALS_FAILED),
+    (["--policy", "robofollow_ros.policy.drills.scripted:faulty", "--kwargs", '{"mode": "raise"}'], EXIT_TRIALS_FAILED),
 ])
 def test_eval_tells_trials_that_could_not_run_from_low_scores(tmp_path, policy, status):
     done = subprocess.run([*ROBOFOLLOW, "eval", *policy, *ONE_TRIAL, "--output", str(tmp_path / "run")],

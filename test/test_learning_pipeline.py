@@ -106,7 +106,7 @@ def test_train_writes_a_checkpoint_that_eval_runs_and_resume_continues(dataset: 
 
 
 def test_learned_policy_serves_over_tcp_with_the_same_actions(dataset: Path, tmp_path: Path) -> None:
-    from robofollow_ros.policy.drills import make_observation
+    from robofollow_ros.policy.drills.scripted import make_observation
     from robofollow_ros.policy.spec import load_policy
 
     ckpt = tmp_path / "bc.pt"

@@ -16,7 +16,7 @@ from robofollow_ros.evaluation.episode import EpisodeSettings, run_episode
 from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
 from robofollow_ros.policy.interface import ValidatedPolicy
 from robofollow_ros.policy.spec import load_policy
-from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy
+from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
 from robofollow_ros.sim.world import SimWorld
 
 pytestmark = pytest.mark.timeout(300)

@@ -10,8 +10,8 @@ import pytest
 import sapien
 
 from robofollow_ros.evaluation.episode import EpisodeSettings, privileged_state, run_episode
+from robofollow_ros.policy.expert.oracle import OraclePolicy
 from robofollow_ros.policy.interface import PolicyError
-from robofollow_ros.policy.oracle import OraclePolicy
 from robofollow_ros.sim.world import SimWorld
 
 REPRESENTATIVE = [

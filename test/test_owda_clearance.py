@@ -124,7 +124,7 @@ def test_a_push_that_leaves_its_object_in_the_way_comes_after_the_grasp_it_block
 
 def _run_lift(layout, seed: int, name: str) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """Lift ``name`` and put it back in SAPIEN; per other object, how far it moved (m)."""
-    from robofollow_ros.decisions.execute import Primitive
+    from robofollow_ros.decisions.primitive import Primitive
     from robofollow_ros.decisions.sim_primitives import PrimitiveRunner
 
     runner = PrimitiveRunner(layout, seed)
@@ -159,7 +159,7 @@ def test_sapien_agrees_where_the_model_says_there_is_no_room(registry) -> None: 
 @pytest.mark.parametrize(("scene", "key", "sphere"), [("scene4", "scene4.1", "red_sphere"),
                                                      ("scene1", "default", "green_sphere")])
 def test_a_sphere_set_back_stays_where_it_was_put(registry, scene: str, key: str, sphere: str) -> None:  # type: ignore[no-untyped-def]
-    from robofollow_ros.decisions.execute import Primitive
+    from robofollow_ros.decisions.primitive import Primitive
     from robofollow_ros.decisions.sim_primitives import PrimitiveRunner
 
     runner = PrimitiveRunner(registry.layout(scene, key), 3)

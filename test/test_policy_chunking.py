@@ -7,9 +7,9 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
+from robofollow_ros.policy.baselines.hold import HoldPolicy
 from robofollow_ros.policy.chunking import AsyncChunkExecutor, SyncChunkExecutor
-from robofollow_ros.policy.drills import FaultyPolicy, RecordingPolicy, make_observation
-from robofollow_ros.policy.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import FaultyPolicy, RecordingPolicy, make_observation
 from robofollow_ros.policy.interface import PolicyOutputError
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robofollow_ros.policy.drills import FaultyPolicy, RecordingPolicy, make_observation
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import FaultyPolicy, RecordingPolicy, make_observation
 from robofollow_ros.policy.guard import PolicyBusyError, PolicyTimeoutError, TimeoutGuardedPolicy
-from robofollow_ros.policy.hold import HoldPolicy
 from robofollow_ros.policy.interface import Policy, PolicyOutputError, ValidatedPolicy, validate_actions
-from robofollow_ros.policy.openpi_client import OpenpiWebsocketPolicy
 from robofollow_ros.policy.spec import PolicySpecError, builtin_names, load_policy, register_builtin
-from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy
+from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
+from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_load_policy_builtin_hold_with_kwargs_is_validated() -> None:
 
 
 def test_load_policy_module_function_with_kwargs() -> None:
-    policy = load_policy("robofollow_ros.policy.drills:recording", {"chunk_size": 6}, validate=False)
+    policy = load_policy("robofollow_ros.policy.drills.scripted:recording", {"chunk_size": 6}, validate=False)
     assert isinstance(policy, RecordingPolicy) and policy.chunk_size == 6
 
 
@@ -121,12 +121,12 @@ def test_remote_specs_build_lazy_clients_without_connecting() -> None:
         ("", None, "empty"),
         ("nonsense", None, "not a built-in"),
         ("no_such_module_xyz:make", None, "cannot import module"),
-        ("robofollow_ros.policy.drills:nothing_here", None, "no callable 'nothing_here'"),
+        ("robofollow_ros.policy.drills.scripted:nothing_here", None, "no callable 'nothing_here'"),
         ("hold", {"chunk": 3}, "bad kwargs"),
         ("hold", {"chunk_size": -1}, "chunk_size"),
         ("tcp://127.0.0.1:99999", None, "port 99999"),
         ("http://127.0.0.1:80", None, "tcp://HOST:PORT"),
-        ("robofollow_ros.policy.drills:make_observation", None, "no reset"),
+        ("robofollow_ros.policy.drills.scripted:make_observation", None, "no reset"),
     ],
 )
 def test_bad_specs_name_the_spec(spec: str, kwargs: dict | None, fragment: str) -> None:

@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 from openpi_client import msgpack_numpy as openpi_msgpack
 
-from robofollow_ros.policy.drills import RecordingPolicy
-from robofollow_ros.policy.msgpack_wire import unpackb
-from robofollow_ros.policy.robofollow_wire import WireFormatError, decode_message
-from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
-from robofollow_ros.policy.wire_frames import recv_frame, send_frame
+from robofollow_ros.policy.drills.scripted import RecordingPolicy
+from robofollow_ros.policy.wire.common import WireFormatError
+from robofollow_ros.policy.wire.openpi.codec import unpackb
+from robofollow_ros.policy.wire.robofollow.codec import decode_message
+from robofollow_ros.policy.wire.robofollow.framing import recv_frame, send_frame
+from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
 
 
 def official_json(message: Any) -> bytes:

@@ -18,21 +18,21 @@ import websockets.sync.client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robofollow_ros.policy.drills import make_observation
-from robofollow_ros.policy.hold import HoldPolicy
-from robofollow_ros.policy.msgpack_wire import check_object_count, packb, unpackb
-from robofollow_ros.policy.openpi_adapter import to_openpi_observation
-from robofollow_ros.policy.openpi_client import OpenpiWebsocketPolicy
-from robofollow_ros.policy.openpi_server import OpenpiPolicyServer
-from robofollow_ros.policy.robofollow_wire import (
-    WireFormatError,
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import make_observation
+from robofollow_ros.policy.wire.common import WireFormatError
+from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
+from robofollow_ros.policy.wire.openpi.codec import check_object_count, packb, unpackb
+from robofollow_ros.policy.wire.openpi.observation import to_openpi_observation
+from robofollow_ros.policy.wire.openpi.server import OpenpiPolicyServer
+from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy, wire_observation
+from robofollow_ros.policy.wire.robofollow.codec import (
     decode_array,
     decode_message,
     encode_message,
 )
-from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy, wire_observation
-from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
-from robofollow_ros.policy.wire_frames import recv_frame, send_frame
+from robofollow_ros.policy.wire.robofollow.framing import recv_frame, send_frame
+from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
 
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

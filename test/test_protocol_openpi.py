@@ -16,19 +16,19 @@ from openpi_client import image_tools
 from openpi_client import msgpack_numpy as openpi_msgpack
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-from robofollow_ros.policy.drills import FaultyPolicy, RecordingPolicy, make_observation
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import FaultyPolicy, RecordingPolicy, make_observation
 from robofollow_ros.policy.guard import TimeoutGuardedPolicy
-from robofollow_ros.policy.hold import HoldPolicy
-from robofollow_ros.policy.msgpack_wire import packb, unpackb
-from robofollow_ros.policy.openpi_adapter import (
+from robofollow_ros.policy.wire.common import RemotePolicyError
+from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
+from robofollow_ros.policy.wire.openpi.codec import packb, unpackb
+from robofollow_ros.policy.wire.openpi.observation import (
     ObservationError,
     from_openpi_observation,
     resize_with_pad,
     to_openpi_observation,
 )
-from robofollow_ros.policy.openpi_client import OpenpiWebsocketPolicy
-from robofollow_ros.policy.openpi_server import INTERNAL_ERROR_REASON, OpenpiPolicyServer
-from robofollow_ros.policy.tcp_client import RemotePolicyError
+from robofollow_ros.policy.wire.openpi.server import INTERNAL_ERROR_REASON, OpenpiPolicyServer
 
 # openpi-client (the reference peer, not our code) connects without a context manager.
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager:DeprecationWarning")

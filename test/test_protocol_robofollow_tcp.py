@@ -15,19 +15,19 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from robofollow_ros.policy.drills import FaultyPolicy, RecordingPolicy, make_observation
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import FaultyPolicy, RecordingPolicy, make_observation
 from robofollow_ros.policy.guard import TimeoutGuardedPolicy
-from robofollow_ros.policy.hold import HoldPolicy
 from robofollow_ros.policy.interface import ValidatedPolicy
-from robofollow_ros.policy.robofollow_wire import (
+from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
+from robofollow_ros.policy.wire.robofollow.codec import (
     MAX_FRAME_BYTES,
-    WireFormatError,
     decode_message,
     encode_message,
 )
-from robofollow_ros.policy.tcp_client import RemotePolicyError, RoboFollowTcpPolicy
-from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
-from robofollow_ros.policy.wire_frames import recv_frame, send_frame
+from robofollow_ros.policy.wire.robofollow.framing import recv_frame, send_frame
+from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
 
 
 @pytest.fixture

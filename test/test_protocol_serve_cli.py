@@ -18,12 +18,12 @@ import pytest
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
 from robofollow_ros.exit_status import EXIT_PORT_IN_USE
-from robofollow_ros.policy.drills import make_observation
-from robofollow_ros.policy.echo import instruction_code
-from robofollow_ros.policy.hold import HoldPolicy
-from robofollow_ros.policy.openpi_adapter import to_openpi_observation
+from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.echo import instruction_code
+from robofollow_ros.policy.drills.scripted import make_observation
 from robofollow_ros.policy.spec import load_policy
-from robofollow_ros.policy.tcp_client import RemotePolicyError
+from robofollow_ros.policy.wire.common import RemotePolicyError
+from robofollow_ros.policy.wire.openpi.observation import to_openpi_observation
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 pytestmark = [
@@ -51,9 +51,9 @@ def serving(*args: str) -> Iterator[tuple[subprocess.Popen[str], int]]:
 def test_tcp_serve_gives_the_same_actions_as_the_in_process_policy_and_closes_on_sigterm(tmp_path: Path) -> None:
     marker = tmp_path / "closed"
     kwargs = f'{{"chunk_size": 4, "close_marker": "{marker}"}}'
-    with serving("--policy", "robofollow_ros.policy.drills:recording", "--kwargs", kwargs) as (proc, port):
+    with serving("--policy", "robofollow_ros.policy.drills.scripted:recording", "--kwargs", kwargs) as (proc, port):
         remote = load_policy(f"tcp://127.0.0.1:{port}", {"timeout_s": 30, "connect_attempts": 2})
-        local = load_policy("robofollow_ros.policy.drills:recording", {"chunk_size": 4})
+        local = load_policy("robofollow_ros.policy.drills.scripted:recording", {"chunk_size": 4})
         for policy in (remote, local):
             policy.reset()
             policy.set_instruction("pick the cube")
@@ -68,7 +68,7 @@ def test_tcp_serve_gives_the_same_actions_as_the_in_process_policy_and_closes_on
 
 def test_tcp_serve_debug_flag_controls_tracebacks() -> None:
     for debug, expect_full in (((), False), (("--debug",), True)):
-        with serving("--policy", "robofollow_ros.policy.drills:faulty", *debug) as (proc, port):
+        with serving("--policy", "robofollow_ros.policy.drills.scripted:faulty", *debug) as (proc, port):
             remote = load_policy(f"tcp://127.0.0.1:{port}", {"timeout_s": 30})
             with pytest.raises(RemotePolicyError) as info:
                 remote.predict(make_observation())
@@ -79,7 +79,7 @@ def test_tcp_serve_debug_flag_controls_tracebacks() -> None:
 
 
 def test_a_hung_policy_times_out_and_sigterm_still_stops_the_server() -> None:
-    args = ("--policy", "robofollow_ros.policy.drills:faulty", "--kwargs", '{"mode": "hang"}',
+    args = ("--policy", "robofollow_ros.policy.drills.scripted:faulty", "--kwargs", '{"mode": "hang"}',
             "--policy-timeout", "0.3")
     with serving(*args) as (proc, port):
         remote = load_policy(f"tcp://127.0.0.1:{port}", {"timeout_s": 30})
@@ -117,8 +117,8 @@ def test_openpi_serve_answers_the_openpi_client() -> None:
         (["--policy", "hold", "--max-connections", "0"], "--max-connections: 0"),
         (["--policy", "hold", "--frame-timeout", "0"], "--frame-timeout"),
         (["--policy", "hold", "--batch-size", "4"], "no predict_batch"),
-        (["--policy", "robofollow_ros.policy.drills:recording", "--batch-size", "4"], "no shareable = True"),
-        (["--policy", "robofollow_ros.policy.echo:shared_echo", "--batch-size", "4", "--batch-wait-ms", "-1"],
+        (["--policy", "robofollow_ros.policy.drills.scripted:recording", "--batch-size", "4"], "no shareable = True"),
+        (["--policy", "robofollow_ros.policy.drills.echo:shared_echo", "--batch-size", "4", "--batch-wait-ms", "-1"],
          "--batch-wait-ms"),
     ],
 )
@@ -138,7 +138,7 @@ def test_a_port_in_use_exits_6_with_one_line() -> None:
 
 
 def test_openpi_serve_batches_a_shareable_policy_and_each_client_keeps_its_prompt() -> None:
-    args = ("--protocol", "openpi", "--policy", "robofollow_ros.policy.echo:shared_echo", "--kwargs",
+    args = ("--protocol", "openpi", "--policy", "robofollow_ros.policy.drills.echo:shared_echo", "--kwargs",
             '{"delay_s": 0.05}', "--batch-size", "4", "--batch-wait-ms", "200")
     with serving(*args) as (proc, port):
         clients = [WebsocketClientPolicy("127.0.0.1", port) for _ in range(6)]

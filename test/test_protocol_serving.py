@@ -2,7 +2,7 @@
 clients that block nobody, a connection cap, deadlines a trickle cannot stretch, dynamic batching.
 
 Real loopback sockets throughout; openpi-client (PyPI) is the independent openpi peer. The echo
-drills (policy/echo.py) put the instruction's code and the step since reset into every chunk, so a
+drills (policy/drills/echo.py) put the instruction's code and the step since reset into every chunk, so a
 server that mixed two connections' sessions is caught by the numbers.
 """
 
@@ -20,17 +20,18 @@ import numpy as np
 import pytest
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-from robofollow_ros.policy.batching import BatchSettings, DynamicBatcher
-from robofollow_ros.policy.drills import make_observation
-from robofollow_ros.policy.echo import EchoPolicy, SharedEchoPolicy, instruction_code
-from robofollow_ros.policy.openpi_adapter import to_openpi_observation
-from robofollow_ros.policy.openpi_client import OpenpiWebsocketPolicy
-from robofollow_ros.policy.openpi_server import OpenpiPolicyServer
-from robofollow_ros.policy.robofollow_wire import decode_message, encode_message
-from robofollow_ros.policy.sessions import PolicySessions
-from robofollow_ros.policy.tcp_client import RemotePolicyError, RoboFollowTcpPolicy
-from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
-from robofollow_ros.policy.wire_frames import recv_frame, send_frame
+from robofollow_ros.policy.drills.echo import EchoPolicy, SharedEchoPolicy, instruction_code
+from robofollow_ros.policy.drills.scripted import make_observation
+from robofollow_ros.policy.wire.batching import BatchSettings, DynamicBatcher
+from robofollow_ros.policy.wire.common import RemotePolicyError
+from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
+from robofollow_ros.policy.wire.openpi.observation import to_openpi_observation
+from robofollow_ros.policy.wire.openpi.server import OpenpiPolicyServer
+from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
+from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
+from robofollow_ros.policy.wire.robofollow.framing import recv_frame, send_frame
+from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
+from robofollow_ros.policy.wire.sessions import PolicySessions
 from waiting import poll_until
 
 pytestmark = [

@@ -66,8 +66,8 @@ def _assert_complete(run_dir: Path) -> list[dict[str, Any]]:
 def test_a_second_evaluator_is_refused_with_the_holder_named(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     sleeper = json.dumps({"mode": "sleep", "sleep_s": 600})
-    first = subprocess.Popen([ROBOFOLLOW, "eval", "--policy", "robofollow_ros.policy.drills:dying", "--kwargs", sleeper,
-                              "--policy-timeout", "600", *SELECTION, "--output", str(run_dir)],
+    first = subprocess.Popen([ROBOFOLLOW, "eval", "--policy", "robofollow_ros.policy.drills.scripted:dying",
+                              "--kwargs", sleeper, "--policy-timeout", "600", *SELECTION, "--output", str(run_dir)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         lock = run_dir / ".robofollow.lock"
@@ -77,7 +77,7 @@ def test_a_second_evaluator_is_refused_with_the_holder_named(tmp_path: Path) -> 
         errors = _error_lines(second.stderr)
         assert len(errors) == 1 and "Traceback" not in second.stderr
         assert f"in use by pid {first.pid}" in errors[0]
-        assert "eval --policy robofollow_ros.policy.drills:dying" in errors[0]  # the holder's command line
+        assert "eval --policy robofollow_ros.policy.drills.scripted:dying" in errors[0]  # the holder's command line
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 import pytest
 from websockets.sync.client import connect
 
-from robofollow_ros.policy.drills import make_observation
-from robofollow_ros.policy.msgpack_wire import unpackb
-from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy
-from robofollow_ros.policy.wire_frames import recv_frame, send_frame
+from robofollow_ros.policy.drills.scripted import make_observation
+from robofollow_ros.policy.wire.openpi.codec import unpackb
+from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
+from robofollow_ros.policy.wire.robofollow.framing import recv_frame, send_frame
 
 pytestmark = pytest.mark.timeout(300)
 GIB = 1 << 30

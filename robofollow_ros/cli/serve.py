@@ -79,11 +79,11 @@ def _check_limits(args: argparse.Namespace) -> None:
 
 def _sessions(args: argparse.Namespace, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """(PolicySessions, the shared policy the caller must close or None)."""
-    from robofollow_ros.policy.batching import BatchSettings, DynamicBatcher
     from robofollow_ros.policy.guard import TimeoutGuardedPolicy
     from robofollow_ros.policy.interface import close_policy
-    from robofollow_ros.policy.sessions import PolicySessions, declares_shareable
     from robofollow_ros.policy.spec import PolicySpecError, load_policy
+    from robofollow_ros.policy.wire.batching import BatchSettings, DynamicBatcher
+    from robofollow_ros.policy.wire.sessions import PolicySessions, declares_shareable
 
     try:
         first = load_policy(args.policy, kwargs)  # bad SPECs fail here, before listening
@@ -123,11 +123,11 @@ def _serve(args: argparse.Namespace) -> int:
     server: Any
     try:
         if args.protocol == "openpi":
-            from robofollow_ros.policy.openpi_server import OpenpiPolicyServer
+            from robofollow_ros.policy.wire.openpi.server import OpenpiPolicyServer
 
             server = OpenpiPolicyServer(sessions, args.host, args.port, metadata={"policy": args.policy}, **limits)
         else:
-            from robofollow_ros.policy.tcp_server import RoboFollowTcpServer
+            from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
 
             server = RoboFollowTcpServer(sessions, args.host, args.port, **limits)
     except OSError as exc:

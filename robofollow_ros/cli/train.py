@@ -35,8 +35,8 @@ def register(subparsers: Any) -> None:
 def _train(args: argparse.Namespace) -> int:
     from robofollow_ros.cli.collect import parse_size
     from robofollow_ros.datasets.reader import DatasetError
-    from robofollow_ros.learning.checkpoint import CheckpointError
     from robofollow_ros.learning.train import TrainConfig, train
+    from robofollow_ros.policy.learned.checkpoint import CheckpointError
 
     width, height = parse_size(args.image_size)
     try:

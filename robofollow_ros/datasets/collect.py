@@ -101,7 +101,7 @@ _STATE: dict[str, Any] = {}
 
 
 def _init_worker(config: CollectConfig) -> None:
-    from robofollow_ros.policy.oracle import OraclePolicy
+    from robofollow_ros.policy.expert.oracle import OraclePolicy
     from robofollow_ros.sim.camera_settings import CameraSettings
     from robofollow_ros.sim.world import SimWorld
 

@@ -4,6 +4,6 @@ ROS-free and light to import (no SAPIEN, torch or rclpy at module level). Module
 ``anchors`` / ``authoring`` / ``capture`` (physical decision anchors), ``solver`` (symbolic tasks and
 their unique decision), ``language`` (templates and the strict reader), ``candidates`` / ``generator``
 (families at the benchmark's sizes), ``validate``, ``suite_io``, ``prompt`` / ``chat_client`` /
-``deciders`` (decision models), ``metrics`` / ``evaluate``, ``execute`` / ``sim_primitives`` (SAPIEN).
-See docs/owda.md.
+``deciders`` (decision models), ``metrics`` / ``evaluate``, ``execute`` / ``primitive`` /
+``sim_primitives`` (SAPIEN). See docs/owda.md.
 """

@@ -13,7 +13,6 @@ raises ``ExecutionUnavailable`` instead of pretending.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from robofollow_ros.benchmark.records import Layout
@@ -21,6 +20,7 @@ from robofollow_ros.decisions.anchors import Anchor
 from robofollow_ros.decisions.deciders import ReferenceDecider
 from robofollow_ros.decisions.errors import OwdaError
 from robofollow_ros.decisions.language import parse
+from robofollow_ros.decisions.primitive import Primitive, StepResult
 from robofollow_ros.decisions.solver import TaskSpec, forbidden_containers
 from robofollow_ros.decisions.world import WorldState, pick_order
 
@@ -34,20 +34,6 @@ PUSHED_EXTRA_M = 0.02
 
 class ExecutionUnavailable(OwdaError):
     """The primitive cannot be executed with the planners present in this checkout."""
-
-
-@dataclass(frozen=True)
-class Primitive:
-    verb: str
-    obj: str
-    target: str | None = None
-    #: lift only: put the object down on a free spot of the table instead of back where it was
-    set_aside: bool = False
-
-    @property
-    def label(self) -> str:
-        return f"{self.verb}:{self.obj}" + (f"->{self.target}" if self.target else "") + (
-            " (set aside)" if self.set_aside else "")
 
 
 def decide(anchor: Anchor, instruction: str) -> tuple[tuple[str, ...], TaskSpec]:
@@ -112,7 +98,7 @@ def execute_decision(anchor: Anchor, decision: tuple[str, ...], expected: tuple[
     brushed rolls off) fails ``satisfied`` but not ``postconditions_met``, so the two can be told
     apart; execution stops only at a failed postcondition. ``spec`` names the bowls an N forbids.
     """
-    from robofollow_ros.decisions.sim_primitives import PrimitiveRunner, StepResult
+    from robofollow_ros.decisions.sim_primitives import PrimitiveRunner
 
     expected = decision if expected is None else expected
     forbidden = forbidden_containers(anchor, spec) if spec is not None else ()

@@ -24,16 +24,15 @@ Scene 4 layouts, a set-down sphere then stays within 4 mm of its spot (with the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from robofollow_ros.benchmark.records import Layout
+from robofollow_ros.decisions.primitive import Primitive, StepResult
 
 if TYPE_CHECKING:
     from robofollow_ros.benchmark.records import ObjectSpec
-    from robofollow_ros.decisions.execute import Primitive
     from robofollow_ros.policy.expert import PoseSnapshot
     from robofollow_ros.policy.expert.motion import MotionBuilder
 
@@ -59,13 +58,6 @@ def settle_release(mb: MotionBuilder, arm: str, release_tcp: np.ndarray, obj: Ob
     mb.grip(arm, skills.RELEASE_OPEN)
     mb.hold(SETTLE_ROWS)
     mb.move(arm, release_tcp + np.array([0.0, 0.0, skills.RETREAT]), 2)
-
-
-@dataclass(frozen=True)
-class StepResult:
-    label: str
-    ok: bool
-    detail: str
 
 
 class PrimitiveRunner:

@@ -1,8 +1,9 @@
-"""A learned baseline: language-conditioned visuomotor behaviour cloning with action chunking.
+"""Training the learned baseline (``robofollow train``): behaviour cloning with action chunking.
 
-``data`` loads a LeRobot v3.0 dataset into arrays; ``text`` turns an instruction into hashed word
-and bigram ids; ``model`` is the network (a small CNN over the three cameras, FiLM-conditioned on
-the instruction, spatial-softmax keypoints, an MLP head predicting a chunk of future joint targets);
-``train`` fits it on the CPU; ``checkpoint`` saves and validates; ``policy`` serves it as
-``learned:CKPT`` through the ordinary Policy interface. torch is imported only here.
+``batches`` turns a loaded LeRobot v3.0 dataset (``datasets.reader``) into random mini-batches of
+(three images, instruction ids, state) → normalised action chunk; ``train`` fits the network on the
+CPU, resumable and seeded. The network, the checkpoint format, the text ids, the scaling and the
+policy that serves a checkpoint as ``learned:CKPT`` live in ``policy/learned/``: training imports
+them from there, and nothing in ``policy/`` imports this package. torch is imported only here and
+in ``policy/learned/``.
 """

@@ -8,32 +8,15 @@ cheap augmentation that keeps a small CNN from memorising pixels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from robofollow_ros.contract import CAMERA_NAMES
 from robofollow_ros.datasets.reader import LoadedDataset
-from robofollow_ros.learning.text import token_ids
+from robofollow_ros.policy.learned.scaling import Normaliser, images_tensor
+from robofollow_ros.policy.learned.text import token_ids
 
 MIN_STD = 1e-3
-
-
-@dataclass
-class Normaliser:
-    state_mean: np.ndarray
-    state_std: np.ndarray
-    delta_mean: np.ndarray
-    delta_std: np.ndarray
-
-    def to_dict(self) -> dict[str, list[float]]:
-        return {k: [float(x) for x in getattr(self, k)] for k in ("state_mean", "state_std", "delta_mean", "delta_std")}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, list[float]]) -> Normaliser:
-        return cls(*(np.asarray(data[k], dtype=np.float32) for k in ("state_mean", "state_std", "delta_mean",
-                                                                         "delta_std")))
 
 
 def chunk_index(data: LoadedDataset, chunk: int) -> np.ndarray:
@@ -50,12 +33,6 @@ def fit_normaliser(data: LoadedDataset, future: np.ndarray) -> Normaliser:
     return Normaliser(data.state.mean(0), np.maximum(data.state.std(0), MIN_STD),
                       delta.reshape(-1, delta.shape[-1]).mean(0), np.maximum(delta.reshape(-1, delta.shape[-1]).std(0),
                                                                              MIN_STD))
-
-
-def images_tensor(frames: list[np.ndarray] | np.ndarray) -> torch.Tensor:
-    """uint8 [..., cams, H, W, 3] → float [..., cams, 3, H, W] in [-0.5, 0.5]."""
-    x = torch.as_tensor(np.asarray(frames)).float().div_(255.0).sub_(0.5)
-    return x.movedim(-1, -3)
 
 
 def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:

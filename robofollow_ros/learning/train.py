@@ -20,9 +20,10 @@ import numpy as np
 import torch
 
 from robofollow_ros.datasets.reader import DatasetError, LoadedDataset, load_dataset, read_info
-from robofollow_ros.learning.batches import Batches, Normaliser
-from robofollow_ros.learning.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from robofollow_ros.learning.model import ChunkPolicyNet, ModelConfig
+from robofollow_ros.learning.batches import Batches
+from robofollow_ros.policy.learned.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from robofollow_ros.policy.learned.model import ChunkPolicyNet, ModelConfig
+from robofollow_ros.policy.learned.scaling import Normaliser
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,13 @@
 """Policy SPEC strings: how a user names a policy on the command line.
 
-``hold`` and other built-ins (registered by name, so later baselines such as ``oracle`` add
-themselves with :func:`register_builtin` without touching this file), ``module:function`` (a
-factory called with the JSON kwargs), ``tcp://HOST:PORT`` (a RoboFollow policy server) and
-``openpi://HOST:PORT`` (an openpi websocket server) and ``learned:CKPT`` (a ``robofollow train`` checkpoint).
+``hold`` and the other built-ins (``oracle``, ``blind``, ``memorizer``, and names users add with
+:func:`register_builtin`), ``module:function`` (a factory called with the JSON kwargs),
+``tcp://HOST:PORT`` (a RoboFollow policy server), ``openpi://HOST:PORT`` (an openpi websocket
+server) and ``learned:CKPT`` (a ``robofollow train`` checkpoint).
+
+This module owns the table of built-in names. Each entry is a small factory that imports its
+policy's module only when called, so naming a built-in costs neither SAPIEN nor torch until the
+policy is built, and no policy module needs to import this one to register itself.
 """
 
 from __future__ import annotations
@@ -17,13 +21,41 @@ from robofollow_ros.policy.interface import Policy, ValidatedPolicy
 
 PolicyFactory = Callable[..., Policy]
 
-_BUILTINS: dict[str, PolicyFactory] = {}
 _REMOTE = re.compile(r"^(?P<scheme>tcp|openpi)://(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d{1,5})/?$")
 _FACTORY = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
 
 
 class PolicySpecError(ValueError):
     """A policy SPEC or its kwargs cannot be turned into a policy; the message names the SPEC."""
+
+
+# ------------------------------------------------------------------------------- built-ins
+def _hold(**kwargs: Any) -> Policy:
+    from robofollow_ros.policy.baselines.hold import HoldPolicy
+
+    return HoldPolicy(**kwargs)
+
+
+def _oracle(**kwargs: Any) -> Policy:
+    from robofollow_ros.policy.expert.oracle import OraclePolicy
+
+    return OraclePolicy(**kwargs)
+
+
+def _blind(**kwargs: Any) -> Policy:
+    from robofollow_ros.policy.baselines.mirage import BlindPolicy
+
+    return BlindPolicy(**kwargs)
+
+
+def _memorizer(**kwargs: Any) -> Policy:
+    from robofollow_ros.policy.baselines.mirage import MemorizerPolicy
+
+    return MemorizerPolicy(**kwargs)
+
+
+#: SPEC name → factory. The package's own entries import nothing until called (see the module doc).
+_BUILTINS: dict[str, PolicyFactory] = {"hold": _hold, "oracle": _oracle, "blind": _blind, "memorizer": _memorizer}
 
 
 def register_builtin(name: str, factory: PolicyFactory) -> None:
@@ -33,32 +65,17 @@ def register_builtin(name: str, factory: PolicyFactory) -> None:
     _BUILTINS[name] = factory
 
 
-def _register_package_builtins() -> None:
-    """Import ``policy.builtins`` (oracle, blind, memorizer) on first use; it registers itself."""
-    import robofollow_ros.policy.builtins  # noqa: F401
-
-
 def builtin_names() -> tuple[str, ...]:
-    _register_package_builtins()
     return tuple(sorted(_BUILTINS))
 
 
-def _hold(**kwargs: Any) -> Policy:
-    from robofollow_ros.policy.hold import HoldPolicy
-
-    return HoldPolicy(**kwargs)
-
-
-register_builtin("hold", _hold)
-
-
+# ------------------------------------------------------------------------------- loading
 def load_policy(spec: str, kwargs: dict[str, Any] | None = None, *, validate: bool = True) -> Policy:
     """Build the policy named by ``spec``; wrapped in :class:`ValidatedPolicy` unless ``validate`` is False.
 
     Remote specs accept the client's keyword arguments as kwargs (e.g. ``{"timeout_s": 300}``).
     """
     kwargs = dict(kwargs or {})
-    _register_package_builtins()
     if not isinstance(spec, str) or not spec.strip():
         raise PolicySpecError(f"policy spec: {spec!r} is empty; expected one of {_forms()}")
     spec = spec.strip()
@@ -86,8 +103,8 @@ def _call(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any
 def _build(spec: str, kwargs: dict[str, Any]) -> Any:
     if spec in _BUILTINS:
         return _call(spec, _BUILTINS[spec], kwargs)
-    if spec.startswith("learned:"):  # a checkpoint of `robofollow train` (learning/policy.py)
-        from robofollow_ros.learning.policy import learned_policy
+    if spec.startswith("learned:"):  # a checkpoint of `robofollow train` (learned/policy.py)
+        from robofollow_ros.policy.learned.policy import learned_policy
 
         return _call(spec, learned_policy, {"checkpoint": spec.removeprefix("learned:"), **kwargs})
     remote = _REMOTE.match(spec)
@@ -96,10 +113,10 @@ def _build(spec: str, kwargs: dict[str, Any]) -> Any:
         if not 0 < port < 65536:
             raise PolicySpecError(f"policy spec {spec!r}: port {port} is outside 1..65535")
         if remote["scheme"] == "tcp":
-            from robofollow_ros.policy.tcp_client import RoboFollowTcpPolicy
+            from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
 
             return _call(spec, RoboFollowTcpPolicy, {"host": host, "port": port, **kwargs})
-        from robofollow_ros.policy.openpi_client import OpenpiWebsocketPolicy
+        from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
 
         return _call(spec, OpenpiWebsocketPolicy, {"host": host, "port": port, **kwargs})
     if "://" in spec:

@@ -89,10 +89,10 @@ class SharedEchoPolicy:
 
 
 def echo(**kwargs: Any) -> EchoPolicy:
-    """Factory for ``robofollow_ros.policy.echo:echo``."""
+    """Factory for ``robofollow_ros.policy.drills.echo:echo``."""
     return EchoPolicy(**kwargs)
 
 
 def shared_echo(**kwargs: Any) -> SharedEchoPolicy:
-    """Factory for ``robofollow_ros.policy.echo:shared_echo``."""
+    """Factory for ``robofollow_ros.policy.drills.echo:shared_echo``."""
     return SharedEchoPolicy(**kwargs)

@@ -1,8 +1,9 @@
-"""Policies for drills: one that records what it was asked, one that misbehaves on purpose.
+"""Scripted drills: each policy does one known thing (records its calls, fails in a chosen way, kills
+its process, waits at a gate), plus :func:`make_observation`, the synthetic observation they are fed.
 
 They exist so that a user (and the test suite) can check a whole serving stack end to end, e.g.
-``robofollow serve --policy robofollow_ros.policy.drills:faulty --kwargs '{"mode": "nan"}'`` must
-give the evaluator a clean error, never a crash.
+``robofollow serve --policy robofollow_ros.policy.drills.scripted:faulty --kwargs '{"mode": "nan"}'``
+must give the evaluator a clean error, never a crash.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from robofollow_ros.contract import ACTION_DIM, CAMERA_OBS_KEYS, GRIPPER_INDEX
-from robofollow_ros.policy.hold import HoldPolicy
+from robofollow_ros.policy.baselines.hold import HoldPolicy
 from robofollow_ros.policy.interface import Observation, PolicyError
 
 

@@ -23,10 +23,9 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
 from robofollow_ros.policy.interface import Observation
-from robofollow_ros.policy.msgpack_wire import OPENPI_MAX_MESSAGE_BYTES, packb, unpackb
-from robofollow_ros.policy.openpi_adapter import OPENPI_IMAGE_SIZE, to_openpi_observation
-from robofollow_ros.policy.robofollow_wire import WireFormatError
-from robofollow_ros.policy.tcp_client import RemotePolicyError
+from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.openpi.codec import OPENPI_MAX_MESSAGE_BYTES, packb, unpackb
+from robofollow_ros.policy.wire.openpi.observation import OPENPI_IMAGE_SIZE, to_openpi_observation
 
 #: websockets >= 17 warns unless a long-lived connection says so explicitly; older versions lack the flag.
 _LONG_LIVED: dict[str, Any] = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}

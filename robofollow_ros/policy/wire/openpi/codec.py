@@ -5,7 +5,7 @@ An array is ``{b"__ndarray__": True, b"data": <raw bytes>, b"dtype": dtype.str, 
 and a NumPy scalar ``{b"__npgeneric__": True, b"data": item, b"dtype": dtype.str}``. The decoder
 accepts only numeric and boolean dtypes, checks that the shape's byte count equals the data length
 (so a hostile shape cannot allocate anything) and turns every malformed input into a
-:class:`~robofollow_ros.policy.robofollow_wire.WireFormatError`. Nothing here can unpickle.
+:class:`~robofollow_ros.policy.wire.common.WireFormatError`. Nothing here can unpickle.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from robofollow_ros.policy.robofollow_wire import MAX_NDIM, WireFormatError
+from robofollow_ros.policy.wire.common import MAX_NDIM, NUMERIC_KINDS, WireFormatError
 
-_NUMERIC_KINDS = frozenset("biuf")
 #: Largest websocket message either openpi side accepts by default: about 70 times a 3-camera
 #: 224×224 request (and 12 times three raw 640×480 frames).
 OPENPI_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
@@ -29,7 +28,7 @@ OPENPI_MAX_OBJECTS = 1_000_000
 
 def _pack_default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
-        if obj.dtype.kind not in _NUMERIC_KINDS:
+        if obj.dtype.kind not in NUMERIC_KINDS:
             raise WireFormatError(f"array dtype: {obj.dtype} cannot be sent (numeric and bool only)")
         return {
             b"__ndarray__": True,
@@ -39,7 +38,7 @@ def _pack_default(obj: Any) -> Any:
             b"shape": obj.shape,
         }
     if isinstance(obj, np.generic):
-        if obj.dtype.kind not in _NUMERIC_KINDS:
+        if obj.dtype.kind not in NUMERIC_KINDS:
             raise WireFormatError(f"scalar dtype: {obj.dtype} cannot be sent (numeric and bool only)")
         return {b"__npgeneric__": True, b"data": obj.item(), b"dtype": obj.dtype.str}
     raise TypeError(f"message: cannot encode {type(obj).__name__} as msgpack")
@@ -64,7 +63,7 @@ def _dtype(value: Any) -> np.dtype:
         dtype = np.dtype(text)
     except (TypeError, ValueError) as exc:
         raise WireFormatError(f"array dtype: {text!r} is not a NumPy dtype") from exc
-    if dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
         raise WireFormatError(f"array dtype: {text!r} is not numeric or bool")
     if dtype.isnative and len(_DTYPE_CACHE) < 256:  # valid native dtypes only, and only so many
         _DTYPE_CACHE[value] = dtype

@@ -17,18 +17,9 @@ import numpy as np
 
 from robofollow_ros.contract import CAMERA_OBS_KEYS
 from robofollow_ros.policy.interface import Observation, PolicyError
-from robofollow_ros.policy.robofollow_wire import WireFormatError, decode_message, encode_message
-from robofollow_ros.policy.wire_frames import check_frame_length, recv_frame, send_frame
-
-
-class RemotePolicyError(PolicyError, RuntimeError):
-    """The server answered with an error; ``remote_traceback`` is what it chose to share."""
-
-    def __init__(self, message: str, remote_traceback: str = "") -> None:
-        full = f"{message}\n--- server traceback ---\n{remote_traceback}" if remote_traceback else message
-        super().__init__(full)
-        self.remote_error = message
-        self.remote_traceback = remote_traceback
+from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
+from robofollow_ros.policy.wire.robofollow.framing import check_frame_length, recv_frame, send_frame
 
 
 def wire_observation(obs: Observation, instruction: str) -> dict[str, Any]:

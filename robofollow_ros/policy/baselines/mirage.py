@@ -24,10 +24,10 @@ import numpy as np
 
 from robofollow_ros.benchmark import Layout, TrainingTask
 from robofollow_ros.policy.expert.meaning import meaning_of_training_task
+from robofollow_ros.policy.expert.oracle import PlannerPolicy, current_vector
 from robofollow_ros.policy.expert.planner import ExpertPlanner
 from robofollow_ros.policy.expert.poses import PoseSnapshot, nominal_poses, poses_from_observation
 from robofollow_ros.policy.interface import Observation, PolicyError
-from robofollow_ros.policy.oracle import PlannerPolicy, current_vector
 
 SCENES = ("scene1", "scene2", "scene3", "scene4")
 

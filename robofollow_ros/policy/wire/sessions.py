@@ -11,7 +11,7 @@ never hands one stateful policy to two connections at once. Where sessions come 
   a true ``shareable`` attribute, promising that ``predict`` depends only on the observation. The
   server then keeps each connection's instruction and passes it as ``obs["instruction"]``;
   ``reset``/``set_instruction`` never reach the shared object. Calls are serialised, or batched by
-  a :class:`~robofollow_ros.policy.batching.DynamicBatcher` when the policy has ``predict_batch``.
+  a :class:`~robofollow_ros.policy.wire.batching.DynamicBatcher` when the policy has ``predict_batch``.
 - **one plain policy object** (a library caller with an instance): it serves one connection at a
   time. A new connection waits up to ``single_wait_s`` for the previous one to finish (a client
   that reconnects at once must not race the server noticing its old connection's end), then is
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from robofollow_ros.policy.batching import DynamicBatcher
 from robofollow_ros.policy.interface import Observation, Policy, PolicyError, ValidatedPolicy, close_policy
+from robofollow_ros.policy.wire.batching import DynamicBatcher
 
 PolicyFactory = Callable[[], Policy]
 

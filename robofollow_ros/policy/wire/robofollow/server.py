@@ -1,7 +1,7 @@
 """The RoboFollow policy server (spec section f): policies behind length-prefixed JSON on TCP.
 
 Unlike the reference server (one connection at a time, one policy shared by all), every
-connection is served in its own thread with its own policy session (``policy/sessions.py``), so
+connection is served in its own thread with its own policy session (``wire/sessions.py``), so
 many evaluator workers can share one server without changing each other's scores, and an idle
 client blocks nobody. Bounds a hostile or broken peer cannot stretch:
 
@@ -9,7 +9,7 @@ client blocks nobody. Bounds a hostile or broken peer cannot stretch:
 - ``idle_timeout_s`` for the first byte of a request, then a deadline of ``frame_timeout_s`` for the
   whole frame (a trickle of bytes does not extend it);
 - memory: a request body grows only as bytes arrive, its JSON structure is counted as it arrives
-  (``wire_frames.py``), and all connections together hold at most ``max_pending_bytes`` of
+  (``framing.py``), and all connections together hold at most ``max_pending_bytes`` of
   request bodies (a frame waits for room within its own deadline).
 
 Wire behaviour a reference peer can notice is unchanged: a bad length drops the connection
@@ -27,11 +27,17 @@ import threading
 import time
 from typing import Any
 
-from robofollow_ros.policy.errors_reply import describe_error
 from robofollow_ros.policy.interface import Policy, PolicyError
-from robofollow_ros.policy.robofollow_wire import PeerClosedError, WireFormatError, decode_message, encode_message
-from robofollow_ros.policy.sessions import PolicyFactory, PolicySessions, Session, SessionsBusyError
-from robofollow_ros.policy.wire_frames import (
+from robofollow_ros.policy.wire.common import (
+    DEFAULT_FRAME_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    PeerClosedError,
+    WireFormatError,
+    describe_error,
+)
+from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
+from robofollow_ros.policy.wire.robofollow.framing import (
     FrameBudget,
     MessageTooComplexError,
     check_frame_length,
@@ -39,9 +45,9 @@ from robofollow_ros.policy.wire_frames import (
     recv_header,
     send_frame,
 )
+from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session, SessionsBusyError
 
 LOG = logging.getLogger(__name__)
-DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_MAX_PENDING_BYTES = 512 * 1024 * 1024
 #: How long a refused connection is kept to read the client's request and let it read the refusal.
 REFUSAL_LINGER_S = 5.0
@@ -62,7 +68,8 @@ class RoboFollowTcpServer:
     """
 
     def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 8999, *,
-                 debug: bool = False, idle_timeout_s: float = 1800.0, frame_timeout_s: float = 60.0,
+                 debug: bool = False, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+                 frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, backlog: int = 128,
                  max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES) -> None:
         if max_connections < 1:

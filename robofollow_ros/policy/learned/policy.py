@@ -20,9 +20,9 @@ class LearnedPolicy:
     def __init__(self, checkpoint: str | Path, threads: int = 1) -> None:
         import torch
 
-        from robofollow_ros.learning.batches import Normaliser
-        from robofollow_ros.learning.checkpoint import CheckpointError, load_checkpoint
-        from robofollow_ros.learning.model import ChunkPolicyNet, ModelConfig
+        from robofollow_ros.policy.learned.checkpoint import CheckpointError, load_checkpoint
+        from robofollow_ros.policy.learned.model import ChunkPolicyNet, ModelConfig
+        from robofollow_ros.policy.learned.scaling import Normaliser
 
         payload = load_checkpoint(checkpoint)
         try:
@@ -45,7 +45,7 @@ class LearnedPolicy:
     def set_instruction(self, text: str) -> None:
         import torch
 
-        from robofollow_ros.learning.text import token_ids
+        from robofollow_ros.policy.learned.text import token_ids
 
         if not isinstance(text, str) or not text.strip():
             raise PolicyError(f"instruction: the learned policy needs words, got {text!r}")
@@ -71,7 +71,7 @@ class LearnedPolicy:
     def predict(self, obs: Observation) -> np.ndarray:
         import torch
 
-        from robofollow_ros.learning.batches import images_tensor
+        from robofollow_ros.policy.learned.scaling import images_tensor
 
         if self.tokens is None:
             raise PolicyError("learned policy: predict before set_instruction")

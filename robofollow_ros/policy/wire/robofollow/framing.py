@@ -5,7 +5,7 @@ stretch: ``idle_timeout_s`` for the first byte of a frame, then one *deadline* f
 (a trickle of one byte a second does not extend it). The body buffer grows as bytes arrive (a
 header that announces 128 MiB costs nothing until the bytes come), and the structural characters
 of a large JSON body are counted chunk by chunk, so a body with more containers or elements than
-:data:`~robofollow_ros.policy.robofollow_wire.WIRE_JSON_LIMITS` allows is refused after a few MB:
+:data:`~robofollow_ros.policy.wire.robofollow.codec.WIRE_JSON_LIMITS` allows is refused after a few MB:
 the rest of the frame is read and discarded (keeping the connection in step), then
 :class:`MessageTooComplexError` names the bound.
 """
@@ -20,7 +20,8 @@ import time
 from collections.abc import Iterator
 
 from robofollow_ros.jsonlimits import JsonLimits
-from robofollow_ros.policy.robofollow_wire import MAX_FRAME_BYTES, WIRE_JSON_LIMITS, PeerClosedError, WireFormatError
+from robofollow_ros.policy.wire.common import PeerClosedError, WireFormatError
+from robofollow_ros.policy.wire.robofollow.codec import MAX_FRAME_BYTES, WIRE_JSON_LIMITS
 
 _HEADER = struct.Struct(">I")
 #: Bytes asked of the kernel per read.

@@ -7,7 +7,7 @@ INTERNAL_ERROR; the text is one line unless ``debug``. ``GET /healthz`` answers 
 readiness probes. Binds 127.0.0.1 by default.
 
 Many clients at once (issue 16): each connection has its own policy session
-(``policy/sessions.py``); its episode starts (``reset`` + ``set_instruction``) on its first
+(``wire/sessions.py``); its episode starts (``reset`` + ``set_instruction``) on its first
 request and whenever its prompt changes, so one connection's prompt never reaches another's
 policy. Bounds: ``max_connections`` (the next connection is closed with 1013 TRY_AGAIN_LATER and a
 reason naming the limit), ``idle_timeout_s`` for the next message, a deadline of
@@ -29,12 +29,17 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
-from robofollow_ros.policy.errors_reply import describe_error
 from robofollow_ros.policy.interface import Policy
-from robofollow_ros.policy.msgpack_wire import OPENPI_MAX_MESSAGE_BYTES, packb, unpackb
-from robofollow_ros.policy.openpi_adapter import from_openpi_observation
-from robofollow_ros.policy.robofollow_wire import WireFormatError
-from robofollow_ros.policy.sessions import PolicyFactory, PolicySessions, Session
+from robofollow_ros.policy.wire.common import (
+    DEFAULT_FRAME_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    WireFormatError,
+    describe_error,
+)
+from robofollow_ros.policy.wire.openpi.codec import OPENPI_MAX_MESSAGE_BYTES, packb, unpackb
+from robofollow_ros.policy.wire.openpi.observation import from_openpi_observation
+from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
 
 LOG = logging.getLogger(__name__)
 INTERNAL_ERROR_REASON = "Internal server error. Traceback included in previous frame."
@@ -59,13 +64,14 @@ def _message_in_progress(ws: ServerConnection) -> bool:
 class OpenpiPolicyServer:
     """Serve a policy as an openpi websocket policy server on ``host:port`` (0 = any free port).
 
-    ``policy`` is what :class:`~robofollow_ros.policy.tcp_server.RoboFollowTcpServer` takes too: a
+    ``policy`` is what :class:`~robofollow_ros.policy.wire.robofollow.server.RoboFollowTcpServer` takes too: a
     :class:`PolicySessions`, a factory, a shareable policy, or one plain policy object.
     """
 
     def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 8000,
-                 *, debug: bool = False, metadata: dict[str, Any] | None = None, idle_timeout_s: float = 1800.0,
-                 frame_timeout_s: float = 60.0, max_connections: int = 64,
+                 *, debug: bool = False, metadata: dict[str, Any] | None = None,
+                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  max_message_bytes: int = OPENPI_MAX_MESSAGE_BYTES) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections: expected >= 1, got {max_connections}")

@@ -1,6 +1,6 @@
 """RoboFollow's TCP messages (spec section f): JSON with base64 NumPy arrays.
 
-Framing (a 4-byte big-endian length, then the JSON body) lives in ``wire_frames.py``. Arrays
+Framing (a 4-byte big-endian length, then the JSON body) lives in ``framing.py``. Arrays
 anywhere in the tree become ``{"__numpy_array__": true, "data": <base64 of the raw C-order bytes>,
 "dtype": <name>, "shape": [...]}``. The encoder keeps Python's ``json`` defaults (ASCII-escaped,
 ``", "`` and ``": "`` separators) so a reference peer sees byte-identical text.
@@ -8,8 +8,8 @@ anywhere in the tree become ``{"__numpy_array__": true, "data": <base64 of the r
 The decoder is the security boundary of the TCP server, so it never trusts a field: the dtype must
 be a numeric or bool dtype (either byte order, as the official decoder accepts), the shape's byte
 count must match the base64 length *before* anything is decoded or allocated, the JSON's shape is
-bounded (:data:`WIRE_JSON_LIMITS`), and every failure is a :class:`WireFormatError` naming the
-field and value.
+bounded (:data:`WIRE_JSON_LIMITS`), and every failure is a
+:class:`~robofollow_ros.policy.wire.common.WireFormatError` naming the field and value.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from robofollow_ros.jsonlimits import JsonLimitError, JsonLimits, loads_bounded
-from robofollow_ros.policy.interface import PolicyError
+from robofollow_ros.policy.wire.common import MAX_NDIM, NUMERIC_KINDS, WireFormatError
 
 #: Largest frame body either side accepts (spec: 134,217,728 bytes).
 MAX_FRAME_BYTES = 128 * 1024 * 1024
@@ -32,23 +32,13 @@ ALLOWED_DTYPES = frozenset(
     ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
      "float16", "float32", "float64"]
 )
-MAX_NDIM = 32
 #: Bounds on one message's JSON. A real observation has ~20 containers and ~60 commas; these leave
 #: room for arrays sent as plain JSON lists (a 640×480 RGB image as lists fits) while keeping the
 #: Python objects a hostile message can create to a few hundred MB. NaN/Infinity are accepted, as
 #: Python's (and the official) encoder writes them.
 WIRE_JSON_LIMITS = JsonLimits(max_bytes=128 * 1024 * 1024, max_depth=64, max_containers=1_000_000,
                               max_commas=2_000_000, max_int_digits=64, allow_nan=True)
-_NUMERIC_KINDS = frozenset("biuf")
 _DTYPES: dict[str, np.dtype] = {}
-
-
-class WireFormatError(PolicyError, ValueError):
-    """A frame or message that does not follow the protocol; the peer, not the policy, is at fault."""
-
-
-class PeerClosedError(ConnectionError):
-    """The peer closed the connection (cleanly between frames, or in the middle of one)."""
 
 
 # --------------------------------------------------------------------------------------- arrays
@@ -98,7 +88,7 @@ def wire_dtype(name: Any) -> np.dtype:
             dtype = np.dtype(name)
     except (TypeError, ValueError, SyntaxError, Warning) as exc:
         raise WireFormatError(f"array dtype: {name!r} is not a NumPy dtype ({_short(str(exc))})") from exc
-    if (dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None
+    if (dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None
             or dtype.itemsize > 8):
         raise WireFormatError(f"array dtype: {name!r} is not a bool, integer or float of at most 8 bytes "
                               f"(e.g. {sorted(ALLOWED_DTYPES)}, in either byte order)")

@@ -1,0 +1,65 @@
+"""What every wire protocol shares: its errors, its size and time bounds, and the error text a
+server may show a caller.
+
+A protocol folder (``robofollow/``, ``openpi/``, and the peers still to come) keeps its own codec,
+framing, client and server; whatever two of them would otherwise define twice, or import from each
+other, lives here instead, so no protocol ever imports another.
+
+Errors. :class:`WireFormatError` is the peer's fault (a malformed frame or message), never the
+policy's; :class:`PeerClosedError` is a stream that ended (cleanly between messages or in the
+middle of one); :class:`RemotePolicyError` is a server's error reply, raised by every client.
+
+Error replies (issue 6): the caller always gets the exception's type and message; the full server
+traceback only when the operator started the server with ``--debug`` (:func:`describe_error`).
+
+Bounds. Decoders accept arrays of at most :data:`MAX_NDIM` dimensions and only the dtype kinds in
+:data:`NUMERIC_KINDS` (nothing that could hold objects, strings or code). Servers wait at most
+:data:`DEFAULT_IDLE_TIMEOUT_S` for a connection's next request, then give a request that has
+started :data:`DEFAULT_FRAME_TIMEOUT_S` to arrive in full, and serve at most
+:data:`DEFAULT_MAX_CONNECTIONS` connections at once (``robofollow serve`` flags override all three).
+"""
+
+from __future__ import annotations
+
+import traceback
+
+from robofollow_ros.policy.interface import PolicyError
+
+#: Most dimensions an array on any wire may have.
+MAX_NDIM = 32
+#: NumPy dtype kinds a decoder accepts: bool, signed and unsigned integers, floats.
+NUMERIC_KINDS = frozenset("biuf")
+#: Seconds a server waits for the first byte of a connection's next request.
+DEFAULT_IDLE_TIMEOUT_S = 1800.0
+#: Seconds a request may take to arrive once its first byte came (a deadline, not an idle timeout).
+DEFAULT_FRAME_TIMEOUT_S = 60.0
+#: Connections a server serves at once; the next one is refused with a message naming the limit.
+DEFAULT_MAX_CONNECTIONS = 64
+
+DEBUG_HINT = "full traceback withheld; start the server with --debug to include it"
+
+
+class WireFormatError(PolicyError, ValueError):
+    """A frame or message that does not follow the protocol; the peer, not the policy, is at fault."""
+
+
+class PeerClosedError(ConnectionError):
+    """The peer closed the connection (cleanly between frames, or in the middle of one)."""
+
+
+class RemotePolicyError(PolicyError, RuntimeError):
+    """The server answered with an error; ``remote_traceback`` is what it chose to share."""
+
+    def __init__(self, message: str, remote_traceback: str = "") -> None:
+        full = f"{message}\n--- server traceback ---\n{remote_traceback}" if remote_traceback else message
+        super().__init__(full)
+        self.remote_error = message
+        self.remote_traceback = remote_traceback
+
+
+def describe_error(exc: BaseException, debug: bool) -> tuple[str, str]:
+    """``(error, traceback)`` for an error reply. The traceback is one line unless ``debug``."""
+    error = str(exc) or type(exc).__name__
+    if debug:
+        return error, "".join(traceback.format_exception(exc))
+    return error, f"{type(exc).__name__}: {error} ({DEBUG_HINT})"
