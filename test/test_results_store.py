@@ -10,8 +10,9 @@ import textwrap
 import pytest
 
 from robofollow_ros.benchmark import default_registry
-from robofollow_ros.evaluation.results import RunDirError, RunWriter
-from robofollow_ros.evaluation.store import RunStore
+from robofollow_ros.evaluation.results import RunWriter
+from robofollow_ros.rundir import RunDirError
+from robofollow_ros.rundir.store import RunStore
 from robofollow_ros.scoring import score_trajectory
 from robofollow_ros.scoring.summary import summarize, wilson_interval
 from robofollow_ros.scoring.synthetic import Puppet
