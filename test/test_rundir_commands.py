@@ -1,6 +1,7 @@
 """Every command that writes a run directory holds its lock: a second ``robofollow collect`` or ``owda eval``
 into a directory another one is writing is refused in one line naming the holder (exit 5, like ``eval``),
-touches nothing there, and the kernel drops a killed holder's lock. Real processes and real ``flock``."""
+touches nothing there, and the kernel drops a killed holder's lock; a read-only output is one line and
+exit 5 too. Real processes, real ``flock``, a real read-only filesystem."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from robofollow_ros.datasets.collect import CollectConfig, open_output
 from robofollow_ros.datasets.video import VideoSettings
 from robofollow_ros.rundir.layout import LOCK_FILE, METRICS_FILE, PREDICTIONS_FILE
 from test_owda_chat_endpoint import ChatServer, small_suite  # noqa: F401 (a fixture)
+from test_rundir_safety import _remount, _tmpfs
 from waiting import poll_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -93,3 +95,23 @@ def test_a_second_owda_eval_into_a_busy_output_is_refused_and_a_killed_ones_outp
         gate.set()
         server.httpd.shutdown()
         server.httpd.server_close()
+
+
+def test_owda_eval_into_a_read_only_output_is_one_line_and_exit_5(small_suite: Any, tmp_path: Path) -> None:  # noqa: F811
+    _, suite_dir = small_suite
+    with _tmpfs(tmp_path / "fs", "16m") as fs:
+        argv = [*ROBOFOLLOW, "owda", "eval", "--suite", str(suite_dir), "--model", "reference", "--output",
+                str(fs / "out")]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert done.returncode == EXIT_OK, done.stderr[-3000:]
+        before = _files(fs / "out")
+        _remount(fs, "ro")
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        finally:
+            _remount(fs, "rw")
+        assert proc.returncode == EXIT_OUTPUT_UNUSABLE, proc.stderr[-3000:]
+        errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+        assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        assert "Read-only file system" in errors[0] and errors[0].endswith("run the same command again"), errors[0]
+        assert _files(fs / "out") == before

@@ -160,6 +160,8 @@ def test_files_are_atomic_in_their_format_and_a_closed_directory_writes_nothing(
     assert (root / "meta" / "info.json").read_text(encoding="utf-8") == '{\n    "name": "café"\n}\n'
     assert (root / "metrics.json").read_text() == '{\n  "name": "caf\\u00e9"\n}\n'
     assert directory.read_json("run.json") == {"name": "café", "n": [1]}
+    (tmp_path / "plain").write_text("x")  # a dataset is read by others: the mode open() gives, not mkstemp's 0600
+    assert {(root / n).stat().st_mode for n in ("run.json", "meta/info.json")} == {(tmp_path / "plain").stat().st_mode}
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == [
         LOCK_FILE, "mcap/t.mcap", "meta/info.json", "metrics.json", "run.json"]  # no temporary left
     directory.close()

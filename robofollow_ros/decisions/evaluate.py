@@ -41,7 +41,7 @@ def _done(path: Path) -> dict[str, dict[str, Any]]:
 def _open_output(out_dir: Path, identity: Identity) -> RunDirectory:
     """Resume only the same run: predictions of another model or suite must never be mixed in."""
     try:
-        directory = RunDirectory.resume(out_dir, identity=identity)
+        directory = RunDirectory.resume(out_dir, identity=identity, resume_hint="run the same command again")
     except RunDirError as exc:
         raise OwdaError(str(exc)) from None
     if directory.recorded_identity is None:

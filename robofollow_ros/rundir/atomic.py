@@ -5,6 +5,9 @@ renamed over the target: the rename is atomic on POSIX, so a kill or a full disk
 old file or the new one. What a kill can leave is the temporary; :func:`is_temporary` names it so
 that the next holder of the run directory's lock sweeps it (:func:`sweep_temporaries`).
 
+The file gets the permissions a plain ``open(path, "w")`` would give it (``0o666`` less the umask),
+not ``mkstemp``'s owner-only ``0o600``: a dataset or a run directory is read by others too.
+
 JSON is formatted in RoboFollow's style by default (indent 2, non-ASCII kept, trailing newline);
 callers whose files have another established format (LeRobot's ``meta/*.json``: indent 4; OWDA's
 files: ASCII escapes) pass it, so that moving to this helper changed no byte on disk.
@@ -22,6 +25,23 @@ from typing import Any
 TEMPORARY_SUFFIX = ".tmp"
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (``os.umask`` must set one)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: What ``open(path, "w")`` creates, given the umask at import.
+_FILE_MODE = 0o666 & ~_umask()
+
+
 def json_bytes(payload: Any, *, indent: int = 2, ensure_ascii: bool = False) -> bytes:
     """``payload`` as the UTF-8 bytes of a JSON file: indented, with a trailing newline."""
     return (json.dumps(payload, indent=indent, ensure_ascii=ensure_ascii) + "\n").encode("utf-8")
@@ -32,6 +52,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
     try:
+        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

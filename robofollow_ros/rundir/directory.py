@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.rundir.atomic import json_bytes, read_json, sweep_temporaries, write_bytes_atomic
-from robofollow_ros.rundir.errors import NotEmptyError, RunDirError, output_errors
+from robofollow_ros.rundir.errors import RESUME_WITH_FLAG, NotEmptyError, RunDirError, output_errors
 from robofollow_ros.rundir.identity import Identity
 from robofollow_ros.rundir.layout import STORE_FILE, meaningful_entries
 from robofollow_ros.rundir.lock import RunDirLock
@@ -39,11 +39,12 @@ class RunDirectory:
     whose writer was killed before recording anything: the caller starts its run there afresh).
     """
 
-    def __init__(self, path: Path, lock: RunDirLock) -> None:
+    def __init__(self, path: Path, lock: RunDirLock, resume_hint: str = RESUME_WITH_FLAG) -> None:
         """Use :meth:`create` or :meth:`resume`; this only wraps a lock already taken."""
         self.path = path
         self.recorded_identity: dict[str, Any] | None = None
         self._lock = lock
+        self._resume_hint = resume_hint
         self._stores: list[RunStore] = []
 
     @classmethod
@@ -64,33 +65,35 @@ class RunDirectory:
         return directory
 
     @classmethod
-    def resume(cls, path: str | Path, *, identity: Identity) -> RunDirectory:
+    def resume(cls, path: str | Path, *, identity: Identity, resume_hint: str = RESUME_WITH_FLAG) -> RunDirectory:
         """Continue the run in ``path``, refusing (:class:`RunDirError`) one whose recorded identity differs.
 
         An absent directory, or one that recorded no identity, is not refused: a run killed before it
-        recorded anything is started afresh by ``--resume`` (see ``recorded_identity``).
+        recorded anything is started afresh by ``--resume`` (see ``recorded_identity``). ``resume_hint``:
+        how the command's user continues after a full disk (``owda eval`` has no ``--resume`` flag).
         """
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise RunDirError(f"run_dir: {path} exists and is not a directory")
-        directory = cls._locked(path)
+        directory = cls._locked(path, resume_hint)
         with directory._closed_on_error():
             directory.recorded_identity = identity.check(path)
         return directory
 
     @classmethod
-    def _locked(cls, path: Path) -> RunDirectory:
-        with output_errors(path):
+    def _locked(cls, path: Path, resume_hint: str = RESUME_WITH_FLAG) -> RunDirectory:
+        with output_errors(path, resume_hint=resume_hint):
             path.mkdir(parents=True, exist_ok=True)
-        directory = cls(path, RunDirLock(path).acquire())
-        with directory._closed_on_error(), output_errors(path):
+            lock = RunDirLock(path).acquire()
+        directory = cls(path, lock, resume_hint)
+        with directory._closed_on_error(), directory.errors():
             sweep_temporaries(path)
         return directory
 
     # -- files -----------------------------------------------------------------------------------
     def errors(self, recorded: int | None = None) -> contextlib.AbstractContextManager[None]:
         """Inside it, "cannot write" errors become :class:`OutputUnusableError` (``recorded``: trials kept)."""
-        return output_errors(self.path, recorded)
+        return output_errors(self.path, recorded, self._resume_hint)
 
     def write_json(self, name: str, payload: Any, *, indent: int = 2, ensure_ascii: bool = False) -> None:
         """Replace ``name`` (relative, folders created) atomically with ``payload`` as JSON."""

@@ -28,6 +28,9 @@ class OutputUnusableError(Exception):
     """The run directory cannot be written: held by another process, read-only, or the disk is full."""
 
 
+#: How eval and collect continue a run; ``owda eval`` resumes when run again, without a flag.
+RESUME_WITH_FLAG = "rerun with --resume"
+
 #: errnos that mean "this output cannot take writes", as opposed to a bug.
 UNUSABLE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG, errno.EIO}
 #: SQLite's wording for the same conditions (``sqlite3.OperationalError`` carries no errno).
@@ -53,10 +56,11 @@ def is_unusable(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def output_errors(run_dir: Path, recorded: int | None = None) -> Iterator[None]:
+def output_errors(run_dir: Path, recorded: int | None = None, resume_hint: str = RESUME_WITH_FLAG) -> Iterator[None]:
     """Turn write failures that mean "the output is unusable" into one-line :class:`OutputUnusableError`.
 
-    ``recorded``: how many trials the run holds, so that the line says they are kept.
+    ``recorded``: how many trials the run holds, so that the line says they are kept; ``resume_hint``:
+    how the user continues once the cause is fixed.
     """
     try:
         yield
@@ -65,4 +69,4 @@ def output_errors(run_dir: Path, recorded: int | None = None) -> Iterator[None]:
             raise
         kept = "" if recorded is None else f"; the {recorded} trial(s) recorded before are kept"
         raise OutputUnusableError(f"output: cannot write {run_dir}: {describe_os_error(exc)}{kept}; "
-                                  "fix it and rerun with --resume") from exc
+                                  f"fix it and {resume_hint}") from exc

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.rundir.errors import OutputUnusableError, output_errors
+from robofollow_ros.rundir.errors import OutputUnusableError
 from robofollow_ros.rundir.layout import LOCK_FILE
 
 #: Rounds of "locked a file its holder just removed": each needs another holder to come and go.
@@ -45,10 +45,13 @@ class RunDirLock:
         return self._fd is not None
 
     def acquire(self) -> RunDirLock:
-        """Take the lock or raise :class:`OutputUnusableError` naming the live holder (never waits)."""
+        """Take the lock or raise :class:`OutputUnusableError` naming the live holder (never waits).
+
+        A directory that cannot take the lock file (read-only, full) raises the OS's error, which the
+        caller maps (``errors.output_errors``).
+        """
         for _ in range(_ACQUIRE_ROUNDS):
-            with output_errors(self.run_dir):
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -63,9 +66,8 @@ class RunDirLock:
         try:
             info = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command_line(),
                     "since_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            with output_errors(self.run_dir):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
         except BaseException:
             os.close(fd)
             raise
