@@ -21,8 +21,9 @@ from typing import Any, TextIO
 
 from robofollow_ros.benchmark import LEVELS, SCENES, Registry
 from robofollow_ros.child_process import child_env
-from robofollow_ros.evaluation.jsonio import read_json
 from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
+from robofollow_ros.rundir.atomic import read_json
+from robofollow_ros.rundir.layout import RESULTS_FILE
 
 #: The built-in default: the first task of every scene at L0 and L1 (one round), 8 trials.
 DRY_RUN_LEVELS = ("L0", "L1")
@@ -99,8 +100,8 @@ def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render
         stream.write(f"==> headless reference: the same {len(tasks)} trials in-process\n")
     run_evaluation(EvalConfig(policy=policy, output=headless_dir, tasks=tuple(tasks), rounds=1, render=False),
                    stream=stream)
-    compared, differences = compare_verdicts(read_json(ros_dir / "results.json"),
-                                             read_json(headless_dir / "results.json"))
+    compared, differences = compare_verdicts(read_json(ros_dir / RESULTS_FILE),
+                                             read_json(headless_dir / RESULTS_FILE))
     return DryRunOutcome(ros_dir, headless_dir, compared, differences, done.stdout.strip())
 
 

@@ -10,8 +10,9 @@ import textwrap
 import pytest
 
 from robofollow_ros.benchmark import default_registry
-from robofollow_ros.evaluation.results import RunDirError, RunWriter
-from robofollow_ros.evaluation.store import RunStore
+from robofollow_ros.evaluation.results import RunWriter
+from robofollow_ros.rundir import RunDirError
+from robofollow_ros.rundir.store import RunStore
 from robofollow_ros.scoring import score_trajectory
 from robofollow_ros.scoring.summary import summarize, wilson_interval
 from robofollow_ros.scoring.synthetic import Puppet
@@ -84,6 +85,22 @@ def test_mismatched_task_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"result\.task"):
         run.record_trial(scored(PICK, True), task=default_registry().eval_task(REL), round_index=1, seed=1)
     run.complete()
+
+
+def test_resume_continues_only_the_planned_trials_it_started_with(tmp_path):
+    task = default_registry().eval_task(PICK)
+    run = writer(tmp_path / "r")
+    run.record_trial(scored(PICK, True), task=task, round_index=1, seed=task.seed(1))
+    run.close()  # as a killed run: still "running", resumable
+    with pytest.raises(RunDirError) as refused:
+        RunWriter.resume(tmp_path / "r", arguments={}, selected_tasks=[("scene1", REL)], expected_trials=5)
+    assert "(expected_trials, selected_tasks differ)" in str(refused.value)
+    with RunWriter.resume(tmp_path / "r", arguments={"rounds": 2}, selected_tasks=[("scene1", PICK)],
+                          expected_trials=4) as resumed:
+        assert resumed.run_id == run.run_id and resumed.recorded(PICK, 1) and not resumed.recorded(PICK, 2)
+        resumed.record_trial(scored(PICK, False), task=task, round_index=2, seed=task.seed(2))
+    final = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert final["status"] == "complete" and final["completed_trials"] == 2 and len(final["resumed_utc"]) == 1
 
 
 def test_store_is_wal_and_queryable_and_merges(tmp_path):

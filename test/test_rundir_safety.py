@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from robofollow_ros.evaluation.store import RunStore
 from robofollow_ros.exit_status import EXIT_OK, EXIT_OUTPUT_UNUSABLE
+from robofollow_ros.rundir.store import RunStore
 from test_cli_tasks import ROBOFOLLOW
 from waiting import poll_until
 
@@ -88,12 +88,12 @@ def test_a_second_evaluator_is_refused_with_the_holder_named(tmp_path: Path) -> 
 
 # Where a child evaluator SIGKILLs itself: (function to patch, condition on its arguments).
 KILL_POINTS = {
-    "lock taken, nothing written": ("robofollow_ros.evaluation.rundir.sweep_debris", "True"),
-    "run.json half written": ("robofollow_ros.evaluation.jsonio.os.replace", "str(args[1]).endswith('run.json')"),
-    "run.json written, no SQLite yet": ("robofollow_ros.evaluation.results.RunStore", "True"),
-    "SQLite created, run row not yet in it": ("robofollow_ros.evaluation.store.RunStore.upsert_run", "True"),
+    "lock taken, nothing written": ("robofollow_ros.rundir.directory.sweep_temporaries", "True"),
+    "run.json half written": ("robofollow_ros.rundir.atomic.os.replace", "str(args[1]).endswith('run.json')"),
+    "run.json written, no SQLite yet": ("robofollow_ros.rundir.directory.RunStore", "True"),
+    "SQLite created, run row not yet in it": ("robofollow_ros.rundir.store.RunStore.upsert_run", "True"),
     "trial committed to SQLite, results.json not rewritten": (
-        "robofollow_ros.evaluation.results.write_json_atomic", "str(args[0]).endswith('results.json') and args[1]"),
+        "robofollow_ros.rundir.directory.RunDirectory.write_json", "args[1] == 'results.json' and args[2]"),
 }
 
 CHILD = textwrap.dedent("""

@@ -152,18 +152,20 @@ def _run_dir(profile: Profile) -> Path | None:
 
 
 def _outcome_run_complete(profile: Profile) -> bool:
-    from robofollow_ros.evaluation.jsonio import read_json
+    from robofollow_ros.rundir.atomic import read_json
+    from robofollow_ros.rundir.layout import RUN_FILE
 
     run_dir = _run_dir(profile)
-    run_file = run_dir / "run.json" if run_dir else None
+    run_file = run_dir / RUN_FILE if run_dir else None
     return bool(run_file and run_file.is_file() and read_json(run_file).get("status") == "complete")
 
 
 def _outcome_from_files(profile: Profile, finished: bool, code: int | None) -> BringupOutcome:
-    from robofollow_ros.evaluation.jsonio import read_json
+    from robofollow_ros.rundir.atomic import read_json
+    from robofollow_ros.rundir.layout import SUMMARY_FILE
 
     run_dir = _run_dir(profile)
     if run_dir is None:
         return BringupOutcome(finished, None, None, code)
-    summary_file = run_dir / "summary.json"
+    summary_file = run_dir / SUMMARY_FILE
     return BringupOutcome(finished, run_dir, read_json(summary_file) if summary_file.is_file() else None, code)

@@ -131,9 +131,10 @@ def _quiet_manager(profile: Any) -> Any:
 
 def _failed_trials(run_dir: Path | None) -> list[str]:
     """``<task> r<round>: <error>`` for every recorded trial the policy (or the graph) failed."""
-    from robofollow_ros.evaluation.jsonio import read_json
+    from robofollow_ros.rundir.atomic import read_json
+    from robofollow_ros.rundir.layout import RESULTS_FILE
 
-    path = run_dir / "results.json" if run_dir is not None else None
+    path = run_dir / RESULTS_FILE if run_dir is not None else None
     if path is None or not path.is_file():
         return []
     return [f"{r['task']} r{r['round']}: {str(r['policy_error']).splitlines()[0]}"

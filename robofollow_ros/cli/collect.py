@@ -45,6 +45,7 @@ def _collect(args: argparse.Namespace) -> int:
     from robofollow_ros.datasets.collect import CollectConfig, CollectError, run_collection
     from robofollow_ros.datasets.demo import FPS_CHOICES
     from robofollow_ros.datasets.video import VideoSettings
+    from robofollow_ros.rundir import OutputUnusableError
 
     width, height = parse_size(args.image_size)
     if args.fps not in FPS_CHOICES:
@@ -60,6 +61,8 @@ def _collect(args: argparse.Namespace) -> int:
         summary = run_collection(config, stream=sys.stderr)
     except UnknownTaskError as exc:
         raise CliError(f"--tasks: {exc}") from None
+    except OutputUnusableError as exc:  # locked by another collection, read-only, or full
+        raise CliError(str(exc), EXIT_OUTPUT_UNUSABLE) from None
     except CollectError as exc:
         raise CliError(str(exc)) from None
     except ValueError as exc:

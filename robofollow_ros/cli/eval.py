@@ -95,11 +95,10 @@ START_EXIT = {"bad_spec": EXIT_BAD_INPUT, "unreachable": EXIT_POLICY_UNREACHABLE
 def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import UnknownTaskError
     from robofollow_ros.evaluation.report import format_table, run_table
-    from robofollow_ros.evaluation.results import RunDirError
-    from robofollow_ros.evaluation.rundir import OutputUnusableError
     from robofollow_ros.evaluation.runner import run_evaluation
     from robofollow_ros.evaluation.worker_errors import WorkerStartError
     from robofollow_ros.policy.spec import PolicySpecError
+    from robofollow_ros.rundir import OutputUnusableError, RunDirError
 
     config = build_config(args)
     try:

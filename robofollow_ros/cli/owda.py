@@ -9,7 +9,7 @@ from typing import Any
 
 from robofollow_ros.cli import _owda_capture
 from robofollow_ros.cli._common import CliError, print_json
-from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
+from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OUTPUT_UNUSABLE, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 
 
 def register(subparsers: Any) -> None:
@@ -138,6 +138,7 @@ def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.decisions.deciders import load_decider
     from robofollow_ros.decisions.errors import OwdaError
     from robofollow_ros.decisions.evaluate import format_report, run_evaluation
+    from robofollow_ros.rundir import OutputUnusableError
 
     if args.output.exists() and not args.output.is_dir():
         raise CliError(f"--output: {args.output} exists and is not a directory")
@@ -167,6 +168,8 @@ def _eval(args: argparse.Namespace) -> int:
         raise CliError(str(exc), exit_code=code) from None
     except OwdaError as exc:
         raise _owda_error(exc) from None
+    except OutputUnusableError as exc:  # another owda eval writes it, read-only, or full: answers so far are kept
+        raise CliError(str(exc), exit_code=EXIT_OUTPUT_UNUSABLE) from None
     if args.json:
         print_json(result)
     else:

@@ -7,6 +7,9 @@ layout, same behaviour; the scorer does not read the words). Workers (spawned pr
 ``SimWorld`` each) stage every finished episode whole; failed demonstrations are recorded as
 failures, never written. When every episode is staged, ``writer.assemble`` builds the dataset in
 plan order and the staging directory is removed. ``resume`` continues a killed collection.
+
+The dataset root is a ``rundir.RunDirectory``: locked for the whole collection (a second one into
+it is refused), its settings recorded in ``meta/robofollow.json`` and checked by ``--resume``.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from robofollow_ros.datasets import lerobot_v3 as v3
 from robofollow_ros.datasets.staging import load_staged, mark_failed, stage_episode, staging_root
 from robofollow_ros.datasets.video import VideoSettings
 from robofollow_ros.evaluation.progress import Progress
+from robofollow_ros.rundir import Identity, NotEmptyError, RunDirectory
+from robofollow_ros.rundir.layout import COLLECT_IDENTITY_KEY, DATASET_META_FILE
 
 TRAIN_SEED_BASE = 100_000
-META_NAME = "robofollow.json"
 
 
 @dataclass(frozen=True)
@@ -167,37 +171,38 @@ class CollectError(ValueError):
     """The output cannot be used as asked (not empty, or a resume with other settings)."""
 
 
-def _check_output(config: CollectConfig) -> None:
-    out = Path(config.output)
-    meta_path = out / "meta" / META_NAME
+def collect_identity(config: CollectConfig) -> Identity:
+    """The settings a ``--resume`` must share, recorded in ``meta/robofollow.json`` under ``"collect"``."""
+    return Identity(config.identity(), record=DATASET_META_FILE, key=COLLECT_IDENTITY_KEY)
+
+
+def open_output(config: CollectConfig) -> RunDirectory:
+    """The dataset root, locked for this collection: new or empty, or (``--resume``) one with these settings.
+
+    Another collection writing it is refused (``OutputUnusableError``, exit 5), as is a ``--resume``
+    with other settings (``RunDirError`` naming them, exit 2).
+    """
     if config.resume:
-        if meta_path.is_file():
-            import json
-
-            previous = json.loads(meta_path.read_text(encoding="utf-8")).get("collect", {})
-            mine = _jsonable(config.identity())
-            if previous != mine:
-                diff = sorted(k for k in mine if previous.get(k) != mine[k])
-                raise CollectError(f"--resume: {out} was collected with other settings ({', '.join(diff)} differ)")
-        return
-    if out.exists() and any(out.iterdir()):
-        raise CollectError(f"--output: {out} is not empty (add --resume to continue a killed collection there)")
-
-
-def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
-    import json
-
-    return json.loads(json.dumps(data, default=list))
+        return RunDirectory.resume(config.output, identity=collect_identity(config))
+    try:
+        return RunDirectory.create(config.output)
+    except NotEmptyError:
+        raise CollectError(f"--output: {config.output} is not empty "
+                           "(add --resume to continue a killed collection there)") from None
 
 
 def run_collection(config: CollectConfig, stream: TextIO | None = None) -> CollectSummary:
-    _check_output(config)
+    with open_output(config) as directory, directory.errors():
+        return _collect(config, directory, stream)
+
+
+def _collect(config: CollectConfig, directory: RunDirectory, stream: TextIO | None) -> CollectSummary:
     keys = plan(config)
-    out = Path(config.output)
-    out.mkdir(parents=True, exist_ok=True)
+    out = directory.path
     staging = staging_root(out)
-    if not (out / "meta" / META_NAME).is_file():  # what a later --resume is checked against
-        v3.write_json(out / "meta" / META_NAME, {"collect": _jsonable(config.identity())})
+    identity = collect_identity(config).fields
+    if directory.recorded_identity is None:  # what a later --resume is checked against
+        v3.write_json(out / DATASET_META_FILE, {COLLECT_IDENTITY_KEY: identity})
     done, failed = load_staged(staging)
     # A finished collection has its dataset and no staging left: --resume there has nothing to do
     # (it used to collect every episode again and assemble the dataset anew).
@@ -211,8 +216,7 @@ def run_collection(config: CollectConfig, stream: TextIO | None = None) -> Colle
     done, failed = load_staged(staging)
     ordered = [done[k.key] for k in keys if k.key in done]
     failures = [failed[k.key] for k in keys if k.key in failed]
-    meta = {"collect": _jsonable(config.identity()),
-            "episodes": [ep.meta["provenance"] for ep in ordered], "failed": failures}
+    meta = {COLLECT_IDENTITY_KEY: identity, "episodes": [ep.meta["provenance"] for ep in ordered], "failed": failures}
     if ordered:
         from robofollow_ros.datasets.writer import assemble
 
@@ -221,8 +225,6 @@ def run_collection(config: CollectConfig, stream: TextIO | None = None) -> Colle
     written = len(ordered)
     frames = sum(ep.length for ep in ordered)
     if not ordered and (out / v3.INFO_PATH).is_file():
-        import json
-
-        info = json.loads((out / v3.INFO_PATH).read_text(encoding="utf-8"))
+        info = directory.read_json(v3.INFO_PATH)
         written, frames = info["total_episodes"], info["total_frames"]
     return CollectSummary(out, len(keys), written, failures, already, frames)

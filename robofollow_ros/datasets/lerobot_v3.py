@@ -17,13 +17,13 @@ Each frame row carries ``timestamp`` (frame_index / fps), ``frame_index`` (withi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from robofollow_ros.contract import CAMERA_NAMES, JOINT_NAMES
+from robofollow_ros.rundir.atomic import write_json_atomic
 
 CODEBASE_VERSION = "v3.0"
 ROBOT_TYPE = "robofollow_dual_arm"
@@ -38,6 +38,8 @@ INFO_PATH = "meta/info.json"
 STATS_PATH = "meta/stats.json"
 TASKS_PATH = "meta/tasks.parquet"
 QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)
+#: LeRobot writes its ``meta/*.json`` with indent 4 (``lerobot.datasets.utils.write_json``).
+JSON_INDENT = 4
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
 
@@ -97,11 +99,13 @@ def build_info(features: dict[str, dict[str, Any]], fps: int, total_episodes: in
 
 
 def write_json(path: Path, payload: Any) -> None:
-    """Write JSON via a temporary file and a rename, so a crash never leaves half a file."""
+    """Write JSON as LeRobot formats it (indent 4, non-ASCII kept, trailing newline), folders created.
+
+    Atomic (``rundir.atomic``: temporary, fsync, rename), so a crash never leaves half a file, and a
+    killed write's temporary is one the next holder of the dataset's lock sweeps.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=4, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_json_atomic(path, payload, indent=JSON_INDENT)
 
 
 # ------------------------------------------------------------------------------------------- stats

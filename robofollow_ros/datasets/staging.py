@@ -19,8 +19,7 @@ import numpy as np
 
 from robofollow_ros.datasets import lerobot_v3 as v3
 from robofollow_ros.datasets.video import VideoSettings, encode_frames
-
-STAGING_DIR = ".staging"
+from robofollow_ros.rundir.layout import STAGING_DIR
 
 
 @dataclass(frozen=True)

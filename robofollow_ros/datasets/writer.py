@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from robofollow_ros.datasets import lerobot_v3 as v3
 from robofollow_ros.datasets.staging import StagedEpisode
 from robofollow_ros.datasets.video import VideoSettings, concatenate, probe
+from robofollow_ros.rundir.layout import DATASET_META_FILE
 
 _MB = 1024 * 1024
 
@@ -169,6 +170,6 @@ def assemble(root: Path, episodes: list[StagedEpisode], fps: int, video: VideoSe
     v3.write_json(root / v3.STATS_PATH, v3.stats_to_json(merged))
     info = v3.build_info(features, fps, len(episodes), int(sum(lengths)), len(tasks))
     if extra_meta is not None:
-        v3.write_json(root / "meta" / "robofollow.json", extra_meta)
+        v3.write_json(root / DATASET_META_FILE, extra_meta)
     v3.write_json(root / v3.INFO_PATH, info)
     return info

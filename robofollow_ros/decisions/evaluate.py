@@ -1,7 +1,9 @@
 """Run a decider over a suite and write ``predictions.jsonl`` and ``metrics.json``.
 
 Predictions are appended one line per instance as they arrive, so an interrupted run over a slow
-endpoint resumes where it stopped (instances already in the file are not asked again).
+endpoint resumes where it stopped (instances already in the file are not asked again). The output
+is a ``rundir.RunDirectory``: locked while the run writes it (a second ``owda eval`` into it is
+refused), and its ``run.json`` (model, suite seed, counts) is the identity a rerun must share.
 """
 
 from __future__ import annotations
@@ -16,10 +18,8 @@ from robofollow_ros.decisions.errors import OwdaError
 from robofollow_ros.decisions.generator import Suite
 from robofollow_ros.decisions.metrics import compute_metrics
 from robofollow_ros.decisions.prompt import normalised, same_decision
-
-METRICS_FILE = "metrics.json"
-PREDICTIONS_FILE = "predictions.jsonl"
-RUN_FILE = "run.json"
+from robofollow_ros.rundir import Identity, RunDirectory, RunDirError
+from robofollow_ros.rundir.layout import METRICS_FILE, PREDICTIONS_FILE, RUN_FILE
 
 
 def _done(path: Path) -> dict[str, dict[str, Any]]:
@@ -38,30 +38,43 @@ def _done(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _claim(out_dir: Path, run: dict[str, Any]) -> None:
+def _open_output(out_dir: Path, identity: Identity) -> RunDirectory:
     """Resume only the same run: predictions of another model or suite must never be mixed in."""
-    path = out_dir / RUN_FILE
-    if path.is_file():
-        try:
-            previous = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            previous = None
-        if previous != run:
-            raise OwdaError(f"--output: {out_dir} holds another run ({previous}); use a fresh directory")
-    else:
-        path.write_text(json.dumps(run, indent=2) + "\n")
+    try:
+        directory = RunDirectory.resume(out_dir, identity=identity, resume_hint="run the same command again")
+    except RunDirError as exc:
+        raise OwdaError(str(exc)) from None
+    if directory.recorded_identity is None:
+        with directory.errors():  # OWDA's files keep their ASCII escapes
+            directory.write_json(RUN_FILE, identity.fields, ensure_ascii=True)
+    return directory
 
 
 def run_evaluation(suite: Suite, decider: Decider, out_dir: Path, suite_dir: str = "",
                    on_progress: Callable[[int, int], None] | None = None, bootstrap_seed: int = 0) -> dict[str, Any]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _claim(out_dir, {"model": decider.name, "suite_seed": suite.seed, "counts": suite.counts()})
-    pred_path = out_dir / PREDICTIONS_FILE
-    rows = _done(pred_path)
+    identity = Identity({"model": decider.name, "suite_seed": suite.seed, "counts": suite.counts()})
+    with _open_output(out_dir, identity) as directory:
+        rows = _done(directory.path / PREDICTIONS_FILE)
+        _ask_the_rest(suite, decider, directory, rows, on_progress)
+        metrics = compute_metrics(suite.families, {k: r["correct"] for k, r in rows.items()},
+                                  {k: r["decision"] for k, r in rows.items()},
+                                  {k: r["status"] for k, r in rows.items()}, seed=bootstrap_seed)
+        result = {"model": decider.name, "suite": suite_dir, "suite_seed": suite.seed, "counts": suite.counts(),
+                  "metrics": metrics}
+        with directory.errors():
+            directory.write_json(METRICS_FILE, result, ensure_ascii=True)
+    return result
+
+
+def _ask_the_rest(suite: Suite, decider: Decider, directory: RunDirectory, rows: dict[str, dict[str, Any]],
+                  on_progress: Callable[[int, int], None] | None) -> None:
+    """Ask for every instance not in ``rows`` yet, adding each answer to ``rows`` and, at once, to the file."""
     anchors = {a.anchor_id: a for a in suite.anchors}
     total = sum(len(f.instances) for f in suite.families)
     done = len(rows)
-    with pred_path.open("a") as fh:
+    with directory.errors():
+        predictions = (directory.path / PREDICTIONS_FILE).open("a")
+    with predictions as fh:
         for fam in suite.families:
             anchor = anchors[fam.anchor_id]
             for inst in fam.instances:
@@ -71,20 +84,15 @@ def run_evaluation(suite: Suite, decider: Decider, out_dir: Path, suite_dir: str
                 hit = same_decision(anchor, answer.decision, inst.decision)
                 decision = normalised(anchor, answer.decision)
                 rows[inst.instance_id] = {"correct": hit, "status": answer.status, "decision": decision}
-                fh.write(json.dumps({"id": inst.instance_id, "family": fam.family_id, "raw": answer.raw[:2000],
-                                     "status": answer.status, "decision": None if decision is None else list(decision),
-                                     "gold": list(inst.decision), "correct": hit}) + "\n")
-                fh.flush()
+                line = json.dumps({"id": inst.instance_id, "family": fam.family_id, "raw": answer.raw[:2000],
+                                   "status": answer.status, "decision": None if decision is None else list(decision),
+                                   "gold": list(inst.decision), "correct": hit})
+                with directory.errors():
+                    fh.write(line + "\n")
+                    fh.flush()
                 done += 1
                 if on_progress is not None:
                     on_progress(done, total)
-    metrics = compute_metrics(suite.families, {k: r["correct"] for k, r in rows.items()},
-                              {k: r["decision"] for k, r in rows.items()}, {k: r["status"] for k, r in rows.items()},
-                              seed=bootstrap_seed)
-    result = {"model": decider.name, "suite": suite_dir, "suite_seed": suite.seed, "counts": suite.counts(),
-              "metrics": metrics}
-    (out_dir / METRICS_FILE).write_text(json.dumps(result, indent=2) + "\n")
-    return result
 
 
 def load_metrics(out_dir: Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from robofollow_ros.benchmark import LEVELS, SCENES
 from robofollow_ros.benchmark.loader import DATA_DIR
-from robofollow_ros.evaluation.jsonio import read_json
+from robofollow_ros.rundir.atomic import read_json
 
 METRICS = ("IS", "ES", "CR")
 #: Summary field behind each Table 1 metric (scores and rates are 0-1; the table shows percent).

@@ -8,8 +8,11 @@ The headless evaluator (and the ROS trial manager) drive one :class:`RunWriter` 
             run.record_trial(result, task=task, round_index=round_index, seed=seed)
     # leaving the block completes the run; an exception marks it failed (traceback in run.json)
 
+``RunWriter.resume(run_dir, ...)`` instead continues a run killed at any moment (``--resume``).
 ``record_trial`` stores the trial in SQLite in one transaction first, then rewrites
 ``results.json`` atomically, so after a crash both hold exactly the trials finished before it.
+The directory itself (lock, atomic files, unusable output, the resume check) is a
+``rundir.RunDirectory``.
 """
 
 from __future__ import annotations
@@ -26,13 +29,20 @@ from types import TracebackType
 from typing import Any
 
 from robofollow_ros.benchmark import EvalTask
-from robofollow_ros.evaluation.jsonio import write_json_atomic
-from robofollow_ros.evaluation.rundir import OutputUnusableError, RunDirError, output_errors, prepare_new_run_dir
-from robofollow_ros.evaluation.store import RunStore
+from robofollow_ros.rundir import Identity, OutputUnusableError, RunDirectory, RunDirError
+from robofollow_ros.rundir.layout import (
+    RECORDINGS_DIR,
+    RESULTS_FILE,
+    RUN_FILE,
+    STORE_FILE,
+    STORE_FILES,
+    SUMMARY_FILE,
+    meaningful_entries,
+)
+from robofollow_ros.rundir.store import stored_trials
 from robofollow_ros.scoring.summary import summarize
 
-RUN_FILE, RESULTS_FILE, SUMMARY_FILE, STORE_FILE = "run.json", "results.json", "summary.json", "results.sqlite"
-__all__ = ["RESULTS_FILE", "RUN_FILE", "STORE_FILE", "SUMMARY_FILE", "DuplicateTrialError", "RunDirError", "RunWriter"]
+__all__ = ["DuplicateTrialError", "RunWriter", "run_identity"]
 
 #: Packages whose versions run.json records (RoboFollow's list, plus what this package uses instead).
 VERSION_PACKAGES = ("numpy", "sapien", "torch", "mplib", "toppra", "h5py", "transforms3d", "imageio",
@@ -63,19 +73,61 @@ def code_sha256() -> str:
     return digest.hexdigest()
 
 
+def run_identity(selected_tasks: Sequence[tuple[str, str]], expected_trials: int) -> Identity:
+    """What ``--resume`` must share with the run it continues: the trials it plans (task selection, count).
+
+    Recorded among run.json's other fields; results of two selections in one run would mix two protocols.
+    """
+    return Identity({"selected_tasks": [{"scene": s, "task": t} for s, t in selected_tasks],
+                     "expected_trials": int(expected_trials)}, record=RUN_FILE, partial=True)
+
+
 class RunWriter:
     """Writes one run directory; see the module docstring for the calling pattern.
 
-    The writer holds the directory's lock (``rundir.RunDirLock``) from construction until the run
-    is finished. Files are written in an order that a kill at any moment leaves resumable:
+    The writer holds the directory (``rundir.RunDirectory``: its lock) from construction until the
+    run is finished. Files are written in an order that a kill at any moment leaves resumable:
     ``run.json`` first (atomically), then the SQLite store, then ``results.json``.
     """
 
     def __init__(self, run_dir: str | Path, *, arguments: Mapping[str, Any],
                  selected_tasks: Sequence[tuple[str, str]], expected_trials: int, stepper: str = "direct",
                  store_path: str | Path | None = None, metadata_extra: Mapping[str, Any] | None = None) -> None:
-        self.run_dir = Path(run_dir)
-        self.lock = prepare_new_run_dir(self.run_dir)
+        """Start a new run in ``run_dir``, which must be new or empty (``RunDirError`` otherwise)."""
+        self._start(RunDirectory.create(run_dir), arguments, run_identity(selected_tasks, expected_trials),
+                    stepper, store_path, metadata_extra)
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, *, arguments: Mapping[str, Any],
+               selected_tasks: Sequence[tuple[str, str]], expected_trials: int, stepper: str = "direct",
+               metadata_extra: Mapping[str, Any] | None = None) -> RunWriter:
+        """Reopen a run killed mid-way (even by SIGKILL) to add the trials it has not recorded yet.
+
+        SQLite is the source of truth: a trial is committed there before ``results.json`` is rewritten,
+        so the store holds every finished trial; ``results.json`` is rebuilt from it. The planned trials
+        must be the ones the run started with (``run_identity``; ``RunDirError`` naming what differs).
+
+        A run killed before its ``run.json`` existed (the directory is absent, empty, or holds only the
+        lock, temporaries and a store without trials) recorded nothing: it is started afresh, so that
+        ``--resume`` completes a run killed at any moment.
+        """
+        identity = run_identity(selected_tasks, expected_trials)
+        directory = RunDirectory.resume(run_dir, identity=identity)
+        writer = cls.__new__(cls)
+        if directory.recorded_identity is None:
+            try:
+                _forget_unrecorded_run(directory)
+            except BaseException:
+                directory.close()
+                raise
+            writer._start(directory, arguments, identity, stepper, None, metadata_extra)
+        else:
+            writer._continue(directory, arguments)
+        return writer
+
+    def _start(self, directory: RunDirectory, arguments: Mapping[str, Any], identity: Identity, stepper: str,
+               store_path: str | Path | None, metadata_extra: Mapping[str, Any] | None) -> None:
+        self.directory, self.run_dir = directory, directory.path
         try:
             self.run_id = str(uuid.uuid4())
             self.results: list[dict[str, Any]] = []
@@ -90,27 +142,46 @@ class RunWriter:
                 "completion_aggregation": "task-macro",
                 "stepper": stepper,
                 "arguments": dict(arguments),
-                "selected_tasks": [{"scene": s, "task": t} for s, t in selected_tasks],
-                "expected_trials": int(expected_trials),
+                **identity.fields,  # selected_tasks, expected_trials
                 "run_id": self.run_id,
                 "code_sha256": code_sha256(),
                 "versions": package_versions(),
                 "python": platform.python_version(),
                 **dict(metadata_extra or {}),
             }
-            with output_errors(self.run_dir, 0):
-                write_json_atomic(self.run_dir / RUN_FILE, self.run)
-                self.store = RunStore(store_path or self.run_dir / STORE_FILE)
+            with directory.errors(0):
+                directory.write_json(RUN_FILE, self.run)
+                self.store = directory.store(store_path)
                 self.store.upsert_run(self.run_id, self.run, str(self.run_dir))
-                write_json_atomic(self.run_dir / RESULTS_FILE, [])
+                directory.write_json(RESULTS_FILE, [])
         except BaseException:
-            self.lock.release()
+            directory.close()
             raise
         self._positions = plan_positions(self.run)
 
+    def _continue(self, directory: RunDirectory, arguments: Mapping[str, Any]) -> None:
+        self.directory, self.run_dir = directory, directory.path
+        try:
+            self.run = run = directory.read_json(RUN_FILE)
+            self.run_id = run["run_id"]
+            self._positions = plan_positions(run)
+            with directory.errors():
+                self.store = directory.store()
+            self.results = sorted(self.store.trials(run_ids=[self.run_id]), key=self._position)
+            self._keys = {(e["task"], int(e["round"])) for e in self.results}
+            run.update(status="running", completed_trials=len(self.results))
+            run.setdefault("resumed_utc", []).append(utc_now())
+            run["resume_arguments"] = dict(arguments)
+            self._write_run()  # also puts the run's row back if the kill came before the store had it
+            with directory.errors(len(self.results)):
+                directory.write_json(RESULTS_FILE, self.results)
+        except BaseException:
+            directory.close()
+            raise
+
     def _write_run(self) -> None:
-        with output_errors(self.run_dir, len(self.results)):
-            write_json_atomic(self.run_dir / RUN_FILE, self.run)
+        with self.directory.errors(len(self.results)):
+            self.directory.write_json(RUN_FILE, self.run)
             self.store.upsert_run(self.run_id, self.run, str(self.run_dir))
 
     def recorded(self, task_id: str, round_index: int) -> bool:
@@ -136,14 +207,19 @@ class RunWriter:
             entry["video"] = video
         entry.update(scene=task.scene, layout=task.layout, seed=int(seed), round=int(round_index),
                      level_tag=task.level, base_task_type=task.base_task_type)
-        with output_errors(self.run_dir, len(self.results)):
+        with self.directory.errors(len(self.results)):
             self.store.insert_trial(self.run_id, self._next_index(), entry)
         self.results.append(entry)
         self._keys.add((task.task_id, int(round_index)))
         self.results.sort(key=self._position)
-        with output_errors(self.run_dir, len(self.results)):
-            write_json_atomic(self.run_dir / RESULTS_FILE, self.results)
+        with self.directory.errors(len(self.results)):
+            self.directory.write_json(RESULTS_FILE, self.results)
         return entry
+
+    def add_recording(self, trial_id: str, data: bytes) -> None:
+        """Keep a trial's MCAP recording (``--record`` on Ray, where it travelled back) in ``mcap/``."""
+        with self.directory.errors(len(self.results)):
+            self.directory.write_bytes(f"{RECORDINGS_DIR}/{trial_id}.mcap", data)
 
     def _next_index(self) -> int:
         return len(self.results)
@@ -164,16 +240,15 @@ class RunWriter:
     def _finish(self, status: str) -> None:
         self.run.update(status=status, finished_utc=utc_now(), completed_trials=len(self.results))
         try:
-            with output_errors(self.run_dir, len(self.results)):
-                write_json_atomic(self.run_dir / SUMMARY_FILE, self.summary())
+            with self.directory.errors(len(self.results)):
+                self.directory.write_json(SUMMARY_FILE, self.summary())
             self._write_run()
         finally:
             self.close()
 
     def close(self) -> None:
         """Close the store and drop the lock without changing the run's status (it stays resumable)."""
-        self.store.close()
-        self.lock.release()
+        self.directory.close()
 
     def __enter__(self) -> RunWriter:
         return self
@@ -202,3 +277,18 @@ class DuplicateTrialError(ValueError):
 
 def plan_positions(run: Mapping[str, Any]) -> dict[str, int]:
     return {item["task"]: i for i, item in enumerate(run.get("selected_tasks") or [])}
+
+
+def _forget_unrecorded_run(directory: RunDirectory) -> None:
+    """Before ``--resume`` starts afresh where no ``run.json`` was written: drop an empty store, refuse anything else.
+
+    A store created before the kill (an older write order created it first) holds no trial; any other
+    file, or a store with trials, means the directory is not a run this evaluator started.
+    """
+    leftovers = [p.name for p in meaningful_entries(directory.path)]
+    if any(name not in STORE_FILES for name in leftovers) or stored_trials(directory.path / STORE_FILE):
+        raise RunDirError(f"--resume: {directory.path} holds no {RUN_FILE} but other files ({', '.join(leftovers)}); "
+                          "it is not a run this evaluator started")
+    with directory.errors():
+        for name in STORE_FILES:
+            (directory.path / name).unlink(missing_ok=True)

@@ -23,14 +23,12 @@ from typing import Any, Protocol, TextIO
 
 from robofollow_ros.benchmark import EvalTask, default_registry
 from robofollow_ros.evaluation.episode import EpisodeSettings
-from robofollow_ros.evaluation.jsonio import write_bytes_atomic
 from robofollow_ros.evaluation.progress import Progress
 from robofollow_ros.evaluation.results import RunWriter
-from robofollow_ros.evaluation.resume import resume_writer
-from robofollow_ros.evaluation.rundir import output_errors
 from robofollow_ros.evaluation.selection import TrialKey, select_tasks, trial_keys
 from robofollow_ros.evaluation.trial_worker import DEFAULT_POLICY_TIMEOUT_S, TrialOutcome, TrialWorker, WorkerSpec
 from robofollow_ros.evaluation.worker_errors import START_OTHER, WorkerStartError, start_failure
+from robofollow_ros.rundir.layout import RECORDINGS_DIR
 
 BACKENDS = ("local", "ray", "inline")
 #: Besides the policy's own time (timeout × calls), what a trial may take in the simulator before
@@ -82,7 +80,7 @@ class EvalConfig:
         return args
 
     def worker_spec(self) -> WorkerSpec:
-        mcap = str(Path(self.output) / "mcap") if self.record and self.backend != "ray" else None
+        mcap = str(Path(self.output) / RECORDINGS_DIR) if self.record and self.backend != "ray" else None
         return WorkerSpec(policy=self.policy, policy_kwargs=dict(self.policy_kwargs), render=self.render,
                           stepper=self.stepper, settings=self.settings, policy_timeout_s=self.policy_timeout_s,
                           record_dir=mcap, ship_recordings=self.record and self.backend == "ray")
@@ -161,8 +159,8 @@ def open_writer(config: EvalConfig, tasks: Sequence[EvalTask], expected: int) ->
     selected = [(t.scene, t.task_id) for t in tasks]
     extra = {"model": config.policy}
     if config.resume:
-        return resume_writer(config.output, arguments=config.arguments(), selected_tasks=selected,
-                             expected_trials=expected, stepper=config.stepper, metadata_extra=extra)
+        return RunWriter.resume(config.output, arguments=config.arguments(), selected_tasks=selected,
+                                expected_trials=expected, stepper=config.stepper, metadata_extra=extra)
     return RunWriter(config.output, arguments=config.arguments(), selected_tasks=selected, expected_trials=expected,
                      stepper=config.stepper, metadata_extra=extra)
 
@@ -184,9 +182,7 @@ def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutco
                 if writer.recorded(key.task_id, key.round):
                     continue  # delivered twice: a run holds each trial once
                 if outcome.recording is not None:
-                    with output_errors(Path(config.output), len(writer.results)):
-                        (Path(config.output) / "mcap").mkdir(exist_ok=True)
-                        write_bytes_atomic(Path(config.output) / "mcap" / f"{key.trial_id}.mcap", outcome.recording)
+                    writer.add_recording(key.trial_id, outcome.recording)
                 writer.record_trial(result, task=registry.eval_task(key.task_id), round_index=key.round, seed=key.seed)
                 if "policy_error" in result:
                     failed.append((key.trial_id, str(result["policy_error"]).splitlines()[0]))

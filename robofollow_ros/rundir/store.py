@@ -4,10 +4,14 @@ Why SQLite: one file, queryable across runs (``WHERE scene = 'scene2'``), safe a
 (each trial is one transaction, so a killed evaluator leaves whole trials only), and WAL lets a
 report read while the evaluator writes. Runs carry a UUID so stores from different machines merge
 without id clashes; merging the same run twice is a no-op.
+
+The schema is the evaluator's (``evaluation.results.RunWriter`` fills it); it lives with the run
+directory because resuming one must read it (:func:`stored_trials`) without the evaluator.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
@@ -182,3 +186,14 @@ class _Tx:
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         self.conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+
+
+def stored_trials(path: Path) -> int:
+    """Trials in a store file, 0 when it is absent or has no trials table yet (read only, never creates it)."""
+    if not path.is_file():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0])
+    except sqlite3.Error:
+        return 0

@@ -1,0 +1,138 @@
+"""A run directory held by this process: :meth:`RunDirectory.create` a new run, or :meth:`RunDirectory.resume` one.
+
+Every command that writes a directory of results (``robofollow eval`` and the ROS trial manager
+through ``RunWriter``, ``robofollow collect``, ``robofollow owda eval``) opens it here, so all of
+them get the same guarantees from one implementation:
+
+* one writer at a time (``lock``): another live writer is refused in one line naming it (exit 5),
+  and a killed writer's lock is gone with it;
+* the debris of a killed writer (atomic-write temporaries) is swept by the next holder, under the lock;
+* files are replaced atomically (``atomic``), and "cannot write" errors of the OS or SQLite become
+  one :class:`OutputUnusableError` line inside :meth:`RunDirectory.errors`, so a full disk loses
+  nothing recorded and ``--resume`` continues once there is room;
+* resuming checks the identity the directory recorded (``identity``) and refuses another run's.
+
+What each command writes, and what resuming means for it beyond the identity check (eval rebuilds
+``results.json`` from SQLite, collect skips staged episodes, owda skips answered instances), stays
+with the command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.rundir.atomic import json_bytes, read_json, sweep_temporaries, write_bytes_atomic
+from robofollow_ros.rundir.errors import RESUME_WITH_FLAG, NotEmptyError, RunDirError, output_errors
+from robofollow_ros.rundir.identity import Identity
+from robofollow_ros.rundir.layout import STORE_FILE, meaningful_entries
+from robofollow_ros.rundir.lock import RunDirLock
+from robofollow_ros.rundir.store import RunStore
+
+
+class RunDirectory:
+    """An open run directory: this process holds its lock until :meth:`close` (or the end of ``with``).
+
+    ``recorded_identity``: what :meth:`resume` found recorded (None for a new run, and for a directory
+    whose writer was killed before recording anything: the caller starts its run there afresh).
+    """
+
+    def __init__(self, path: Path, lock: RunDirLock, resume_hint: str = RESUME_WITH_FLAG) -> None:
+        """Use :meth:`create` or :meth:`resume`; this only wraps a lock already taken."""
+        self.path = path
+        self.recorded_identity: dict[str, Any] | None = None
+        self._lock = lock
+        self._resume_hint = resume_hint
+        self._stores: list[RunStore] = []
+
+    @classmethod
+    def create(cls, path: str | Path) -> RunDirectory:
+        """A new run: ``path`` is created, or must hold nothing but debris (:class:`NotEmptyError` otherwise).
+
+        Raises :class:`OutputUnusableError` when it cannot be created or another process holds it.
+        """
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"run_dir: {path} exists and is not an empty directory")
+        if meaningful_entries(path):
+            raise NotEmptyError(f"run_dir: {path} exists and is not an empty directory")
+        directory = cls._locked(path)
+        with directory._closed_on_error():
+            if meaningful_entries(path):  # another writer filled it between our look and our lock
+                raise NotEmptyError(f"run_dir: {path} exists and is not an empty directory")
+        return directory
+
+    @classmethod
+    def resume(cls, path: str | Path, *, identity: Identity, resume_hint: str = RESUME_WITH_FLAG) -> RunDirectory:
+        """Continue the run in ``path``, refusing (:class:`RunDirError`) one whose recorded identity differs.
+
+        An absent directory, or one that recorded no identity, is not refused: a run killed before it
+        recorded anything is started afresh by ``--resume`` (see ``recorded_identity``). ``resume_hint``:
+        how the command's user continues after a full disk (``owda eval`` has no ``--resume`` flag).
+        """
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"run_dir: {path} exists and is not a directory")
+        directory = cls._locked(path, resume_hint)
+        with directory._closed_on_error():
+            directory.recorded_identity = identity.check(path)
+        return directory
+
+    @classmethod
+    def _locked(cls, path: Path, resume_hint: str = RESUME_WITH_FLAG) -> RunDirectory:
+        with output_errors(path, resume_hint=resume_hint):
+            path.mkdir(parents=True, exist_ok=True)
+            lock = RunDirLock(path).acquire()
+        directory = cls(path, lock, resume_hint)
+        with directory._closed_on_error(), directory.errors():
+            sweep_temporaries(path)
+        return directory
+
+    # -- files -----------------------------------------------------------------------------------
+    def errors(self, recorded: int | None = None) -> contextlib.AbstractContextManager[None]:
+        """Inside it, "cannot write" errors become :class:`OutputUnusableError` (``recorded``: trials kept)."""
+        return output_errors(self.path, recorded, self._resume_hint)
+
+    def write_json(self, name: str, payload: Any, *, indent: int = 2, ensure_ascii: bool = False) -> None:
+        """Replace ``name`` (relative, folders created) atomically with ``payload`` as JSON."""
+        self.write_bytes(name, json_bytes(payload, indent=indent, ensure_ascii=ensure_ascii))
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        """Replace ``name`` (relative, folders created) atomically with ``data``."""
+        if not self._lock.held:
+            raise RuntimeError(f"{self.path} is closed: no more writes")
+        target = self.path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(target, data)
+
+    def read_json(self, name: str) -> Any:
+        return read_json(self.path / name)
+
+    def store(self, path: str | Path | None = None) -> RunStore:
+        """The SQLite store (``results.sqlite`` here, or a shared file elsewhere), closed with the directory."""
+        store = RunStore(path or self.path / STORE_FILE)
+        self._stores.append(store)
+        return store
+
+    # -- letting go ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the stores opened here and drop the lock; what was written stays (a second call does nothing)."""
+        while self._stores:
+            self._stores.pop().close()
+        self._lock.release()
+
+    @contextlib.contextmanager
+    def _closed_on_error(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> RunDirectory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,75 @@
+"""What a resumed run must share with the run it continues: its identity, and the one check of it.
+
+Why: resuming adds to what a directory holds. Results of another selection, model or settings mixed
+into it would describe a run that never happened, so every resume compares the settings the
+directory recorded with the ones it is asked to continue with and, if any differ, refuses in one
+line naming each field that differs.
+
+Each command records its identity in a file it writes anyway, so the check adds nothing on disk:
+``robofollow eval`` in ``run.json`` among other fields (``partial``: only the identity's fields are
+compared), ``robofollow collect`` in ``meta/robofollow.json`` under ``"collect"``, ``robofollow owda
+eval`` as the whole of its ``run.json``. Which fields make the identity is each command's choice;
+widening one (eval's to policy, settings and versions) changes only the :class:`Identity` it builds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.rundir.atomic import read_json
+from robofollow_ros.rundir.errors import RunDirError
+from robofollow_ros.rundir.layout import RUN_FILE
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The settings a resumed run must share, and where its directory records them.
+
+    ``fields``: name -> JSON value. ``record``: the file (relative to the run directory) that holds
+    them; ``key``: the object in that file that holds them (None: the file's top level).
+    ``partial``: the record holds other fields too (eval's ``run.json``), which are not compared;
+    otherwise a recorded field the identity lacks also differs.
+    """
+
+    fields: Mapping[str, Any]
+    record: str = RUN_FILE
+    key: str | None = None
+    partial: bool = False
+
+    def __post_init__(self) -> None:
+        # Compared with what JSON gives back, where tuples are lists: normalise the same way once.
+        object.__setattr__(self, "fields", json.loads(json.dumps(dict(self.fields))))
+
+    def recorded(self, run_dir: Path) -> dict[str, Any] | None:
+        """The identity ``run_dir`` recorded; None when its record file does not exist (nothing recorded)."""
+        path = Path(run_dir) / self.record
+        if not path.is_file():
+            return None
+        try:
+            data = read_json(path)
+        except ValueError as exc:
+            raise RunDirError(f"--output: {path} is not valid JSON ({exc})") from None
+        if self.key is not None and isinstance(data, dict):
+            data = data.get(self.key, {})
+        if not isinstance(data, dict):
+            raise RunDirError(f"--output: {path} does not record a run's settings")
+        return data
+
+    def differences(self, recorded: Mapping[str, Any]) -> list[str]:
+        """Names of the fields whose recorded value is not this identity's, sorted."""
+        names = set(self.fields) if self.partial else set(self.fields) | set(recorded)
+        return sorted(n for n in names if recorded.get(n, _ABSENT) != self.fields.get(n, _ABSENT))
+
+    def check(self, run_dir: Path) -> dict[str, Any] | None:
+        """The recorded identity (None if none), after refusing one that differs with :class:`RunDirError`."""
+        recorded = self.recorded(run_dir)
+        if recorded is not None and (differ := self.differences(recorded)):
+            raise RunDirError(f"--output: {run_dir} holds another run ({', '.join(differ)} differ); resume it "
+                              "with the settings it was started with, or choose another --output")
+        return recorded
