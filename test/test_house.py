@@ -1,15 +1,18 @@
-"""The house's rules, read from every module's imports (``ast``, nothing imported or run).
+"""The house's rules, read from every module's imports (``ast``; nothing of the package is imported).
 
-* The simulator is imported only by its own users: on the rig nothing may name ``robofollow_ros.sim``,
-  since the rig's description lives below both in ``robot/``.
+* Folders import only folders on lower floors (``FLOORS``, the README's "Architecture" section).
 * No import circle between modules, counting imports inside functions and under ``TYPE_CHECKING``
   (a lazy import still ties two files together).
-* Folders import only the folders the README's architecture section allows (imports point downwards).
+* The simulator is imported only by its own users: on the rig nothing may name ``robofollow_ros.sim``,
+  since the rig's description lives below both in ``robot/``.
+* A wire protocol imports no other protocol, and naming a policy costs neither torch nor SAPIEN.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +20,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "robofollow_ros"
+
+#: The floors of the house, from the ground up: a folder (or top-level module) imports only from lower floors.
+FLOORS = (
+    ("contract", "paths", "yamlio", "jsonlimits", "exit_status", "child_process", "diagnostics"),
+    ("benchmark", "robot", "rundir"),   # the benchmark's data, the rig's description, the run directory
+    ("scoring", "sim"),                 # stage rules and the online monitor; the SAPIEN world
+    ("rig", "policy", "monitoring"),    # arm-command safety and drivers; policies and their wires; live view
+    ("evaluation", "preflight"),        # the headless evaluator; checks before the first trial
+    ("datasets", "perception", "dry_run"),
+    ("learning", "decisions"),          # training; OWDA
+    ("nodes",),                         # the ROS 2 nodes (rclpy only here)
+    ("bringup",),                       # profiles and running them without ros2 launch
+    ("cli",),                           # the robofollow command
+)
 
 #: The simulator's own users: everything else runs on a rig without SAPIEN and must not name ``sim``.
 SIM_USERS = (
@@ -181,3 +198,52 @@ def test_a_name_maps_to_its_module_and_a_submodule_to_itself(tmp_path, monkeypat
     assert graph["robofollow_ros.pkg.a"] == {"robofollow_ros.pkg.b": 1}
     assert graph["robofollow_ros.pkg.b"] == {"robofollow_ros.pkg": 1}
     assert strongly_connected(graph) == [["robofollow_ros.pkg", "robofollow_ros.pkg.a", "robofollow_ros.pkg.b"]]
+
+
+def room(module: str) -> str:
+    """The folder or top-level module of ``robofollow_ros`` that ``module`` belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def floor_of() -> dict[str, int]:
+    return {name: level for level, names in enumerate(FLOORS) for name in names}
+
+
+def test_every_room_has_a_floor():
+    rooms = {room(m) for m in all_modules()} - {""}
+    assert sorted(rooms - set(floor_of())) == [], "place the new folder or module on a floor in FLOORS and the README"
+    assert sorted(set(floor_of()) - rooms) == [], "FLOORS names a folder that is gone"
+
+
+def test_imports_point_downwards():
+    floors = floor_of()
+    upward = []
+    for module, edges in import_graph().items():
+        here = room(module)
+        for target, line in edges.items():
+            there = room(target)
+            if here and there and here != there and floors[there] >= floors[here]:
+                upward.append(f"{module} (line {line}, floor {floors[here]}) imports {target} (floor {floors[there]})")
+    assert not upward, "imports that do not point downwards:\n" + "\n".join(upward)
+
+
+def test_a_wire_protocol_imports_no_other_protocol():
+    wire = f"{PACKAGE}.policy.wire."
+    protocols = {p.parent.name for p in (ROOT / PACKAGE / "policy" / "wire").glob("*/__init__.py")}
+    assert {"robofollow", "openpi"} <= protocols
+    crossing = [f"{module} -> {target}" for module, edges in import_graph().items() for target in edges
+                for proto in protocols if module.startswith(wire + proto + ".") or module == wire + proto
+                if target.startswith(wire) and target.removeprefix(wire).split(".")[0] in protocols - {proto}]
+    assert crossing == []
+
+
+def test_naming_policies_costs_neither_torch_nor_sapien():
+    script = ("import sys\n"
+              "import robofollow_ros.policy, robofollow_ros.policy.spec, robofollow_ros.policy.learned\n"
+              "from robofollow_ros.policy.spec import builtin_names\n"
+              "assert {'hold', 'oracle', 'blind', 'memorizer'} <= set(builtin_names())\n"
+              "print(sorted(m for m in ('torch', 'sapien') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
