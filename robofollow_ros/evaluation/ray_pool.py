@@ -62,14 +62,58 @@ class TrialActor:
 
 
 def connect(address: str | None) -> bool:
-    """Join (``auto``, ``HOST:PORT``, ``ray://HOST:10001``) or start a Ray instance; True if we started it."""
+    """Join (``auto``, ``HOST:PORT``, ``ray://HOST:10001``) or, with None, start a private instance
+    (:func:`start_private`); True if we started it."""
     import ray
 
     if ray.is_initialized():
         return False
-    ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
-             namespace="robofollow")
+    options: dict[str, Any] = dict(log_to_driver=False, logging_level=logging.WARNING, namespace="robofollow")
+    if address is None:
+        start_private(**options)
+    else:
+        ray.init(address=address, include_dashboard=False, **options)
     return True
+
+
+#: Where every server of the private instance listens.
+LOOPBACK = "127.0.0.1"
+
+
+def start_private(**options: Any) -> None:
+    """Start a Ray instance for this machine alone: every Ray process binds ``127.0.0.1``.
+
+    Ray has no switch for this in ``ray.init``. Its C++ servers (GCS, raylet and object manager,
+    every core worker) and its agents bind loopback when the node's IP is ``127.0.0.1``, and otherwise
+    all interfaces (the agents: the node IP); but ``ray.init(_node_ip_address="127.0.0.1")`` and ``ray start
+    --node-ip-address 127.0.0.1`` both rewrite a loopback IP to the machine's own
+    (``services.resolve_ip_for_localhost``) unless Ray runs single-machine, as it does on macOS and
+    Windows (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``). Ray reads that variable once, when it is
+    imported, into ``ray_constants.ENABLE_RAY_CLUSTER``, so the flag is cleared for this call alone:
+    the node's processes get the IP on their command lines, and a later ``--ray-address`` run in this
+    process still reaches other machines. ``address="local"`` starts a new instance even where
+    ``RAY_ADDRESS`` or a ``ray start`` on this machine would make ``ray.init()`` join that one. No Ray
+    Client server (``ray.init`` starts none) and no dashboard; its API server, which Ray starts anyway,
+    binds ``dashboard_host``. If Ray comes up elsewhere all the same (a Ray that changed this), it is
+    shut down and the run stops rather than serve the network.
+    """
+    import ipaddress
+
+    import ray
+    from ray._private import ray_constants
+
+    cluster_mode = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(address="local", _node_ip_address=LOOPBACK, include_dashboard=False, dashboard_host=LOOPBACK,
+                 **options)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = cluster_mode
+    node_ip = ray.util.get_node_ip_address()
+    if not ipaddress.ip_address(node_ip).is_loopback:
+        ray.shutdown()
+        raise RuntimeError(f"the private Ray instance came up on {node_ip}, not {LOOPBACK}: it would listen on "
+                           "every interface, so it was stopped (has Ray changed how it picks the node IP?)")
 
 
 class RayPool:
