@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from robofollow_ros.benchmark import LEVELS, SCENES, Registry
-from robofollow_ros.child_process import child_env
+from robofollow_ros.child_process import child_command, child_env
 from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
 from robofollow_ros.rundir.atomic import read_json
 from robofollow_ros.rundir.layout import RESULTS_FILE
@@ -42,7 +41,7 @@ def served_policy(policy: str, log: Path) -> Iterator[str]:
     """``robofollow serve --policy POLICY --port 0`` in its own process; yields its ``tcp://`` SPEC."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as err:
-        cmd = [sys.executable, "-m", "robofollow_ros.cli", "serve", "--policy", policy, "--port", "0"]
+        cmd = child_command("robofollow_ros.cli", ["serve", "--policy", policy, "--port", "0"])
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=child_env())
         try:
             assert proc.stdout is not None
@@ -88,10 +87,10 @@ def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render
         if stream is not None:
             stream.write(f"==> {policy} served at {spec}; robofollow bringup sim over {len(tasks)} trials\n")
             stream.flush()
-        cmd = [sys.executable, "-m", "robofollow_ros.cli", "bringup", "sim", "--policy", spec, "--tasks",
-               ",".join(tasks), "--rounds", "1", "--output", str(ros_dir), "--exit-when-done",
-               *([] if render else ["--no-render"]),
-               *([] if foxglove_port is None else ["--foxglove-port", str(foxglove_port)])]
+        cmd = child_command("robofollow_ros.cli", [
+            "bringup", "sim", "--policy", spec, "--tasks", ",".join(tasks), "--rounds", "1", "--output", str(ros_dir),
+            "--exit-when-done", *([] if render else ["--no-render"]),
+            *([] if foxglove_port is None else ["--foxglove-port", str(foxglove_port)])])
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stream or subprocess.DEVNULL, text=True,
                               timeout=BRINGUP_TIMEOUT_S, env=child_env())
     if done.returncode != 0:

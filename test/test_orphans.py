@@ -3,7 +3,7 @@
 ``robofollow bringup mock`` runs one process per node; killed with ``kill -9`` mid-run, none of its
 node processes may survive it by more than 2 s (they used to run on: the trial manager alone, the
 arm bridge and the policy node on DDS). The demo's policy server (``dry_run.served_policy``) dies
-with the demo the same way. ``child_process`` itself is checked with a bare ``sleep``-like child.
+with the demo the same way. The bootstrap of ``child_process`` is checked on its own too.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from robofollow_ros.child_process import PARENT_PID_ENV, child_env
+from robofollow_ros.child_process import PARENT_PID_ENV, child_command, child_env
 from waiting import poll_until
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
@@ -101,13 +101,19 @@ def test_the_demos_policy_server_dies_with_the_demo(tmp_path):
         demo.wait(timeout=10)
 
 
-def test_a_child_started_after_its_parent_died_ends_at_once():
+def test_the_bootstrap_runs_the_module_as_python_dash_m_would():
+    done = subprocess.run(child_command("robofollow_ros.cli", ["--version"]), env=child_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("robofollow_ros ")
+
+
+def test_a_child_whose_parent_died_before_it_armed_ends_at_once():
     """The race: the parent dies between spawning the child and the child arming the kernel's signal."""
-    script = "from robofollow_ros.child_process import follow_parent; follow_parent(); import time; time.sleep(60)"
     env = child_env()
     env[PARENT_PID_ENV] = str(2**22 + 1)  # a parent that is not ours: as if it had died already
-    child = subprocess.run([sys.executable, "-c", script], env=env, timeout=30)
-    assert child.returncode == -signal.SIGTERM
+    done = subprocess.run(child_command("robofollow_ros.cli", ["--version"]), env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == -signal.SIGHUP and done.stdout == ""
 
 
 def test_without_the_variable_nothing_is_armed():

@@ -10,7 +10,6 @@ import importlib
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from typing import Any
 import yaml
 
 from robofollow_ros.bringup.profiles import TRIAL_MANAGER, Profile, ros_params_file
-from robofollow_ros.child_process import child_env
+from robofollow_ros.child_process import child_command, child_env
 
 
 class NodeStartError(RuntimeError):
@@ -117,7 +116,7 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
         for spec in profile.nodes:
             out = open(log_dir / f"{spec.executable}.log", "wb") if log_dir else None  # noqa: SIM115
             procs[spec.executable] = subprocess.Popen(
-                [sys.executable, "-m", spec.module, "--ros-args", "--params-file", params.name, *remaps],
+                child_command(spec.module, ["--ros-args", "--params-file", params.name, *remaps]),
                 stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env())
         manager = procs.get(TRIAL_MANAGER)
         while not stop.is_set():

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 
 from robofollow_ros import __version__
-from robofollow_ros.child_process import follow_parent
 from robofollow_ros.cli._common import CliError
 
 
@@ -33,7 +32,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    follow_parent()  # started by a supervisor (demo runs serve and bringup): end with it, even on SIGKILL
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

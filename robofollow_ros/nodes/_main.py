@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -12,7 +13,8 @@ from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedE
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-from robofollow_ros.child_process import follow_parent
+#: How long a node whose supervisor died may take to stop cleanly before it exits hard (s).
+ORPHAN_GRACE_S = 1.0
 
 
 @contextlib.contextmanager
@@ -23,10 +25,19 @@ def stop_on_signals() -> Iterator[threading.Event]:
     convert call argument '0' to Python object" with a traceback from deep inside the executor, seen
     when bringup stopped a graph of node processes. A handler that only sets a flag cannot break a
     call half-way; the spin loops look at it every 0.1 s. (rclpy's own handlers are off: they would
-    chain to Python's default one, which raises.)"""
+    chain to Python's default one, which raises.)
+
+    SIGHUP is what the kernel sends a node whose supervisor died (``child_process``): it stops the same
+    way, but an orphan gets :data:`ORPHAN_GRACE_S` to do so before it exits hard, because nobody is
+    left to wait for it and its peers must not find it on DDS."""
     stop = threading.Event()
+
+    def orphaned(_signum: int, _frame: object) -> None:
+        stop.set()
+        threading.Timer(ORPHAN_GRACE_S, os._exit, args=(128 + signal.SIGHUP,)).start()
+
     previous = {s: signal.signal(s, lambda _signum, _frame: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-    follow_parent()  # a supervisor killed with SIGKILL takes this node with it (SIGTERM sets the flag)
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, orphaned)
     try:
         yield stop
     finally:
