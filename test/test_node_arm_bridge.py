@@ -32,7 +32,7 @@ arms:
     command_topic: /test_right/joint_trajectory
     state_topic: /test_right/joint_states
     joints: [ra1, ra2, ra3, ra4, ra5, ra6]
-    gripper: {joint: rg, closed: -0.5, open: 1.5}
+    gripper: {joint: rg, closed: 0.01, open: 0.07, measures: opening}
 """
 
 
@@ -66,7 +66,7 @@ def rig(tmp_path):  # type: ignore[no-untyped-def]
             left_state.publish(JointState(name=["la1", "la2", "la3", "la4", "la5", "la6", "lg"],
                                           position=[0.1, 0, 0, 0, 0, 0, 0.04]))
             right_state.publish(JointState(name=["ra1", "ra2", "ra3", "ra4", "ra5", "ra6", "rg"],
-                                           position=[0, 0, 0, 0, 0, 0.2, -0.5]))
+                                           position=[0, 0, 0, 0, 0, 0.2, 0.01]))
 
         # The drivers report their state until the bridge republishes it as /joint_states.
         ros.wait_for(lambda: publish_state() or bool(got["joint_states"]), what="/joint_states from the bridge")
@@ -93,7 +93,7 @@ def test_command_is_mapped_to_each_driver(rig):
     assert got["left"][-1].data.tolist() == pytest.approx([0.15, 0, 0, 0, 0, 0, 0.036])
     traj = got["right"][-1]
     assert list(traj.joint_names) == ["ra1", "ra2", "ra3", "ra4", "ra5", "ra6", "rg"]
-    assert list(traj.points[0].positions) == pytest.approx([0, 0, 0, 0, 0, 0.25, -0.3])
+    assert list(traj.points[0].positions) == pytest.approx([0, 0, 0, 0, 0, 0.25, 0.016])  # 0.01 + 0.1 · 0.06
 
 
 def test_large_gripper_jump_is_clamped_per_step(rig):
@@ -203,7 +203,7 @@ def test_drivers_sharing_one_state_topic(tmp_path):
         driver.create_subscription(JointState, "/joint_states", ros.collector(out), 10)
         both = driver.create_publisher(JointState, "/both/joint_states", 10)
         msg = JointState(name=["la1", "la2", "la3", "la4", "la5", "la6", "lg", "ra1", "ra2", "ra3", "ra4", "ra5",
-                               "ra6", "rg"], position=[0.1] * 6 + [0.04] + [0.2] * 6 + [1.5])
+                               "ra6", "rg"], position=[0.1] * 6 + [0.04] + [0.2] * 6 + [0.07])
         ros.wait_for(lambda: both.publish(msg) or bool(out), what="/joint_states from one shared topic")
     assert out[0].position[6] == pytest.approx(1.0) and out[0].position[13] == pytest.approx(1.0)
     assert out[0].position[7] == pytest.approx(0.2)
@@ -229,3 +229,12 @@ def test_the_bridge_refuses_to_start_on_a_joint_limit_it_cannot_enforce(tmp_path
             Parameter("driver_config", value=str(config)), Parameter("urdf", value=str(path))])
     for word in words:
         assert word in str(info.value)
+
+
+def test_the_bridge_refuses_a_driver_map_beyond_the_urdf_finger_range(tmp_path):
+    config = tmp_path / "drivers.yaml"
+    config.write_text(DRIVERS.replace("closed: 0.0, open: 0.04}", "closed: 0.0, open: 0.045}"))
+    with RosHarness() as ros, pytest.raises(ValueError) as info:
+        ArmBridgeNode(context=ros.context, parameter_overrides=[Parameter("driver_config", value=str(config))])
+    assert str(info.value) == (f"{config}: arms.left.gripper.open: 0.045 lies outside the URDF's left_gripper range "
+                               "[0, 0.04] (one finger's travel, measures: finger)")

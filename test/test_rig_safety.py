@@ -1,4 +1,5 @@
-"""The arm-command safety filter: limits, step clamp, workspace, NaN, e-stop and watchdog."""
+"""The arm-command safety filter: limits, step clamp, workspace, NaN, e-stop and watchdog; the driver map's
+gripper ranges against the URDF."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import numpy as np
 import pytest
 
 from robofollow_ros.contract import GRIPPER_INDEX, JOINT_NAMES
+from robofollow_ros.paths import share_path
+from robofollow_ros.rig.driver_config import GripperMapping, load_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyFilter
 from robofollow_ros.robot.urdf_limits import JointLimit, read_joint_limits
+from robofollow_ros.yamlio import read_yaml_mapping
 
 LIMITS = {name: JointLimit(-1.0, 1.0, 3.0) for name in JOINT_NAMES if not name.endswith("_gripper")}
 
@@ -96,6 +100,54 @@ def test_estop_holds_until_released_and_a_new_command_arrives():
     f.set_estop(False)
     assert f.watchdog(now=5.0) is None  # no stale hold replayed after release
     assert not f.filter(np.full(14, 0.01), now=5.0).hold
+
+
+URDF_LIMITS = read_joint_limits(share_path("urdf", "robofollow_rig.urdf"))
+
+
+def test_default_driver_map_and_presets_keep_the_grippers_within_the_urdf_finger_range():
+    for path in sorted(share_path("config", "rig").glob("*.yaml")):
+        data = read_yaml_mapping(path, "driver_config")
+        if "arms" not in data:
+            continue  # a camera remap preset
+        config = load_driver_config(path, URDF_LIMITS)
+        for arm, driver in config.arms.items():
+            limit = URDF_LIMITS[f"{arm}_gripper"]
+            for g in np.linspace(0.0, 1.0, 101):
+                assert limit.lower <= driver.gripper.to_finger(driver.gripper.to_driver(float(g))) <= limit.upper
+
+
+def test_the_default_map_opens_the_gripper_to_the_urdf_limit():
+    config = load_driver_config(share_path("config", "rig", "arm_drivers.yaml"), URDF_LIMITS)
+    assert {arm: d.gripper.to_driver(1.0) for arm, d in config.arms.items()} == {"left": 0.04, "right": 0.04}
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("open: 0.04}", "open: 0.045}",
+     "arms.left.gripper.open: 0.045 lies outside the URDF's left_gripper range [0, 0.04] (one finger's travel, "
+     "measures: finger)"),
+    ("closed: 0.0,", "closed: -0.001,",
+     "arms.left.gripper.closed: -0.001 lies outside the URDF's left_gripper range [0, 0.04] (one finger's travel, "
+     "measures: finger)"),
+    ("open: 0.04}", "open: 0.09, measures: opening}",
+     "arms.left.gripper.open: 0.09 lies outside the URDF's left_gripper range [0, 0.08] (the opening between the "
+     "jaws, measures: opening)"),
+    ("open: 0.04}", "open: 0.04, measures: degrees}",
+     "arms.left.gripper.measures: 'degrees' is not one of finger, opening"),
+])
+def test_a_driver_map_beyond_the_urdf_finger_range_is_refused_naming_file_field_and_value(tmp_path, old, new, message):
+    text = share_path("config", "rig", "arm_drivers.yaml").read_text()
+    path = tmp_path / "drivers.yaml"
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(ValueError) as info:
+        load_driver_config(path, URDF_LIMITS)
+    assert str(info.value) == f"{path}: {message}"
+
+
+def test_the_gripper_mapping_never_leaves_closed_open_whatever_the_rounding():
+    mapping = GripperMapping("g", 0.013, 0.037)
+    values = [mapping.to_driver(float(g)) for g in np.linspace(0.0, 1.0, 10_001)]
+    assert min(values) >= 0.013 and max(values) <= 0.037 and mapping.to_driver(1.0) == 0.037
 
 
 @pytest.mark.parametrize(("field", "value"), [("max_step_rad", 0.0), ("watchdog_timeout_s", float("nan"))])

@@ -78,9 +78,10 @@ class ArmBridgeNode(Node):
         ws_max = params.declare("workspace_max", [0.6, 0.4, 1.4], "workspace box upper corner (world, m)", length(3))
         ws_check = params.declare("workspace_check", True, "check both TCPs stay in the box (forward kinematics)")
 
-        self.drivers = load_driver_config(driver_file).arms
+        limits = read_joint_limits(urdf)
+        self.drivers = load_driver_config(driver_file, limits).arms  # gripper ranges checked against the URDF
         config = SafetyConfig(
-            joint_limits=read_joint_limits(urdf),
+            joint_limits=limits,
             max_step_rad=max_step,
             max_gripper_step=max_grip,
             watchdog_timeout_s=timeout,
