@@ -8,16 +8,23 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from rclpy.duration import Duration
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
 from robofollow_ros.contract import JOINT_NAMES
+from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes.arm_bridge_node import ArmBridgeNode
 from ros_harness import RosHarness
+from waiting import poll_until
 
 DRIVERS = """
 arms:
@@ -32,12 +39,23 @@ arms:
     command_topic: /test_right/joint_trajectory
     state_topic: /test_right/joint_states
     joints: [ra1, ra2, ra3, ra4, ra5, ra6]
-    gripper: {joint: rg, closed: -0.5, open: 1.5}
+    gripper: {joint: rg, closed: 0.01, open: 0.07, measures: opening}
 """
 
 
+@dataclass
+class Bench:
+    ros: RosHarness
+    got: dict[str, list]
+    command: Any
+    estop: Any
+    bridge: ArmBridgeNode
+    driver: Any
+    publish_state: Callable[..., None]
+
+
 @pytest.fixture
-def rig(tmp_path):  # type: ignore[no-untyped-def]
+def bench(tmp_path):  # type: ignore[no-untyped-def]
     config = tmp_path / "drivers.yaml"
     config.write_text(DRIVERS)
     with RosHarness() as ros:
@@ -62,15 +80,20 @@ def rig(tmp_path):  # type: ignore[no-untyped-def]
         command = driver.create_publisher(JointState, "/robofollow/joint_command", 10)
         estop = driver.create_publisher(Bool, "/robofollow/estop", 10)
 
-        def publish_state() -> None:
+        def publish_state(left: list[float] | None = None, right: list[float] | None = None) -> None:
             left_state.publish(JointState(name=["la1", "la2", "la3", "la4", "la5", "la6", "lg"],
-                                          position=[0.1, 0, 0, 0, 0, 0, 0.04]))
+                                          position=left or [0.1, 0, 0, 0, 0, 0, 0.04]))
             right_state.publish(JointState(name=["ra1", "ra2", "ra3", "ra4", "ra5", "ra6", "rg"],
-                                           position=[0, 0, 0, 0, 0, 0.2, -0.5]))
+                                           position=right or [0, 0, 0, 0, 0, 0.2, 0.01]))
 
         # The drivers report their state until the bridge republishes it as /joint_states.
         ros.wait_for(lambda: publish_state() or bool(got["joint_states"]), what="/joint_states from the bridge")
-        yield ros, got, command, estop
+        yield Bench(ros, got, command, estop, bridge, driver, publish_state)
+
+
+@pytest.fixture
+def rig(bench):  # type: ignore[no-untyped-def]
+    return bench.ros, bench.got, bench.command, bench.estop
 
 
 def _send(command, values):  # type: ignore[no-untyped-def]
@@ -93,7 +116,7 @@ def test_command_is_mapped_to_each_driver(rig):
     assert got["left"][-1].data.tolist() == pytest.approx([0.15, 0, 0, 0, 0, 0, 0.036])
     traj = got["right"][-1]
     assert list(traj.joint_names) == ["ra1", "ra2", "ra3", "ra4", "ra5", "ra6", "rg"]
-    assert list(traj.points[0].positions) == pytest.approx([0, 0, 0, 0, 0, 0.25, -0.3])
+    assert list(traj.points[0].positions) == pytest.approx([0, 0, 0, 0, 0, 0.25, 0.016])  # 0.01 + 0.1 · 0.06
 
 
 def test_large_gripper_jump_is_clamped_per_step(rig):
@@ -203,7 +226,7 @@ def test_drivers_sharing_one_state_topic(tmp_path):
         driver.create_subscription(JointState, "/joint_states", ros.collector(out), 10)
         both = driver.create_publisher(JointState, "/both/joint_states", 10)
         msg = JointState(name=["la1", "la2", "la3", "la4", "la5", "la6", "lg", "ra1", "ra2", "ra3", "ra4", "ra5",
-                               "ra6", "rg"], position=[0.1] * 6 + [0.04] + [0.2] * 6 + [1.5])
+                               "ra6", "rg"], position=[0.1] * 6 + [0.04] + [0.2] * 6 + [0.07])
         ros.wait_for(lambda: both.publish(msg) or bool(out), what="/joint_states from one shared topic")
     assert out[0].position[6] == pytest.approx(1.0) and out[0].position[13] == pytest.approx(1.0)
     assert out[0].position[7] == pytest.approx(0.2)
@@ -229,3 +252,125 @@ def test_the_bridge_refuses_to_start_on_a_joint_limit_it_cannot_enforce(tmp_path
             Parameter("driver_config", value=str(config)), Parameter("urdf", value=str(path))])
     for word in words:
         assert word in str(info.value)
+
+
+# -- arm safety over DDS: the e-stop replay, arms outside their limits, gripper ranges -------------
+MEASURED_LEFT = [0.1, 0, 0, 0, 0, 0, 0.04]  # the fixture's left arm: joint1 at 0.1, gripper open
+
+
+def _tap(bench: Bench, monkeypatch: pytest.MonkeyPatch, arm: str) -> list[list[float]]:
+    """Every left-driver command the bridge sends, at the publisher: none can be lost on the way to a test
+    reader that falls behind a flood. (The fake driver's DDS copy is checked too.)"""
+    sent: list[list[float]] = []
+    publisher = bench.bridge._driver_pubs[arm]
+    publish = publisher.publish
+
+    def tapped(msg: Any) -> None:
+        sent.append(list(msg.data))
+        publish(msg)
+
+    monkeypatch.setattr(publisher, "publish", tapped)
+    return sent
+
+
+@pytest.mark.parametrize("stamped", [True, False], ids=["stamped", "unstamped"])
+def test_commands_flooded_during_an_estop_are_not_replayed_after_its_release(bench, monkeypatch, stamped):
+    """The measured defect: thousands of commands queued while the e-stop was engaged for a second were
+    executed after its release (261 of them, up to 2.9 s old; joint 1 travelled 0.5 rad). Each flooded
+    command carries a marker (left_joint2 = its index · 1e-4, within a step) and asks left_joint1 to move
+    0.29 rad (within the step clamp): a replay would go out unchanged and be recognised."""
+    ros, got, driver = bench.ros, bench.got, bench.driver
+    sent = _tap(bench, monkeypatch, "left")
+    flood = driver.create_publisher(JointState, "/robofollow/joint_command", tp.STATE_STREAM)  # as policy_node
+    ros.wait_for(lambda: flood.get_subscription_count() > 0, what="the bridge on the command topic")
+
+    def command(values: list[float], stamp: bool) -> JointState:
+        msg = JointState(name=list(JOINT_NAMES), position=values)
+        if stamp:
+            msg.header.stamp = driver.get_clock().now().to_msg()
+        return msg
+
+    bench.estop.publish(Bool(data=True))
+    ros.wait_for(lambda: any(json.loads(s.data)["estop"] for s in got["status"]), what="the e-stop hold")
+    engaged = time.monotonic()
+    count = 0
+    while count < 3000 or time.monotonic() - engaged < 1.0:  # thousands, for a second
+        marker = (1 + count % 2999) * 1e-4
+        flood.publish(command([0.39, marker, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0.2, 0.0], stamped))
+        count += 1
+    bench.estop.publish(Bool(data=False))
+    ros.wait_for(lambda: any("e-stop released" in s.data for s in got["status"]), what="the release report")
+
+    fresh = [0.12, -0.05, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0.2, 0.0]  # marker -0.05: sent after the release
+    ros.wait_for(lambda: flood.publish(command(fresh, stamped)) or any(c[1] == -0.05 for c in sent),
+                 timeout=60, what="motion resuming with a command sent after the release")
+
+    assert bench.bridge.safety.refused_since_release > 0  # commands were still queued at the release ...
+    replayed = [c for c in sent if c[1] > 0]
+    assert not replayed, f"{len(replayed)} of {count} flooded commands executed"  # ... and none executed
+    first_fresh = next(i for i, c in enumerate(sent) if c[1] == -0.05)
+    assert first_fresh > 0 and all(c == MEASURED_LEFT for c in sent[:first_fresh])  # held: joint 1 never travelled
+    assert sent[first_fresh][0] == 0.12
+    ros.wait_for(lambda: any(list(c.data)[1] == -0.05 for c in got["left"]), what="the fresh command over DDS")
+    assert not [c for c in got["left"] if c.data[1] > 0]  # and what reached the driver's topic agrees
+
+
+def test_a_command_stamped_before_the_release_is_refused_though_received_after_it(bench, monkeypatch):
+    """A publisher's backlog: computed (stamped) before the release, delivered after it."""
+    ros, got, driver = bench.ros, bench.got, bench.driver
+    sent = _tap(bench, monkeypatch, "left")
+    bench.estop.publish(Bool(data=True))
+    ros.wait_for(lambda: any(json.loads(s.data)["estop"] for s in got["status"]), what="the e-stop hold")
+    bench.estop.publish(Bool(data=False))
+    ros.wait_for(lambda: any("e-stop released" in s.data for s in got["status"]), what="the release report")
+    old = JointState(name=list(JOINT_NAMES), position=[0.3, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0.2, 0.0])
+    old.header.stamp = (driver.get_clock().now() - Duration(seconds=5)).to_msg()
+    count, before = len(got["status"]), len(sent)
+    bench.command.publish(old)
+    ros.wait_for(lambda: any("stamped" in s.data for s in got["status"][count:]), what="the refusal")
+    assert sent[before:] and all(c == MEASURED_LEFT for c in sent[before:])  # a hold, not the old target
+    new = JointState(name=list(JOINT_NAMES), position=[0.3, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0.2, 0.0])
+    ros.wait_for(lambda: bench.command.publish(_stamped_now(new, driver)) or any(c[0] == 0.3 for c in sent),
+                 what="the command stamped after the release")
+
+
+def _stamped_now(msg: JointState, node: Any) -> JointState:
+    msg.header.stamp = node.get_clock().now().to_msg()
+    return msg
+
+
+def test_an_arm_measured_outside_its_limits_is_held_within_them_and_reported(bench, monkeypatch, capfd):
+    """left_joint1 reads 4.0 (limit 2.6; 1.4 beyond, more than the 0.3 step): the left arm is sent nothing.
+    right_joint2 reads 2.1 (limit 2.0; within a step): the right arm holds with that joint at its limit."""
+    ros, got = bench.ros, bench.got
+    left_sent, right_sent = _tap(bench, monkeypatch, "left"), []
+    right_publisher = bench.bridge._driver_pubs["right"]
+    right_publish = right_publisher.publish
+    monkeypatch.setattr(right_publisher, "publish",
+                        lambda msg: right_sent.append(list(msg.points[0].positions)) or right_publish(msg))
+    left, right = [4.0, 0, 0, 0, 0, 0, 0.04], [0, 2.1, 0, 0, 0, 0.2, 0.01]
+    ros.wait_for(lambda: bench.publish_state(left, right) or got["joint_states"][-1].position[0] == 4.0,
+                 what="the bridge measuring the arms outside their limits")
+    _send(bench.command, [2.0, 0, 0, 0, 0, 0, 1.0, 0, 1.9, 0, 0, 0, 0.2, 0.0])
+    ros.wait_for(lambda: any(json.loads(s.data).get("outside_limits") for s in got["status"]), what="the report")
+    report = next(json.loads(s.data) for s in got["status"] if json.loads(s.data).get("outside_limits"))
+    assert report["hold"] and report["arms"] == ["right"]
+    assert report["outside_limits"] == [
+        {"joint": "left_joint1", "value": 4.0, "lower": -2.6, "upper": 2.6, "commanded": False},
+        {"joint": "right_joint2", "value": 2.1, "lower": -1.2, "upper": 2.0, "commanded": True}]
+    assert left_sent == []  # nothing for the arm far outside: no target of its would be safe
+    assert right_sent[-1] == pytest.approx([0, 2.0, 0, 0, 0, 0.2, 0.01], abs=1e-12)  # held, clipped into the limits
+    err: list[str] = []  # the log line: stderr sends no notification, so poll it with a deadline
+    line = ("left_joint1 measured 4.0000, outside its limits [-2.6000, 2.6000]: 1.4000 beyond it, more than one "
+            "step: the left arm is not commanded; right_joint2 measured 2.1000, outside its limits [-1.2000, 2.0000]: "
+            "held at its limit")
+    assert poll_until(lambda: err.append(capfd.readouterr().err) or line in "".join(err), timeout_s=5)
+
+
+def test_the_bridge_refuses_a_driver_map_beyond_the_urdf_finger_range(tmp_path):
+    config = tmp_path / "drivers.yaml"
+    config.write_text(DRIVERS.replace("closed: 0.0, open: 0.04}", "closed: 0.0, open: 0.045}"))
+    with RosHarness() as ros, pytest.raises(ValueError) as info:
+        ArmBridgeNode(context=ros.context, parameter_overrides=[Parameter("driver_config", value=str(config))])
+    assert str(info.value) == (f"{config}: arms.left.gripper.open: 0.045 lies outside the URDF's left_gripper range "
+                               "[0, 0.04] (one finger's travel, measures: finger)")

@@ -55,7 +55,7 @@ def test_mock_hardware_answers_commands_lays_the_table_out_and_shows_it(registry
 
         ros.wait_for(lambda: got["left"], what="driver states")
         start = np.asarray(got["left"][-1].position)
-        assert list(got["left"][-1].name) == LEFT and start[6] == 0.045  # home: gripper open, in metres
+        assert list(got["left"][-1].name) == LEFT and start[6] == 0.04  # home: gripper open (m, the URDF limit)
         target = start.copy()
         target[0] += 0.2
         target[6] = 0.0

@@ -22,7 +22,7 @@ from ros_harness import RosHarness
 #: config/rig/arm_drivers.yaml, the map sim_node plays by default.
 DRIVER = {arm: (f"/{arm}_arm_controller/joint_trajectory", f"/{arm}_arm/joint_states",
                 [f"f{arm[0]}_joint{i}" for i in range(1, 8)]) for arm in ("left", "right")}
-GRIPPER_OPEN = 0.045
+GRIPPER_OPEN = 0.04  # the URDF finger limit
 
 
 def test_cameras_depth_and_status_after_reset_and_a_command():

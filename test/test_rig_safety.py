@@ -1,4 +1,5 @@
-"""The arm-command safety filter: limits, step clamp, workspace, NaN, e-stop and watchdog."""
+"""The arm-command safety filter: limits, step clamp, workspace, NaN, e-stop and watchdog; the driver map's
+gripper ranges against the URDF. The generated streams are in ``test_rig_safety_properties.py``."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import numpy as np
 import pytest
 
 from robofollow_ros.contract import GRIPPER_INDEX, JOINT_NAMES
+from robofollow_ros.paths import share_path
+from robofollow_ros.rig.driver_config import GripperMapping, load_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyFilter
 from robofollow_ros.robot.urdf_limits import JointLimit, read_joint_limits
+from robofollow_ros.yamlio import read_yaml_mapping
 
 LIMITS = {name: JointLimit(-1.0, 1.0, 3.0) for name in JOINT_NAMES if not name.endswith("_gripper")}
 
@@ -90,12 +94,151 @@ def test_watchdog_holds_once_after_the_timeout():
 
 def test_estop_holds_until_released_and_a_new_command_arrives():
     f = make_filter()
-    f.set_estop(True)
+    f.set_estop(True, now=0.0, received=100.0)
     decision = f.filter(np.full(14, 0.01), now=0.0)
     assert decision.hold and "e-stop" in decision.reasons[0]
-    f.set_estop(False)
+    f.set_estop(False, now=5.0, received=105.0)
     assert f.watchdog(now=5.0) is None  # no stale hold replayed after release
-    assert not f.filter(np.full(14, 0.01), now=5.0).hold
+    assert not f.filter(np.full(14, 0.01), now=5.0, received=105.001).hold
+
+
+# -- the measured defects, each first reproduced here ---------------------------------------------
+URDF_LIMITS = read_joint_limits(share_path("urdf", "robofollow_rig.urdf"))
+
+
+def urdf_filter(**kwargs) -> SafetyFilter:  # type: ignore[no-untyped-def]
+    return SafetyFilter(SafetyConfig(joint_limits=URDF_LIMITS, **kwargs))
+
+
+def test_the_step_clamp_never_pushes_a_target_beyond_the_limits():
+    """left_joint1 measured at 4.0 rad (limit 2.6) and a 2.0 command: it went out as 3.95."""
+    f = urdf_filter()
+    measured = np.zeros(14)
+    measured[0] = 4.0
+    f.update_measured(measured)
+    q = np.zeros(14)
+    q[0] = 2.0
+    decision = f.filter(q, now=0.0)
+    assert decision is not None and decision.hold
+    assert decision.arms == ("right",)  # 1.4 rad beyond: more than a step, so the left arm is sent nothing
+    assert decision.command[0] <= 2.6
+    assert [(o.joint, o.value, o.upper, o.commanded) for o in decision.outside_limits] == [
+        ("left_joint1", 4.0, 2.6, False)]
+    assert any("left_joint1 measured 4.0000" in r and "2.6000" in r for r in decision.reasons)
+    np.testing.assert_array_equal(decision.command[7:], measured[7:])  # the right arm holds where it is
+
+
+@pytest.mark.parametrize("path", ["hold", "estop", "watchdog"])
+def test_holds_stay_within_the_limits_with_the_arm_measured_outside_them(path):
+    """The hold and e-stop paths sent the measured 4.0 verbatim."""
+    f = urdf_filter()
+    f.update_measured(np.zeros(14))
+    assert not f.filter(np.zeros(14), now=0.0).hold
+    measured = np.zeros(14)
+    measured[0] = 2.63  # beyond the tolerance, within a step: held at the limit
+    measured[8] = -4.0  # right_joint2, limit -1.2: far beyond, the right arm is sent nothing
+    f.update_measured(measured)
+    if path == "estop":
+        f.set_estop(True, now=0.05)
+        decision = f.hold("e-stop engaged")
+    elif path == "watchdog":
+        decision = f.watchdog(now=1.0)
+    else:
+        decision = f.hold("test")
+    assert decision is not None and decision.hold
+    assert decision.command[0] == 2.6 and decision.command[8] == -1.2
+    assert decision.arms == ("left",)
+    assert {o.joint: o.commanded for o in decision.outside_limits} == {"left_joint1": True, "right_joint2": False}
+
+
+def test_a_joint_at_its_limit_within_the_tolerance_still_follows_commands_back_inside():
+    f = urdf_filter(limit_tolerance_rad=0.01)
+    measured = np.zeros(14)
+    measured[0] = 2.605  # a reading just past the limit the arm was sent to
+    f.update_measured(measured)
+    q = np.zeros(14)
+    q[0] = 2.0
+    decision = f.filter(q, now=0.0)
+    assert not decision.hold and decision.arms == ("left", "right")
+    assert decision.command[0] == pytest.approx(2.605 - 0.05)
+    q[0] = 3.0  # further out: clamped to the limit, never beyond
+    assert f.filter(q, now=0.01).command[0] == 2.6
+
+
+def test_commands_received_before_an_estop_release_never_execute_after_it():
+    """The bridge replayed hundreds of commands queued during the e-stop once it was released."""
+    f = urdf_filter()
+    f.update_measured(np.zeros(14))
+    q = np.full(14, 0.01)
+    f.set_estop(True, now=10.0, received=1000.0)
+    f.set_estop(False, now=11.0, received=1001.0)
+    queued = f.filter(q, now=11.1, received=1000.5)  # taken from the queue after the release
+    assert queued.hold and "received before the e-stop release" in queued.reasons[0]
+    stamped_old = f.filter(q, now=11.1, stamp=10.9, received=1001.1)  # arrived late, computed before
+    assert stamped_old.hold and "stamped" in stamped_old.reasons[0]
+    at_release = f.filter(q, now=11.1, stamp=11.0, received=1001.1)  # from the state at the release instant
+    assert at_release.hold
+    assert f.refused_since_release == 3
+    unknown = f.filter(q, now=11.1)  # no stamp and no reception time: nothing shows it is new
+    assert unknown.hold and "unstamped" in unknown.reasons[0]
+    fresh = f.filter(q, now=11.1, received=1001.2)  # unstamped, received after the release
+    assert not fresh.hold
+    assert not f.filter(q, now=11.2, stamp=11.15).hold  # stamped after it, reception unknown
+    late = f.filter(q, now=11.3, stamp=10.5, received=1001.3)  # the rule stays in force after motion resumed
+    assert late.hold
+
+
+def test_a_release_without_an_engaged_estop_is_no_release():
+    f = urdf_filter()
+    f.update_measured(np.zeros(14))
+    f.set_estop(False, now=5.0, received=500.0)  # a panel repeating "not engaged"
+    assert f.release is None
+    assert not f.filter(np.zeros(14), now=5.1, stamp=1.0, received=400.0).hold
+
+
+def test_default_driver_map_and_presets_keep_the_grippers_within_the_urdf_finger_range():
+    for path in sorted(share_path("config", "rig").glob("*.yaml")):
+        data = read_yaml_mapping(path, "driver_config")
+        if "arms" not in data:
+            continue  # a camera remap preset
+        config = load_driver_config(path, URDF_LIMITS)
+        for arm, driver in config.arms.items():
+            limit = URDF_LIMITS[f"{arm}_gripper"]
+            for g in np.linspace(0.0, 1.0, 101):
+                assert limit.lower <= driver.gripper.to_finger(driver.gripper.to_driver(float(g))) <= limit.upper
+
+
+def test_the_default_map_opens_the_gripper_to_the_urdf_limit():
+    config = load_driver_config(share_path("config", "rig", "arm_drivers.yaml"), URDF_LIMITS)
+    assert {arm: d.gripper.to_driver(1.0) for arm, d in config.arms.items()} == {"left": 0.04, "right": 0.04}
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("open: 0.04}", "open: 0.045}",
+     "arms.left.gripper.open: 0.045 lies outside the URDF's left_gripper range [0, 0.04] (one finger's travel, "
+     "measures: finger)"),
+    ("closed: 0.0,", "closed: -0.001,",
+     "arms.left.gripper.closed: -0.001 lies outside the URDF's left_gripper range [0, 0.04] (one finger's travel, "
+     "measures: finger)"),
+    ("open: 0.04}", "open: 0.09, measures: opening}",
+     "arms.left.gripper.open: 0.09 lies outside the URDF's left_gripper range [0, 0.08] (the opening between the "
+     "jaws, measures: opening)"),
+    ("open: 0.04}", "open: 0.04, measures: degrees}",
+     "arms.left.gripper.measures: 'degrees' is not one of finger, opening"),
+])
+def test_a_driver_map_beyond_the_urdf_finger_range_is_refused_naming_file_field_and_value(tmp_path, old, new, message):
+    text = share_path("config", "rig", "arm_drivers.yaml").read_text()
+    path = tmp_path / "drivers.yaml"
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(ValueError) as info:
+        load_driver_config(path, URDF_LIMITS)
+    assert str(info.value) == f"{path}: {message}"
+
+
+def test_the_gripper_mapping_never_leaves_closed_open_whatever_the_rounding():
+    mapping = GripperMapping("g", 0.013, 0.037)
+    values = [mapping.to_driver(float(g)) for g in np.linspace(0.0, 1.0, 10_001)]
+    assert min(values) >= 0.013 and max(values) <= 0.037 and mapping.to_driver(1.0) == 0.037
 
 
 @pytest.mark.parametrize(("field", "value"), [("max_step_rad", 0.0), ("watchdog_timeout_s", float("nan"))])

@@ -13,6 +13,20 @@ In the ``sim`` and ``mock`` profiles the same node sits in front of drivers play
 and ``mock_hardware_node``, so a dry run goes through exactly this filter and mapping. Time is the
 node's ROS clock: wall time on the rig, the simulator's ``/clock`` under ``use_sim_time`` (where sim
 time stands still between commands, so the watchdog only measures how long a row really takes).
+
+What leaves it (the rules live in ``rig/safety.py``, whose docstring gives the reasons; this node only
+carries messages and clocks to and from them):
+
+* every target lies within the URDF's joint limits, holds included, and a gripper's driver value within
+  the URDF's finger range (``driver_config.check_gripper_ranges`` refuses a map that could leave it);
+* an arm measured beyond a limit (by more than ``limit_tolerance_rad``) makes the bridge hold: at the
+  measured position clipped into the limits when that is within one step, else that arm is sent
+  nothing; each such hold is reported on the status topic (``outside_limits``: joint, value, limits) and
+  logged as an error naming them;
+* after an e-stop release only commands *received* after the release message (the middleware's
+  reception time, ``MessageInfo.received_timestamp``) and, when stamped, *stamped* after the release
+  (``header.stamp`` against this node's clock) execute: the thousands a flood leaves in the
+  subscription's queue are refused (holds), not replayed.
 """
 
 from __future__ import annotations
@@ -23,6 +37,7 @@ from typing import Any
 import numpy as np
 from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
 from rclpy.node import Node
+from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 
@@ -77,15 +92,20 @@ class ArmBridgeNode(Node):
         )
         ws_max = params.declare("workspace_max", [0.6, 0.4, 1.4], "workspace box upper corner (world, m)", length(3))
         ws_check = params.declare("workspace_check", True, "check both TCPs stay in the box (forward kinematics)")
+        tolerance = params.declare(
+            "limit_tolerance_rad", 0.01, "a joint measured beyond its limit by more than this holds the arms, rad",
+            lambda v: None if isinstance(v, int | float) and v >= 0 else "must be >= 0")
 
-        self.drivers = load_driver_config(driver_file).arms
+        limits = read_joint_limits(urdf)
+        self.drivers = load_driver_config(driver_file, limits).arms  # gripper ranges checked against the URDF
         config = SafetyConfig(
-            joint_limits=read_joint_limits(urdf),
+            joint_limits=limits,
             max_step_rad=max_step,
             max_gripper_step=max_grip,
             watchdog_timeout_s=timeout,
             workspace_min=tuple(ws_min),
             workspace_max=tuple(ws_max),
+            limit_tolerance_rad=tolerance,
         )
         tool_points = None
         if ws_check:
@@ -103,8 +123,9 @@ class ArmBridgeNode(Node):
         for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items():
             self.create_subscription(JointState, topic, lambda m, group=drivers: self._on_driver_state(group, m),
                                      tp.STATE_STREAM)
-        self.create_subscription(JointState, TOPIC_JOINT_COMMAND, self._on_command, tp.STATE_STREAM)
+        # The e-stop first: when both have messages waiting, the executor serves subscriptions in this order.
         self.create_subscription(Bool, TOPIC_ESTOP, self._on_estop, 10)
+        self.create_subscription(JointState, TOPIC_JOINT_COMMAND, self._on_command, tp.STATE_STREAM)
         self._last_state: JointState | None = None
         self.joint_states = self.create_publisher(JointState, TOPIC_JOINT_STATES, tp.STATE_STREAM,
                                                   event_callbacks=PublisherEventCallbacks(matched=self._on_matched))
@@ -148,33 +169,53 @@ class ArmBridgeNode(Node):
             return
         q = decision.command
         now = self.get_clock().now().to_msg()
-        for arm, driver in self.drivers.items():
+        for arm in decision.arms:  # an arm measured too far outside its limits is sent nothing
+            driver = self.drivers[arm]
             self._driver_pubs[arm].publish(command_message(driver, q[ARM_SLICE[arm]], float(q[GRIPPER_INDEX[arm]]),
                                                            now))
         if decision.reasons:
-            self.status.publish(
-                String(
-                    data=json.dumps({"hold": decision.hold, "clamped": decision.clamped, "reasons": decision.reasons})
-                )
-            )
-            # Two call sites: rclpy keys a throttled log by its call site and refuses a second severity there.
-            if decision.hold:
+            # One call site per severity: rclpy keys a throttled log by its call site and refuses a second
+            # severity there.
+            if decision.outside_limits:
+                self.get_logger().error("; ".join(o.describe() for o in decision.outside_limits),
+                                        throttle_duration_sec=1.0)
+            elif decision.hold:
                 self.get_logger().warning("; ".join(decision.reasons), throttle_duration_sec=1.0)
             else:
                 self.get_logger().info("; ".join(decision.reasons), throttle_duration_sec=1.0)
+            self._report({"hold": decision.hold, "clamped": decision.clamped, "reasons": decision.reasons,
+                          "arms": list(decision.arms),
+                          "outside_limits": [o.as_dict() for o in decision.outside_limits]})
+
+    def _report(self, status: dict[str, Any]) -> None:
+        self.status.publish(String(data=json.dumps({**status, "estop": self.safety.estop})))
 
     # -- command side ----------------------------------------------------------------------------
-    def _on_command(self, msg: JointState) -> None:
-        q = _contract_vector(msg)
-        self._send(self.safety.filter(q, self._now_s()))
+    def _on_command(self, msg: JointState, info: MessageInfo) -> None:
+        stamp = stamp_ns(msg.header.stamp)
+        self._send(self.safety.filter(_contract_vector(msg), self._now_s(), stamp=stamp / 1e9 if stamp else None,
+                                      received=_received(info)))
 
-    def _on_estop(self, msg: Bool) -> None:
-        self.safety.set_estop(bool(msg.data))
+    def _on_estop(self, msg: Bool, info: MessageInfo) -> None:
+        was = self.safety.estop
+        now = self._now_s()
+        self.safety.set_estop(bool(msg.data), now, _received(info))
         if msg.data:
             self._send(self.safety.hold("e-stop engaged"))
+        elif was:
+            text = (f"e-stop released at {now:.3f} s: motion resumes with a command received after the release "
+                    "and, when stamped, stamped after it")
+            self._report({"hold": False, "clamped": False, "reasons": [text], "arms": [], "outside_limits": []})
+            self.get_logger().info(text)
 
     def _on_watchdog(self) -> None:
         self._send(self.safety.watchdog(self._now_s()))
+
+
+def _received(info: MessageInfo) -> int | None:
+    """The middleware's reception time (ns, system clock); ``None`` where the middleware gives none."""
+    received = info.get("received_timestamp") or 0
+    return int(received) if received > 0 else None
 
 
 def _contract_vector(msg: JointState) -> np.ndarray:

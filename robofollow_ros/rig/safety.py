@@ -5,7 +5,51 @@ clamp against the measured position, and a workspace box on the tool points. Aro
 e-stop and a watchdog. On any doubt (NaN, no measured state, out-of-box, e-stop, stale commands) the
 filter answers *hold*: command the last measured position, never a guess.
 
-Time comes in as an argument (monotonic seconds) so the watchdog is tested without sleeping.
+Guarantees (``test_rig_safety_properties.py`` checks every one on every decision of generated streams):
+
+* **Every target lies within the joint limits** (the URDF's; grippers in [0, 1], which the driver map
+  turns into a finger position within the URDF's finger range) — whatever the measured state, hold
+  targets included. A command is clipped to the intersection of the limits and one step around the
+  measured position, so the step clamp can never push a target outside them (clamping the step
+  *after* the limits did: an arm measured at 4.0 rad against a 2.6 limit was sent 3.95).
+* **Within one step of the measured position** (``max_step_rad``, ``max_gripper_step``) for every arm
+  that is commanded at all; within the step and the limits a target goes out exactly as asked.
+* **An arm measured outside its limits is held, never driven further out.** A position controller
+  given a target drives the joint to it with whatever effort it takes, so the two obvious holds are
+  both wrong there: the measured position is itself outside the limits, and the nearest limit may be
+  far away (a jump the step clamp exists to prevent). So when a joint reads beyond a limit by more
+  than ``limit_tolerance_rad`` (the noise of an encoder at a limit the arm was sent to; capped at one
+  step), the filter holds both arms — a policy's plan for two arms is void when one cannot follow it —
+  and reports the joint, its value and its limits. Each arm holds at its measured position clipped
+  into the limits when that is at most one step away: the least motion that obeys the limits, and it
+  leads back towards them. When it is farther, that arm is sent **nothing** (``SafetyDecision.arms``
+  leaves it out): its driver keeps the last target it was given, which this filter chose and which
+  lies within the limits, and someone has to look at an arm that reads well outside its range
+  (recalibrate it, or move it back by hand) — no automatic motion of more than a step is safe there.
+  Within the tolerance, commands pass as usual (within the limits and within a step, so they lead
+  back inside; a hold at a limit does not stall a policy that wants to move away from it). Grippers
+  have no tolerance: their readings arrive normalised and clipped into [0, 1].
+* **Nothing queued before an e-stop release executes after it.** A release (engaged → released) marks a
+  point on two clocks: the node's clock (``now``; sim time under ``use_sim_time``) and the
+  middleware's reception clock (``received``). Afterwards a command executes only if it was
+  *received* after the release message and, when it carries a stamp, is *stamped* after the release.
+  Both: the reception rule catches everything the subscription and executor queued (a command's
+  ``header.stamp`` need not be set), the stamp rule a publisher's backlog delivered late (computed
+  before the release). Strictly after: a command computed from the state measured at the release
+  instant is not newer than it — in the sim, where time stands still between commands, the hold this
+  refusal sends executes a row and advances ``/clock``, so the next command is newer. A command without
+  a stamp (zero ``header.stamp``) is judged by its reception alone; when the reception time is unknown
+  (a middleware that gives none), only a stamped command can show it is new, so an unstamped one is
+  refused. A publisher stamping on another clock than the bridge's (a driver's time since boot) is
+  refused after a release until its stamps pass the release: fail-safe, and reported. Refused
+  commands are holds, as under the e-stop. The rule stays in force until the next release: an old
+  command arriving late, from any publisher, is refused then too. A ``False`` without a preceding
+  ``True`` (a panel repeating "not engaged") is no release.
+* **Holds never move the arm** further than into its limits: a hold's target is the measured
+  position clipped into the limits (equal to it for every joint within them).
+
+Time comes in as an argument (seconds on the node's clock) so the watchdog and the e-stop rule are
+tested without sleeping.
 """
 
 from __future__ import annotations
@@ -21,6 +65,13 @@ from robofollow_ros.robot.urdf_limits import JointLimit
 #: Tool-point function: (arm, 14-vector) -> xyz of that arm's TCP in the world frame.
 ToolPoints = Callable[[str, np.ndarray], np.ndarray]
 
+#: The vector indices of each arm: its six joints and its gripper.
+ARM_INDEX: dict[str, np.ndarray] = {
+    arm: np.r_[np.arange(ARM_SLICE[arm].start, ARM_SLICE[arm].stop), GRIPPER_INDEX[arm]] for arm in ARMS
+}
+#: The arm of each vector index.
+JOINT_ARM: tuple[str, ...] = tuple(next(arm for arm in ARMS if i in ARM_INDEX[arm]) for i in range(ACTION_DIM))
+
 
 @dataclass(frozen=True)
 class SafetyConfig:
@@ -32,12 +83,16 @@ class SafetyConfig:
     watchdog_timeout_s: float = 0.1
     workspace_min: tuple[float, float, float] = (-0.6, -0.6, 0.745)
     workspace_max: tuple[float, float, float] = (0.6, 0.4, 1.4)
+    #: How far beyond a joint limit a measured joint may read and still count as *at* the limit (rad).
+    limit_tolerance_rad: float = 0.01
 
     def __post_init__(self) -> None:
         for name in ("max_step_rad", "max_gripper_step", "watchdog_timeout_s"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"{name}: must be a positive finite number, got {value!r}")
+        if not (np.isfinite(self.limit_tolerance_rad) and self.limit_tolerance_rad >= 0):
+            raise ValueError(f"limit_tolerance_rad: must be a finite number >= 0, got {self.limit_tolerance_rad!r}")
         lo, hi = np.asarray(self.workspace_min), np.asarray(self.workspace_max)
         if lo.shape != (3,) or hi.shape != (3,) or not np.all(lo < hi):
             raise ValueError(f"workspace_min/workspace_max: need min < max per axis, got {lo.tolist()} / {hi.tolist()}")
@@ -54,14 +109,50 @@ class SafetyConfig:
                 raise ValueError(f"joint_limits.{name}: lower {limit.lower!r} > upper {limit.upper!r}")
 
 
+@dataclass(frozen=True)
+class OutsideLimit:
+    """A joint measured beyond its limit by more than the tolerance."""
+
+    arm: str
+    joint: str
+    value: float
+    lower: float
+    upper: float
+    #: False when the nearest limit is more than one step away: the joint's arm is sent nothing.
+    commanded: bool
+
+    def describe(self) -> str:
+        beyond = self.value - self.upper if self.value > self.upper else self.lower - self.value
+        action = ("held at its limit" if self.commanded
+                  else f"{beyond:.4f} beyond it, more than one step: the {self.arm} arm is not commanded")
+        return (f"{self.joint} measured {self.value:.4f}, outside its limits [{self.lower:.4f}, {self.upper:.4f}]: "
+                f"{action}")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"joint": self.joint, "value": self.value, "lower": self.lower, "upper": self.upper,
+                "commanded": self.commanded}
+
+
 @dataclass
 class SafetyDecision:
-    """What to send: ``command`` (14 values, always set) and why, if it differs from the request."""
+    """What to send: ``command`` (14 values within the limits, always set) to ``arms``, and why, if it
+    differs from the request."""
 
     command: np.ndarray
     hold: bool
     clamped: bool = False
     reasons: list[str] = field(default_factory=list)
+    #: The arms to send ``command`` to; an arm measured too far outside its limits is left out.
+    arms: tuple[str, ...] = ARMS
+    outside_limits: list[OutsideLimit] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Release:
+    """An e-stop release: the node's clock then, and the reception time of the release message."""
+
+    time: float
+    received: float | None
 
 
 class SafetyFilter:
@@ -73,31 +164,57 @@ class SafetyFilter:
         self._measured: np.ndarray | None = None
         self._last_command_time: float | None = None
         self._estop = False
+        self._release: Release | None = None
         self._holding_since_stale = False
+        #: Commands refused since the last e-stop release because they were older than it.
+        self.refused_since_release = 0
         lower = np.full(ACTION_DIM, -np.inf)
         upper = np.full(ACTION_DIM, np.inf)
+        tolerance = np.zeros(ACTION_DIM)
         for i, name in enumerate(JOINT_NAMES):
             if name.endswith("_gripper"):
-                lower[i], upper[i] = 0.0, 1.0
+                lower[i], upper[i] = 0.0, 1.0  # normalised; the drivers' readings are clipped into it
             else:
                 lim = config.joint_limits[name]
                 lower[i], upper[i] = lim.lower, lim.upper
+                tolerance[i] = config.limit_tolerance_rad
         self._lower, self._upper = lower, upper
         step = np.full(ACTION_DIM, config.max_step_rad)
         for arm in ARMS:
             step[GRIPPER_INDEX[arm]] = config.max_gripper_step
         self._max_step = step
+        self._tolerance = np.minimum(tolerance, step)  # beyond a step, no target is both in limits and in reach
+
+    @property
+    def lower(self) -> np.ndarray:
+        return self._lower.copy()
+
+    @property
+    def upper(self) -> np.ndarray:
+        return self._upper.copy()
+
+    @property
+    def max_step(self) -> np.ndarray:
+        return self._max_step.copy()
 
     # -- inputs ----------------------------------------------------------------------------------
     def update_measured(self, positions: np.ndarray) -> None:
-        """The latest measured joint positions (14, RoboFollow order)."""
+        """The latest measured joint positions (14, RoboFollow order); a non-finite vector is ignored."""
         q = np.asarray(positions, dtype=float)
         if q.shape == (ACTION_DIM,) and np.all(np.isfinite(q)):
             self._measured = q.copy()
 
-    def set_estop(self, engaged: bool) -> None:
-        """Engage or release the e-stop; after release, motion resumes only with a fresh command."""
+    @property
+    def measured(self) -> np.ndarray | None:
+        return None if self._measured is None else self._measured.copy()
+
+    def set_estop(self, engaged: bool, now: float, received: float | None = None) -> None:
+        """Engage or release the e-stop at ``now`` (node clock, s); ``received``: the middleware's reception
+        time of the message that released it (``None`` when unknown). After a release, motion resumes only
+        with a command received after it and, when stamped, stamped after ``now``."""
         if self._estop and not engaged:
+            self._release = Release(now, received)
+            self.refused_since_release = 0
             self._last_command_time = None
         self._estop = engaged
 
@@ -105,18 +222,37 @@ class SafetyFilter:
     def estop(self) -> bool:
         return self._estop
 
+    @property
+    def release(self) -> Release | None:
+        return self._release
+
     # -- decisions -------------------------------------------------------------------------------
     def hold(self, reason: str) -> SafetyDecision | None:
-        """Hold the measured position; ``None`` when nothing has been measured yet (send nothing)."""
+        """Hold the measured position clipped into the limits; ``None`` when nothing has been measured yet
+        (send nothing). An arm whose nearest limit is more than a step from its measured position is left
+        out of ``arms``."""
         if self._measured is None:
             return None
-        return SafetyDecision(self._measured.copy(), hold=True, reasons=[reason])
+        m = self._measured
+        outside = self._outside_limits(m)
+        target = self._within_limits(m)
+        arms = tuple(arm for arm in ARMS if all(o.commanded for o in outside if o.arm == arm))
+        reasons = [reason, *(o.describe() for o in outside)]
+        return SafetyDecision(target, hold=True, reasons=reasons, arms=arms, outside_limits=outside)
 
-    def filter(self, command: np.ndarray, now: float) -> SafetyDecision | None:
-        """Check one incoming command; ``None`` means send nothing (no measured state to hold)."""
+    def filter(self, command: np.ndarray, now: float, *, stamp: float | None = None,
+               received: float | None = None) -> SafetyDecision | None:
+        """Check one incoming command; ``None`` means send nothing (no measured state to hold).
+
+        ``stamp``: its ``header.stamp`` on the node's clock (s; ``None`` or 0 = not stamped);
+        ``received``: when the middleware received it, on the clock of ``set_estop``'s ``received``."""
         q = np.asarray(command, dtype=float)
         if self._estop:
             return self.hold("e-stop engaged")
+        stale = self._older_than_release(stamp or None, received)
+        if stale is not None:
+            self.refused_since_release += 1
+            return self.hold(stale)
         if q.shape != (ACTION_DIM,):
             return self.hold(f"command: expected {ACTION_DIM} values, got shape {q.shape}")
         if not np.all(np.isfinite(q)):
@@ -124,17 +260,22 @@ class SafetyFilter:
             return self.hold(f"command: non-finite value for {', '.join(bad)}")
         if self._measured is None:
             return None
+        m = self._measured
+        if self._outside_limits(m):
+            return self.hold("the arms are measured outside their joint limits: holding")
         reasons: list[str] = []
-        limited = np.clip(q, self._lower, self._upper)
+        limited = self._within_limits(q)
         for i in np.flatnonzero(limited != q):
             span = f"[{self._lower[i]:.4f}, {self._upper[i]:.4f}]"
             reasons.append(f"{JOINT_NAMES[i]}: {q[i]:.4f} outside {span}, clamped")
-        delta = limited - self._measured
-        # Within the step limit the target goes out exactly as asked (measured + delta can differ by an ulp).
-        too_far = np.abs(delta) > self._max_step
-        stepped = np.where(too_far, self._measured + np.clip(delta, -self._max_step, self._max_step), limited)
-        for i in np.flatnonzero(too_far):
-            reasons.append(f"{JOINT_NAMES[i]}: step {delta[i]:+.4f} exceeds {self._max_step[i]:.4f}, clamped")
+        # One step around the measured position, intersected with the limits: never empty here (every
+        # joint is within a tolerance <= one step of its limits), and within the step a target goes out
+        # exactly as asked. The last clip makes "within the limits" exact whatever the rounding.
+        reach_lo = np.maximum(self._lower, m - self._max_step)
+        reach_hi = np.minimum(self._upper, m + self._max_step)
+        stepped = self._within_limits(np.minimum(np.maximum(limited, reach_lo), reach_hi))
+        for i in np.flatnonzero(stepped != limited):
+            reasons.append(f"{JOINT_NAMES[i]}: step {limited[i] - m[i]:+.4f} exceeds {self._max_step[i]:.4f}, clamped")
         if self._tool_points is not None:
             lo, hi = np.asarray(self.config.workspace_min), np.asarray(self.config.workspace_max)
             for arm in ARMS:
@@ -154,6 +295,32 @@ class SafetyFilter:
         self._holding_since_stale = True
         age = now - self._last_command_time
         return self.hold(f"watchdog: no command for {age * 1000:.0f} ms")
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _older_than_release(self, stamp: float | None, received: float | None) -> str | None:
+        """Why a command is not newer than the last e-stop release, or ``None`` when it is."""
+        release = self._release
+        if release is None:
+            return None
+        if received is not None and release.received is not None:
+            if not received > release.received:
+                return "command received before the e-stop release: refused (motion resumes with a newer command)"
+        elif stamp is None:
+            return ("unstamped command whose reception time is unknown after an e-stop release: refused "
+                    "(stamp commands to resume motion)")
+        if stamp is not None and not stamp > release.time:
+            return (f"command stamped {release.time - stamp:.3f} s before the e-stop release: refused "
+                    "(motion resumes with a command stamped after it)")
+        return None
+
+    def _within_limits(self, q: np.ndarray) -> np.ndarray:
+        return np.minimum(np.maximum(q, self._lower), self._upper)  # np.clip, without its per-call overhead
+
+    def _outside_limits(self, m: np.ndarray) -> list[OutsideLimit]:
+        beyond = np.maximum(self._lower - m, m - self._upper)
+        return [OutsideLimit(JOINT_ARM[i], JOINT_NAMES[i], float(m[i]), float(self._lower[i]), float(self._upper[i]),
+                             commanded=bool(beyond[i] <= self._max_step[i]))
+                for i in np.flatnonzero(beyond > self._tolerance)]
 
     @staticmethod
     def arm_slice(arm: str) -> slice:

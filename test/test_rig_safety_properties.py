@@ -1,0 +1,342 @@
+"""The arm safety filter's guarantees, checked on every decision of generated event streams (Hypothesis).
+
+A stream interleaves measured states (within the limits, at them, a reading past them within the
+tolerance, within a step past them, far past them, non-finite, the wrong length), commands (near the
+measured position, anywhere in the limits, beyond them, far off, non-finite; stamped before, at or after
+the last e-stop release, or not at all; received long before, just before, at or after it, or at an
+unknown time), e-stop engage/release at chosen times, watchdog ticks around the timeout and plain
+holds, under step clamps from a control tick's to the sim profile's and tolerances from none to more
+than a step. Every decision the filter makes is checked against the rules as worded in
+``rig/safety.py`` — by an oracle that tracks only what the rules talk about (the last valid measured
+state, the e-stop and its last release, the last executed command) — and mapped through every shipped
+driver map to check the gripper's driver value against the URDF finger range.
+
+Cost and determinism: 10,000 streams (``SAFETY_EXAMPLES`` overrides it for a longer soak), with
+``derandomize=True`` and no example database, so CI runs the same cases every time. A stream is one
+Hypothesis byte string (structure: which events, modes, stamps, receptions, times) and the 14 values
+of a vector come from a NumPy generator seeded by two of its bytes: drawing every field and value
+through Hypothesis costs ~5 ms an example, minutes for 10,000. The mutation test below puts each
+measured defect back and checks that the streams find it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from robofollow_ros.contract import ACTION_DIM, ARMS, GRIPPER_INDEX, JOINT_NAMES
+from robofollow_ros.paths import share_path
+from robofollow_ros.rig.driver_config import load_driver_config
+from robofollow_ros.rig.safety import ARM_INDEX, SafetyConfig, SafetyDecision, SafetyFilter
+from robofollow_ros.robot.urdf_limits import read_joint_limits
+from robofollow_ros.yamlio import read_yaml_mapping
+
+URDF_LIMITS = read_joint_limits(share_path("urdf", "robofollow_rig.urdf"))
+DRIVER_MAPS = [load_driver_config(p, URDF_LIMITS) for p in sorted(share_path("config", "rig").glob("*.yaml"))
+               if "arms" in read_yaml_mapping(p, "driver_config")]
+EXAMPLES = int(os.environ.get("SAFETY_EXAMPLES", "10000"))
+#: Reception times live on their own clock (the middleware's), offset from the node's clock.
+RECEPTION_OFFSET = 1.7e9
+
+#: 16 entries each: a byte picks one, so the weights are the repetitions.
+KINDS = ("command",) * 8 + ("measure",) * 3 + ("estop",) * 2 + ("watchdog",) * 2 + ("hold",)
+MEASURE_MODES = ("inside",) * 6 + ("at_limit",) * 2 + ("tolerance",) * 2 + ("within_step", "far", "mixed", "mixed",
+                                                                           "nonfinite", "short")
+COMMAND_MODES = ("near",) * 6 + ("exact",) * 4 + ("inside", "inside", "beyond", "far", "nonfinite", "short")
+STAMPS = ("none", "now", "zero", "old", "at_release", "just_after_release", "future", "now")
+RECEIPTS = ("now", "unknown", "queued_long_ago", "just_before_release", "at_release", "now", "now", "now")
+DTS = (0.0, 0.001, 0.02, 0.0999, 0.1, 0.1001, 0.5, 3.0)
+CONFIGS = [(step, grip, tol, box) for step in (0.05, 0.3, 7.0) for grip in (0.2, 1.0) for tol in (0.0, 0.01, 0.5)
+           for box in (False, True)]
+HEADER_BYTES, EVENT_BYTES, MIN_EVENTS, MAX_EVENTS = 3, 3, 2, 8
+#: A stream as one byte string: one Hypothesis choice per example (drawing each event's fields would cost
+#: tens of draws, ~5 ms an example); shrinking it (shorter, smaller bytes) still simplifies the stream.
+STREAMS = st.binary(min_size=HEADER_BYTES + EVENT_BYTES * MIN_EVENTS, max_size=HEADER_BYTES + EVENT_BYTES * MAX_EVENTS)
+
+
+def decode(data: bytes) -> tuple[tuple[float, float, float, bool], bool, int, list[tuple]]:
+    """Config, whether to start measured, a value seed and the events: 3 header bytes, then 3 bytes an event
+    (kind and mode; stamp and reception; time step and e-stop flag). Zero bytes are a plain unstamped
+    command near the measured position, received now."""
+    config = CONFIGS[data[0] % len(CONFIGS)]
+    events: list[tuple] = []
+    for i in range(HEADER_BYTES, len(data) - EVENT_BYTES + 1, EVENT_BYTES):
+        b0, b1, b2 = data[i:i + EVENT_BYTES]
+        kind, dt = KINDS[b0 % 16], DTS[b2 % 8]
+        if kind == "command":
+            events.append(("command", COMMAND_MODES[b0 // 16], dt, STAMPS[b1 % 8], RECEIPTS[b1 // 8 % 8]))
+        elif kind == "measure":
+            events.append(("measure", MEASURE_MODES[b0 // 16]))
+        elif kind == "estop":
+            events.append(("estop", bool(b2 // 8 % 2), dt))
+        elif kind == "watchdog":
+            events.append(("watchdog", dt))
+        else:
+            events.append(("hold",))
+    return config, data[0] < 224, data[1] | data[2] << 8, events
+
+
+@dataclass
+class Oracle:
+    """What the rules are about: the last valid measured state, the e-stop, and its last release."""
+
+    measured: np.ndarray | None = None
+    estop: bool = False
+    release: tuple[float, float] | None = None  # node clock, reception clock
+    last_executed: float | None = None  # node clock of the last command that went out as a non-hold
+    stale_held: bool = False  # the watchdog already held for this stall
+
+
+def _measured_vector(rng: np.random.Generator, mode: str, f: SafetyFilter, base: np.ndarray | None) -> np.ndarray:
+    lower, upper, step = f.lower, f.upper, f.max_step
+    if mode == "short":
+        return np.zeros(int(rng.integers(0, ACTION_DIM)))
+    q = rng.uniform(lower, upper) if base is None or rng.random() < 0.5 else np.clip(
+        base + rng.uniform(-step, step), lower, upper)
+    side = rng.random(ACTION_DIM) < 0.5
+    edge = np.where(side, upper, lower)
+    sign = np.where(side, 1.0, -1.0)
+    pick = rng.random(ACTION_DIM) < (1.0 if mode in ("at_limit", "tolerance", "within_step", "far") else 0.3)
+    if mode == "at_limit":
+        q = np.where(pick, edge, q)
+    elif mode == "tolerance":
+        q = np.where(pick, edge + sign * rng.uniform(0, 0.01, ACTION_DIM), q)
+    elif mode == "within_step":
+        q = np.where(pick, edge + sign * rng.uniform(0, 1, ACTION_DIM) * step, q)
+    elif mode == "far":
+        q = np.where(pick, edge + sign * (step + rng.uniform(1e-9, 3, ACTION_DIM)), q)
+    elif mode == "mixed":
+        kind = rng.integers(0, 4, ACTION_DIM)
+        beyond = np.select([kind == 0, kind == 1, kind == 2], [0.0, step * rng.uniform(0, 1, ACTION_DIM),
+                                                                step + rng.uniform(0, 2, ACTION_DIM)], 0.0)
+        q = np.where(pick & (kind < 3), edge + sign * beyond, q)
+    elif mode == "nonfinite":
+        q[int(rng.integers(0, ACTION_DIM))] = rng.choice([np.nan, np.inf, -np.inf])
+    return q
+
+
+def _command_vector(rng: np.random.Generator, mode: str, f: SafetyFilter, measured: np.ndarray | None) -> np.ndarray:
+    lower, upper, step = f.lower, f.upper, f.max_step
+    centre = measured if measured is not None else np.zeros(ACTION_DIM)
+    if mode == "short":
+        return np.zeros(int(rng.integers(0, ACTION_DIM)))
+    if mode == "near":
+        return centre + rng.uniform(-1.5, 1.5, ACTION_DIM) * step
+    if mode == "exact":  # within one step and within the limits: must go out bit for bit
+        lo, hi = np.maximum(lower, centre - step), np.minimum(upper, centre + step)
+        return np.where(lo <= hi, rng.uniform(np.minimum(lo, hi), np.maximum(lo, hi)), centre)
+    if mode == "inside":
+        return rng.uniform(lower, upper)
+    if mode == "beyond":
+        return np.where(rng.random(ACTION_DIM) < 0.5, upper + rng.uniform(0, 0.2, ACTION_DIM),
+                        lower - rng.uniform(0, 0.2, ACTION_DIM))
+    if mode == "far":
+        return rng.uniform(-20, 20, ACTION_DIM)
+    q = centre.copy()
+    q[int(rng.integers(0, ACTION_DIM))] = rng.choice([np.nan, np.inf, -np.inf])
+    return q
+
+
+def _stamp(kind: str, now: float, oracle: Oracle) -> float | None:
+    release = oracle.release[0] if oracle.release else now
+    return {"none": None, "zero": 0.0, "old": release - 2.9, "at_release": release,
+            "just_after_release": release + 1e-6, "now": now, "future": now + 0.5}[kind]
+
+
+def _receipt(kind: str, reception_now: float, oracle: Oracle) -> float | None:
+    release = oracle.release[1] if oracle.release else reception_now
+    return {"unknown": None, "queued_long_ago": release - 2.9, "just_before_release": release - 1e-3,
+            "at_release": release, "now": reception_now}[kind]
+
+
+@dataclass
+class Rig:
+    """A filter and the arrays the checks need, computed once per stream."""
+
+    f: SafetyFilter
+    lower: np.ndarray
+    upper: np.ndarray
+    step: np.ndarray
+    tolerance: np.ndarray
+    box: bool
+
+    @classmethod
+    def make(cls, config: tuple[float, float, float, bool]) -> Rig:
+        """A fresh filter (it has state); the rest is the same for every stream of one config."""
+        safety_config, lower, upper, step, tolerance = _RIG_CONSTANTS[config]
+        f = SafetyFilter(safety_config, _tool_points if config[3] else None)
+        return cls(f, lower, upper, step, tolerance, config[3])
+
+
+def _tool_points(arm: str, q: np.ndarray) -> np.ndarray:  # a box on one joint: exercises workspace holds
+    return np.array([q[0] if arm == "left" else q[7], 0.0, 1.0])
+
+
+def _constants(config: tuple[float, float, float, bool]) -> tuple[SafetyConfig, np.ndarray, np.ndarray, np.ndarray,
+                                                                  np.ndarray]:
+    max_step, max_grip, tolerance, _ = config
+    safety_config = SafetyConfig(joint_limits=URDF_LIMITS, max_step_rad=max_step, max_gripper_step=max_grip,
+                                 limit_tolerance_rad=tolerance, workspace_min=(-1.5, -1.0, 0.5),
+                                 workspace_max=(1.5, 1.0, 1.5))
+    f = SafetyFilter(safety_config)
+    per_joint = np.where([n.endswith("_gripper") for n in JOINT_NAMES], 0.0, tolerance)
+    return safety_config, f.lower, f.upper, f.max_step, np.minimum(per_joint, f.max_step)
+
+
+_RIG_CONSTANTS = {config: _constants(config) for config in CONFIGS}
+
+
+def _check(d: SafetyDecision, rig: Rig, oracle: Oracle, *, from_command: bool) -> None:
+    """The rules that hold for every decision, whatever led to it."""
+    c, m = d.command, oracle.measured
+    lower, upper, step = rig.lower, rig.upper, rig.step
+    assert m is not None, "sent something with nothing measured"
+    assert c.shape == (ACTION_DIM,) and np.isfinite(c).all()
+    assert (c >= lower).all() and (c <= upper).all(), "a target beyond the joint limits"
+    above, below = m > upper, m < lower
+    assert (c[above] <= m[above]).all() and (c[below] >= m[below]).all(), "farther out than the measured state"
+    beyond = np.maximum(lower - m, m - upper)
+    far = beyond > step
+    moved = np.abs(c - m) <= step + 1e-9
+    for arm in ARMS:
+        index = ARM_INDEX[arm]
+        if arm in d.arms:
+            assert moved[index].all(), "an arm commanded beyond a step of its measured position"
+        else:
+            assert d.hold and far[index].any(), "an arm left out without reason"
+    outside = beyond > rig.tolerance
+    if d.hold:  # holds never move the arm: the measured position, clipped into the limits
+        assert np.array_equal(c, np.clip(m, lower, upper)), "a hold that moves the arm"
+        assert d.arms == tuple(arm for arm in ARMS if not far[ARM_INDEX[arm]].any()), "an arm left out wrongly"
+        assert sorted(o.joint for o in d.outside_limits) == sorted(JOINT_NAMES[i] for i in np.flatnonzero(outside))
+    else:
+        assert not outside.any(), "followed a command while a joint reads outside its limits"
+        assert d.arms == ARMS
+    if from_command and oracle.estop:
+        assert d.hold, "a command executed under the e-stop"
+    for driver_map in DRIVER_MAPS:  # the grippers' driver values stay within the URDF's finger range
+        for arm in d.arms:
+            mapping, limit = driver_map.arms[arm].gripper, URDF_LIMITS[f"{arm}_gripper"]
+            assert limit.lower <= mapping.to_finger(mapping.to_driver(float(c[GRIPPER_INDEX[arm]]))) <= limit.upper
+
+
+def _check_executed(d: SafetyDecision, q: np.ndarray, stamp: float | None, received: float | None, rig: Rig,
+                    oracle: Oracle) -> None:
+    """A command that executes is newer than the last release, and goes out as asked where it can."""
+    if oracle.release is not None:
+        release_time, release_received = oracle.release
+        assert stamp or received is not None, "neither stamped nor known to be received after a release, executed"
+        assert received is None or received > release_received, "received before a release, executed after it"
+        assert not stamp or stamp > release_time, "stamped before a release, executed after it"
+    m = oracle.measured
+    assert m is not None
+    reach = (q >= np.maximum(rig.lower, m - rig.step)) & (q <= np.minimum(rig.upper, m + rig.step))
+    assert np.array_equal(d.command[reach], q[reach]), "a command within reach did not go out as asked"
+
+
+def run_stream(data: bytes, tally: dict[str, int]) -> None:
+    config, start_measured, seed, events = decode(data)
+    rig = Rig.make(config)
+    f, rng, oracle = rig.f, np.random.default_rng(seed), Oracle()
+    if start_measured:
+        oracle.measured = rng.uniform(rig.lower, rig.upper)
+        f.update_measured(oracle.measured)
+    now = 100.0
+    tally["examples"] += 1
+    for n, e in enumerate(events):
+        reception_now = now + RECEPTION_OFFSET + n * 1e-6  # events arrive one after another
+        decision: SafetyDecision | None
+        from_command = False
+        if e[0] == "measure":
+            q = _measured_vector(rng, e[1], f, oracle.measured)
+            f.update_measured(q)
+            if q.shape == (ACTION_DIM,) and np.all(np.isfinite(q)):
+                oracle.measured = q.copy()
+            continue
+        if e[0] == "estop":
+            now += e[2]
+            reception_now += e[2]
+            if oracle.estop and not e[1]:
+                oracle.release = (now, reception_now)
+                oracle.last_executed = None  # no watchdog hold replayed after the release
+            oracle.estop = e[1]
+            f.set_estop(e[1], now, reception_now)
+            decision = f.hold("e-stop engaged") if e[1] else None
+        elif e[0] == "watchdog":
+            now += e[1]
+            decision = f.watchdog(now)
+            due = (oracle.last_executed is not None and not oracle.stale_held
+                   and now - oracle.last_executed > f.config.watchdog_timeout_s)
+            assert (decision is not None) == due, "a watchdog hold before the timeout, twice, or missing"
+            oracle.stale_held |= due
+            if due:
+                tally["watchdog"] += 1
+        elif e[0] == "hold":
+            decision = f.hold("test")
+        else:
+            _, mode, dt, stamp_kind, receipt_kind = e
+            now += dt
+            reception_now += dt
+            q = _command_vector(rng, mode, f, oracle.measured)
+            stamp, received = _stamp(stamp_kind, now, oracle), _receipt(receipt_kind, reception_now, oracle)
+            decision, from_command = f.filter(q, now, stamp=stamp, received=received), True
+            if decision is not None and not decision.hold:
+                tally["executed"] += 1
+                oracle.last_executed, oracle.stale_held = now, False
+                _check_executed(decision, q, stamp, received, rig, oracle)
+            elif (decision is not None and mode == "exact" and not oracle.estop and oracle.release is None
+                  and not rig.box and oracle.measured is not None
+                  and np.all((oracle.measured >= rig.lower) & (oracle.measured <= rig.upper))):
+                raise AssertionError(f"liveness: a valid command with the arm within its limits was held: "
+                                     f"{decision.reasons}")
+        if decision is None:
+            assert oracle.measured is None or e[0] in ("watchdog", "estop"), "nothing sent, though measured"
+            continue
+        tally["decisions"] += 1
+        tally["holds"] += decision.hold
+        tally["outside"] += bool(decision.outside_limits)
+        tally["left_out"] += len(decision.arms) < 2
+        _check(decision, rig, oracle, from_command=from_command)
+
+
+@settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=STREAMS)
+def _streams(data: bytes, tally: dict[str, int]) -> None:
+    run_stream(data, tally)
+
+
+def test_every_decision_of_generated_streams_keeps_the_safety_rules():
+    tally = dict.fromkeys(("examples", "decisions", "executed", "holds", "outside", "left_out", "watchdog"), 0)
+    start = time.perf_counter()
+    _streams(tally=tally)
+    elapsed = time.perf_counter() - start
+    print(f"\nsafety properties: {tally['examples']} streams, {tally['decisions']} decisions checked "
+          f"({tally['executed']} executed, {tally['holds']} holds, {tally['outside']} with a joint outside its "
+          f"limits, {tally['left_out']} leaving an arm out, {tally['watchdog']} watchdog holds), 0 violations, "
+          f"{elapsed:.1f} s")
+    assert tally["examples"] >= EXAMPLES
+    # Every side of every rule was reached, not just the easy one.
+    assert min(tally["executed"], tally["holds"]) >= EXAMPLES // 2
+    assert min(tally["outside"], tally["left_out"], tally["watchdog"]) >= EXAMPLES // 100
+
+
+@pytest.mark.parametrize(("mutant", "caught"), [
+    ("replay", "before a release, executed"),  # the e-stop replay: no release rule
+    ("no_limit_clip", "beyond the joint limits"),  # the step clamp / hold paths without the final limit clip
+])
+def test_the_properties_catch_the_measured_defects(monkeypatch, mutant, caught):
+    """The harness can fail: with either defect put back, the generated streams find it."""
+    if mutant == "replay":
+        monkeypatch.setattr(SafetyFilter, "_older_than_release", lambda self, stamp, received: None)
+    else:
+        monkeypatch.setattr(SafetyFilter, "_within_limits", lambda self, q: np.asarray(q, dtype=float))
+    tally = dict.fromkeys(("examples", "decisions", "executed", "holds", "outside", "left_out", "watchdog"), 0)
+    with pytest.raises(AssertionError, match=caught):
+        _streams(tally=tally)
