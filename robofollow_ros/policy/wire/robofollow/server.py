@@ -59,7 +59,7 @@ from robofollow_ros.policy.wire.common import (
     WireFormatError,
     describe_error,
 )
-from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
+from robofollow_ros.policy.wire.robofollow.codec import WIRE_JSON_LIMITS, decode_message, encode_message
 from robofollow_ros.policy.wire.robofollow.framing import (
     MessageTooComplexError,
     check_frame_length,
@@ -379,9 +379,10 @@ class RoboFollowTcpServer:
         self._count("requests")
         try:
             counts = structure_counts(body)
-            if not hold.charge(decode_cost(len(body), *counts, copies=2), self.budget_wait_s):
+            within_limits = counts[0] <= WIRE_JSON_LIMITS.max_containers and counts[1] <= WIRE_JSON_LIMITS.max_commas
+            if within_limits and not hold.charge(decode_cost(len(body), *counts, copies=2), self.budget_wait_s):
                 raise hold.refusal(f"decoding a {len(body):,}-byte request", self.budget_wait_s)
-            request = decode_message(body, counts)
+            request = decode_message(body, counts)  # over the limits: refused by count, nothing built
             if session is None:
                 try:
                     session = self.sessions.acquire()
