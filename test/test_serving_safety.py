@@ -324,9 +324,22 @@ def trial(policy: Any, instruction: str) -> np.ndarray:
 
 def test_after_a_server_side_timeout_the_next_trial_on_the_connection_starts_clean() -> None:
     """The measured defect: every later trial on the connection failed with PolicyBusyError."""
-    state = stall_state()
-    sessions = PolicySessions(factory=lambda: TimeoutGuardedPolicy(StallOnce(state), timeout_s=0.3))
+    states = [stall_state(), stall_state()]
     try:
+        # The server drops the stuck session: the same raw connection's next trial is served.
+        sessions = PolicySessions(factory=lambda: TimeoutGuardedPolicy(StallOnce(states[0]), timeout_s=0.3))
+        with RoboFollowTcpServer(sessions, port=0).start() as server, \
+                socket.create_connection(server.address, timeout=30) as sock:
+            assert raw_request(sock, {"cmd": "reset", "obs": None}) == {"res": None}
+            timed_out = raw_request(sock, {"cmd": "predict", "obs": _obs()})
+            assert "no answer within 0.3 s" in timed_out["error"], timed_out
+            for _ in range(2):
+                assert raw_request(sock, {"cmd": "reset", "obs": None}) == {"res": None}
+                assert raw_request(sock, {"cmd": "predict", "obs": _obs()})["res"][0, 1] == 1.0  # a fresh episode
+            assert server.sessions.built == 2  # the stuck policy was replaced, not reused
+            states[0]["release"].set()
+        # Our client also starts afresh on its own (a server that keeps stuck sessions cannot hold it).
+        sessions = PolicySessions(factory=lambda: TimeoutGuardedPolicy(StallOnce(states[1]), timeout_s=0.3))
         with RoboFollowTcpServer(sessions, port=0).start() as server:
             client = tcp_client(server)
             with pytest.raises(RemotePolicyError, match=r"no answer within 0\.3 s"):
@@ -334,9 +347,12 @@ def test_after_a_server_side_timeout_the_next_trial_on_the_connection_starts_cle
             for n in range(3):
                 rows = trial(client, f"trial {n}")
                 assert rows[0, 1] == 1.0  # step 1 of a fresh episode
+            assert client.connections_opened == 2
             client.close()
+            states[1]["release"].set()
     finally:
-        state["release"].set()
+        for state in states:
+            state["release"].set()
 
 
 def test_after_a_client_side_timeout_the_next_trial_starts_clean_on_both_protocols() -> None:
