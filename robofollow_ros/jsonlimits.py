@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["JsonLimitError", "JsonLimits", "loads_bounded"]
+__all__ = ["JsonLimitError", "JsonLimits", "loads_bounded", "structure_counts"]
 
 
 class JsonLimitError(ValueError):
@@ -64,22 +64,29 @@ def _max_depth(data: bytes | bytearray, limit: int) -> int:
     return deepest
 
 
+def structure_counts(data: bytes | bytearray) -> tuple[int, int]:
+    """``(containers, commas)`` of JSON text: upper bounds of its objects/arrays and of its elements."""
+    return data.count(b"{") + data.count(b"["), data.count(b",")
+
+
 def loads_bounded(data: bytes | bytearray | memoryview | str, limits: JsonLimits = JsonLimits(),
-                  what: str = "JSON", object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+                  what: str = "JSON", object_hook: Callable[[dict[str, Any]], Any] | None = None,
+                  counts: tuple[int, int] | None = None) -> Any:
     """Parse ``data`` as JSON within ``limits``; raise :class:`JsonLimitError` naming ``what`` otherwise.
 
     ``object_hook`` is passed to :func:`json.loads` (the wire decoder turns arrays into NumPy there);
-    exceptions it raises propagate unchanged.
+    exceptions it raises propagate unchanged. ``counts``: :func:`structure_counts` of ``data`` when
+    the caller already has them (a server that charged them to its memory budget), so the text is
+    not scanned twice.
     """
     # bytes and bytearray are used as they are: copying a 128 MiB frame would double its cost.
     raw: bytes | bytearray = (data.encode("utf-8") if isinstance(data, str)
                               else data if isinstance(data, bytes | bytearray) else bytes(data))
     if len(raw) > limits.max_bytes:
         raise JsonLimitError(f"{what}: {len(raw):,} bytes exceed the limit of {limits.max_bytes:,}")
-    containers = raw.count(b"{") + raw.count(b"[")
+    containers, commas = structure_counts(raw) if counts is None else counts
     if containers > limits.max_containers:
         raise JsonLimitError(f"{what}: {containers:,} objects/arrays exceed the limit of {limits.max_containers:,}")
-    commas = raw.count(b",")
     if commas > limits.max_commas:
         raise JsonLimitError(f"{what}: {commas:,} elements exceed the limit of {limits.max_commas:,}")
     if containers > limits.max_depth:

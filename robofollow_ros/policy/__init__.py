@@ -1,8 +1,9 @@
 """Policies and how they travel. See docs/protocols.md.
 
-The core, at this level: ``interface`` (what every policy speaks), ``spec`` (SPEC strings →
-policies, and the table of built-in names), ``guard`` (time bounds on calls) and ``chunking``
-(executing action chunks). Around it, one folder per kind of thing:
+The core, at this level: ``interface`` (what every policy speaks), ``observation`` (the observation
+contract, checked in one place), ``spec`` (SPEC strings → policies, and the table of built-in
+names), ``guard`` (time bounds on calls) and ``chunking`` (executing action chunks). Around it,
+one folder per kind of thing:
 
 - ``wire/``: the wire protocols (one folder each: ``robofollow/``, ``openpi/``), what they share,
   and the serving machinery (per-connection sessions, dynamic batching);

@@ -17,6 +17,7 @@ Bounds. Decoders accept arrays of at most :data:`MAX_NDIM` dimensions and only t
 :data:`DEFAULT_IDLE_TIMEOUT_S` for a connection's next request, then give a request that has
 started :data:`DEFAULT_FRAME_TIMEOUT_S` to arrive in full, and serve at most
 :data:`DEFAULT_MAX_CONNECTIONS` connections at once (``robofollow serve`` flags override all three).
+The memory all connections of a server hold together is bounded by ``budget.py``.
 """
 
 from __future__ import annotations

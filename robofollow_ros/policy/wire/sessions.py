@@ -16,6 +16,10 @@ never hands one stateful policy to two connections at once. Where sessions come 
   time. A new connection waits up to ``single_wait_s`` for the previous one to finish (a client
   that reconnects at once must not race the server noticing its old connection's end), then is
   refused with a message saying why.
+
+A per-connection session whose call timed out is dropped at once (:meth:`PolicySessions.drop_if_stuck`):
+the connection's next request gets a fresh session, so one stalled call cannot fail every later
+trial of that connection with ``PolicyBusyError``.
 """
 
 from __future__ import annotations
@@ -181,6 +185,19 @@ class PolicySessions:
             if session in self._owned:
                 self._owned.remove(session)
         close_policy(session.policy)
+
+    def drop_if_stuck(self, session: Session) -> Session | None:
+        """After a call that may have timed out: None if the connection's session was dropped.
+
+        A per-connection session whose call overran its timeout is still running that call, so every
+        later call would be refused as busy. It is released (closed, never handed out again) and the
+        connection's next request gets a fresh session: the next trial starts clean. Shared and single
+        sessions are kept: the stuck object is the only one there is (calls stay busy until it returns).
+        """
+        if self._factory is None or session.healthy():
+            return session
+        self.release(session)
+        return None
 
     def close(self) -> None:
         """Close every policy built here (not objects the caller passed in, except ``first``)."""

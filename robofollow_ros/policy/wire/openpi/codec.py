@@ -157,12 +157,15 @@ def check_object_count(data: bytes | bytearray | memoryview, limit: int = OPENPI
     return count
 
 
-def unpackb(data: bytes | bytearray | memoryview, max_objects: int = OPENPI_MAX_OBJECTS) -> Any:
+def unpackb(data: bytes | bytearray | memoryview, max_objects: int = OPENPI_MAX_OBJECTS,
+            counted: bool = False) -> Any:
     """The message in one msgpack frame; raises :class:`WireFormatError` on anything malformed.
 
-    At most ``max_objects`` values (:func:`check_object_count`), counted before unpacking.
+    At most ``max_objects`` values (:func:`check_object_count`), counted before unpacking unless the
+    caller already did (``counted``: a server that charged the count to its memory budget).
     """
-    check_object_count(data, max_objects)
+    if not counted:
+        check_object_count(data, max_objects)
     try:
         return msgpack.unpackb(data, object_hook=_unpack_hook, raw=False)
     except WireFormatError:

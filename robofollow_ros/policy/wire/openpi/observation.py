@@ -4,7 +4,9 @@ RoboFollow → openpi: ``state`` = ``joint_action.vector`` (float32, 14), camera
 head/left/right → ``images.cam_high`` / ``cam_left_wrist`` / ``cam_right_wrist`` as CHW uint8 after
 the same resize-with-pad to 224×224 that openpi's clients do, and ``prompt`` = the instruction.
 openpi → RoboFollow is the inverse (used by our openpi server): CHW back to HWC, missing wrist
-cameras filled with black frames the size of ``cam_high``, unknown camera names rejected.
+cameras filled with black frames the size of ``cam_high``, unknown camera names rejected. Errors are
+the contract's :class:`~robofollow_ros.policy.observation.ObservationError` (re-exported here); the
+server then checks the converted observation against the contract like every other path.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import numpy as np
 from PIL import Image
 
 from robofollow_ros.contract import ACTION_DIM, CAMERA_OBS_KEYS
-from robofollow_ros.policy.interface import Observation, PolicyError
+from robofollow_ros.policy.interface import Observation
+from robofollow_ros.policy.observation import ObservationError
+
+__all__ = ["ObservationError", "from_openpi_observation", "resize_with_pad", "to_openpi_observation", "to_uint8"]
 
 #: RoboFollow observation key → openpi ALOHA image name.
 OPENPI_CAMERAS = {
@@ -26,10 +31,6 @@ OPENPI_CAMERAS = {
 #: Accepted by openpi's ALOHA policy but not fed to the model; accepted and ignored here too.
 IGNORED_OPENPI_CAMERAS = frozenset({"cam_low"})
 OPENPI_IMAGE_SIZE = 224
-
-
-class ObservationError(PolicyError, ValueError):
-    """An observation lacks a key or has a value of the wrong shape or type; the message names it."""
 
 
 def to_uint8(image: np.ndarray) -> np.ndarray:

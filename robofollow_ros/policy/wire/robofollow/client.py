@@ -5,10 +5,17 @@ connect lazily with ``connect_attempts`` tries ``connect_interval_s`` apart; one
 connect, send, the wait for a reply and (as a deadline) the whole reply; on a socket error or
 timeout the socket is closed and only ``reset`` is replayed (once, after reconnecting);
 ``predict`` and ``set_instruction`` raise :class:`ConnectionError` and the next call reconnects.
+
+A timed-out call never leaves a stale session behind (issue 23): when the client's own timeout
+fires the socket is closed (above), and when the server answers that the policy timed out or is
+still busy with a call that did (``PolicyTimeoutError`` / ``PolicyBusyError`` in its reply), the
+client closes the connection too, so the next trial starts on a fresh connection, and so a fresh
+session, even on a server that does not drop stuck sessions itself (ours does).
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from typing import Any
@@ -144,7 +151,16 @@ class RoboFollowTcpPolicy:
                 self._drop()
                 raise ConnectionError(f"policy server tcp://{self.host}:{self.port}: {name} failed after "
                                       f"one reconnect ({again})") from again
-        return _result_of(name, response)
+        try:
+            return _result_of(name, response)
+        except RemotePolicyError as exc:
+            if _STUCK_SESSION.search(exc.remote_traceback):
+                self._drop()  # the server's session is stuck in a timed-out call: start the next one afresh
+            raise
+
+
+#: How a server's error reply names a policy call that timed out (or one refused behind it).
+_STUCK_SESSION = re.compile(r"\b(PolicyTimeoutError|PolicyBusyError)\b")
 
 
 def _result_of(name: str, response: Any) -> Any:

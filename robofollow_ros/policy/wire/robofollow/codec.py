@@ -175,16 +175,17 @@ def encode_message(message: Any) -> bytes:
     return b"".join(pieces)
 
 
-def decode_message(body: bytes | bytearray | memoryview) -> Any:
+def decode_message(body: bytes | bytearray | memoryview, counts: tuple[int, int] | None = None) -> Any:
     """The message tree of one frame body; raises :class:`WireFormatError` on any malformed input.
 
     Parsed by :func:`~robofollow_ros.jsonlimits.loads_bounded` within :data:`WIRE_JSON_LIMITS`, so
     the *shape* of a message cannot cost more memory than its size: 127 MiB of ``[{},{},...]`` is
-    refused by counting, before one object is built.
+    refused by counting, before one object is built. ``counts``: the body's
+    :func:`~robofollow_ros.jsonlimits.structure_counts` if the caller has them already.
     """
     try:
         return loads_bounded(body if isinstance(body, bytes | bytearray) else bytes(body), WIRE_JSON_LIMITS,
-                             what="message", object_hook=_object_hook)
+                             what="message", object_hook=_object_hook, counts=counts)
     except WireFormatError:
         raise
     except JsonLimitError as exc:

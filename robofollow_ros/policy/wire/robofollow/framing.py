@@ -3,23 +3,25 @@
 Reading is where a server meets hostile peers, so every wait has a bound that the peer cannot
 stretch: ``idle_timeout_s`` for the first byte of a frame, then one *deadline* for the whole frame
 (a trickle of one byte a second does not extend it). The body buffer grows as bytes arrive (a
-header that announces 128 MiB costs nothing until the bytes come), and the structural characters
+header that announces 128 MiB costs nothing until the bytes come); with a
+:class:`~robofollow_ros.policy.wire.budget.Hold`, each chunk is charged to the server's memory
+budget before it is kept, so a frame holds exactly what it delivered. The structural characters
 of a large JSON body are counted chunk by chunk, so a body with more containers or elements than
-:data:`~robofollow_ros.policy.wire.robofollow.codec.WIRE_JSON_LIMITS` allows is refused after a few MB:
-the rest of the frame is read and discarded (keeping the connection in step), then
-:class:`MessageTooComplexError` names the bound.
+:data:`~robofollow_ros.policy.wire.robofollow.codec.WIRE_JSON_LIMITS` allows is refused after a few MB.
+A refused frame (too complex, or no room in the budget) is freed at once, the rest of it is read
+and discarded (keeping the connection in step), then the error names the bound
+(:class:`MessageTooComplexError`, :class:`~robofollow_ros.policy.wire.budget.MemoryBudgetError`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import struct
-import threading
 import time
-from collections.abc import Iterator
 
 from robofollow_ros.jsonlimits import JsonLimits
+from robofollow_ros.policy.interface import PolicyError
+from robofollow_ros.policy.wire.budget import DEFAULT_BUDGET_WAIT_S, Hold
 from robofollow_ros.policy.wire.common import PeerClosedError, WireFormatError
 from robofollow_ros.policy.wire.robofollow.codec import MAX_FRAME_BYTES, WIRE_JSON_LIMITS
 
@@ -42,6 +44,12 @@ class FrameTimeoutError(TimeoutError):
 def check_frame_length(length: int) -> None:
     if not 1 <= length <= MAX_FRAME_BYTES:
         raise WireFormatError(f"frame length: {length} is outside 1..{MAX_FRAME_BYTES}")
+
+
+def encode_frame(body: bytes) -> bytes:
+    """Prefix and body of one frame as one bytes object (for a non-blocking send)."""
+    check_frame_length(len(body))
+    return _HEADER.pack(len(body)) + body
 
 
 def send_frame(sock: socket.socket, body: bytes) -> None:
@@ -91,13 +99,15 @@ def recv_header(sock: socket.socket, idle_timeout_s: float | None,
 
 
 def recv_body(sock: socket.socket, length: int, deadline: FrameDeadline,
-              limits: JsonLimits | None = WIRE_JSON_LIMITS) -> bytearray:
-    """Read ``length`` bytes before ``deadline``; with ``limits``, count JSON structure as it arrives."""
+              limits: JsonLimits | None = WIRE_JSON_LIMITS, hold: Hold | None = None,
+              budget_wait_s: float = DEFAULT_BUDGET_WAIT_S) -> bytearray:
+    """Read ``length`` bytes before ``deadline``; with ``limits``, count JSON structure as it arrives;
+    with ``hold``, charge every chunk to the memory budget before keeping it."""
     body = bytearray()
     scratch = bytearray(min(length, CHUNK_BYTES))
     view = memoryview(scratch)
     got = containers = commas = 0
-    refused: str | None = None
+    refused: PolicyError | None = None
     if length <= COUNT_WHILE_RECEIVING_ABOVE:
         limits = None
     while got < length:
@@ -111,15 +121,20 @@ def recv_body(sock: socket.socket, length: int, deadline: FrameDeadline,
             containers += scratch.count(b"{", 0, n) + scratch.count(b"[", 0, n)
             commas += scratch.count(b",", 0, n)
             if containers > limits.max_containers:
-                refused = f"message: more than {limits.max_containers:,} objects/arrays (the limit)"
+                refused = MessageTooComplexError(
+                    f"message: more than {limits.max_containers:,} objects/arrays (the limit)")
             elif commas > limits.max_commas:
-                refused = f"message: more than {limits.max_commas:,} elements (the limit)"
-            if refused is not None:
-                body = bytearray()  # free what was kept
-                continue
+                refused = MessageTooComplexError(f"message: more than {limits.max_commas:,} elements (the limit)")
+        if refused is None and hold is not None and not hold.charge(n, budget_wait_s, deadline.at):
+            refused = hold.refusal(f"the body of a {length:,}-byte frame ({got - n:,} bytes in)", budget_wait_s)
+        if refused is not None:
+            body = bytearray()  # free what was kept
+            if hold is not None:
+                hold.release()
+            continue
         body += view[:n]
     if refused is not None:
-        raise MessageTooComplexError(refused)
+        raise refused
     return body
 
 
@@ -135,36 +150,3 @@ def recv_frame(sock: socket.socket, idle_timeout_s: float | None = None, frame_t
         return None
     length, deadline = header
     return recv_body(sock, length, deadline, limits)
-
-
-class FrameBudget:
-    """Bytes of frame bodies all connections of a server may hold at once.
-
-    A frame waits for room until its own deadline; ``hold`` yields False if none came.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        if capacity < MAX_FRAME_BYTES:
-            raise ValueError(f"max_pending_bytes: {capacity} is below one maximum frame ({MAX_FRAME_BYTES})")
-        self.capacity = capacity
-        self.used = 0
-        self._cond = threading.Condition()
-
-    @contextlib.contextmanager
-    def hold(self, size: int, deadline: FrameDeadline) -> Iterator[bool]:
-        with self._cond:
-            while self.used + size > self.capacity:
-                remaining = None if deadline.at is None else deadline.at - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    break
-                self._cond.wait(remaining)
-            admitted = self.used + size <= self.capacity
-            if admitted:
-                self.used += size
-        try:
-            yield admitted
-        finally:
-            if admitted:
-                with self._cond:
-                    self.used -= size
-                    self._cond.notify_all()

@@ -3,14 +3,25 @@
 Unlike the reference server (one connection at a time, one policy shared by all), every
 connection is served in its own thread with its own policy session (``wire/sessions.py``), so
 many evaluator workers can share one server without changing each other's scores, and an idle
-client blocks nobody. Bounds a hostile or broken peer cannot stretch:
+client blocks nobody. Bounds a hostile or broken peer cannot stretch (issue 23: one client cannot
+stall the others):
 
-- ``max_connections`` open at once; the next one gets an error reply naming the limit, then a close;
+- ``max_connections`` open at once; every connection over it gets the framed error reply naming
+  the limit *before* the close, even in a burst: one refusal thread answers them all without
+  blocking, half-closes, reads (and drops) what the client sends until it hangs up or
+  ``REFUSAL_LINGER_S`` pass, and only then closes, so the close carries no reset;
 - ``idle_timeout_s`` for the first byte of a request, then a deadline of ``frame_timeout_s`` for the
   whole frame (a trickle of bytes does not extend it);
-- memory: a request body grows only as bytes arrive, its JSON structure is counted as it arrives
-  (``framing.py``), and all connections together hold at most ``max_pending_bytes`` of
-  request bodies (a frame waits for room within its own deadline).
+- memory (``wire/budget.py``): all connections together hold at most ``max_pending_bytes``, charged
+  as bytes *arrive* (a header announcing 128 MiB holds nothing until the bytes come) plus what
+  decoding will build, counted before it is built; large frames leave a reserve to ordinary
+  requests; a request that finds no room within ``budget_wait_s`` gets an error reply
+  (``server busy: ... memory budget ...``), the connection stays in step and open. A request
+  body's JSON structure is also counted as it arrives (``framing.py``);
+- every observation is checked against the contract (``policy/observation.py``) before the policy
+  sees it; ``set_instruction`` text too;
+- a per-connection session whose call timed out is dropped: the connection's next request gets a
+  fresh session (``PolicySessions.drop_if_stuck``).
 
 Wire behaviour a reference peer can notice is unchanged: a bad length drops the connection
 silently; a malformed body or a failing policy gets an error reply (``traceback`` one line unless
@@ -25,9 +36,21 @@ import selectors
 import socket
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
+from robofollow_ros.jsonlimits import structure_counts
 from robofollow_ros.policy.interface import Policy, PolicyError
+from robofollow_ros.policy.observation import validate_instruction, validate_observation
+from robofollow_ros.policy.wire.budget import (
+    DEFAULT_BUDGET_WAIT_S,
+    DEFAULT_MAX_PENDING_BYTES,
+    SMALL_REQUEST_BYTES,
+    Hold,
+    MemoryBudget,
+    MemoryBudgetError,
+    decode_cost,
+)
 from robofollow_ros.policy.wire.common import (
     DEFAULT_FRAME_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
@@ -36,11 +59,11 @@ from robofollow_ros.policy.wire.common import (
     WireFormatError,
     describe_error,
 )
-from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
+from robofollow_ros.policy.wire.robofollow.codec import WIRE_JSON_LIMITS, decode_message, encode_message
 from robofollow_ros.policy.wire.robofollow.framing import (
-    FrameBudget,
     MessageTooComplexError,
     check_frame_length,
+    encode_frame,
     recv_body,
     recv_header,
     send_frame,
@@ -48,15 +71,132 @@ from robofollow_ros.policy.wire.robofollow.framing import (
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session, SessionsBusyError
 
 LOG = logging.getLogger(__name__)
-DEFAULT_MAX_PENDING_BYTES = 512 * 1024 * 1024
-#: How long a refused connection is kept to read the client's request and let it read the refusal.
+__all__ = ["DEFAULT_MAX_PENDING_BYTES", "RoboFollowTcpServer", "ServerBusyError"]
+#: Longest a refused connection is kept after its refusal, reading (and dropping) what the client
+#: sends until it hangs up, so that closing sends no reset.
 REFUSAL_LINGER_S = 5.0
-#: Refusals answered at once; a flood beyond this is closed without a message.
-MAX_REFUSALS_IN_FLIGHT = 16
+#: Refused connections kept lingering at once; past this the oldest (already answered) is closed.
+MAX_REFUSALS_LINGERING = 1024
 
 
 class ServerBusyError(PolicyError):
     """The server is at its connection limit."""
+
+
+class _Refusals:
+    """Answers refused connections, any number at once, from one thread that never blocks.
+
+    Each socket is made non-blocking and gets the whole framed reply (a few hundred bytes, which an
+    empty send buffer always takes), then a half-close (FIN); what the client sends is read and
+    dropped until it hangs up or ``linger_s`` pass, and only then is the socket closed, so the
+    client reads the refusal instead of a reset.
+    """
+
+    def __init__(self, linger_s: float = REFUSAL_LINGER_S, max_lingering: int = MAX_REFUSALS_LINGERING) -> None:
+        self.linger_s = linger_s
+        self.max_lingering = max_lingering
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._lock = threading.Lock()
+        self._incoming: list[tuple[socket.socket, bytes]] = []
+        #: socket -> [bytes still to send, deadline]; in arrival order.
+        self._open: OrderedDict[socket.socket, list[Any]] = OrderedDict()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="robofollow-tcp-refusals", daemon=True)
+        self._thread.start()
+
+    def refuse(self, conn: socket.socket, reply: bytes) -> None:
+        with self._lock:
+            if self._closed:
+                conn.close()
+                return
+            self._incoming.append((conn, reply))
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    incoming, self._incoming = self._incoming, []
+                    closed = self._closed
+                if closed:
+                    break
+                for conn, reply in incoming:
+                    self._start(conn, reply)
+                now = time.monotonic()
+                for conn in [c for c, (_, deadline) in self._open.items() if deadline <= now]:
+                    self._finish(conn)
+                timeout = min((d for _, d in self._open.values()), default=now + 60) - now
+                for key, events in self._selector.select(max(0.0, timeout)):
+                    if key.fileobj is self._wake_r:
+                        with contextlib.suppress(OSError):
+                            self._wake_r.recv(4096)
+                        continue
+                    if isinstance(key.fileobj, socket.socket) and key.fileobj in self._open:
+                        self._serve(key.fileobj, events)
+        finally:
+            for conn in list(self._open):
+                self._finish(conn)
+            with self._lock:
+                for conn, _ in self._incoming:
+                    conn.close()
+                self._incoming = []
+            self._selector.close()
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def _start(self, conn: socket.socket, reply: bytes) -> None:
+        while len(self._open) >= self.max_lingering:
+            self._finish(next(iter(self._open)))  # the oldest: answered long ago
+        conn.setblocking(False)
+        frame = encode_frame(reply)
+        self._open[conn] = [frame, time.monotonic() + self.linger_s]
+        try:
+            self._selector.register(conn, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        except (OSError, ValueError):
+            self._open.pop(conn, None)
+            conn.close()
+            return
+        self._serve(conn, selectors.EVENT_WRITE)
+
+    def _serve(self, conn: socket.socket, events: int) -> None:
+        state = self._open[conn]
+        try:
+            if state[0] and events & selectors.EVENT_WRITE:
+                sent = conn.send(state[0])
+                state[0] = state[0][sent:]
+                if not state[0]:
+                    conn.shutdown(socket.SHUT_WR)
+                    self._selector.modify(conn, selectors.EVENT_READ)
+            if events & selectors.EVENT_READ:
+                for _ in range(16):  # a client that keeps sending does not starve the others
+                    data = conn.recv(65536)
+                    if not data:  # the client hung up: nothing unread, the close is clean
+                        if not state[0]:
+                            self._finish(conn)
+                        else:
+                            self._selector.modify(conn, selectors.EVENT_WRITE)
+                        return
+        except BlockingIOError:
+            return
+        except OSError:
+            self._finish(conn)
+
+    def _finish(self, conn: socket.socket) -> None:
+        self._open.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self._selector.unregister(conn)
+        conn.close()
 
 
 class RoboFollowTcpServer:
@@ -71,15 +211,20 @@ class RoboFollowTcpServer:
                  debug: bool = False, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
                  frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, backlog: int = 128,
-                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES) -> None:
+                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+                 budget_wait_s: float = DEFAULT_BUDGET_WAIT_S) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections: expected >= 1, got {max_connections}")
+        if not budget_wait_s >= 0:
+            raise ValueError(f"budget_wait_s: expected >= 0 seconds, got {budget_wait_s!r}")
         self.sessions = PolicySessions.coerce(policy)
         self.debug = debug
         self.idle_timeout_s = idle_timeout_s
         self.frame_timeout_s = frame_timeout_s
         self.max_connections = max_connections
-        self._budget = FrameBudget(max_pending_bytes)
+        self.budget_wait_s = float(budget_wait_s)
+        #: The memory budget of request bodies and their decoding, across all connections.
+        self.memory = MemoryBudget(max_pending_bytes)
         self._listener = socket.create_server((host, port), family=socket.AF_INET, backlog=backlog,
                                               reuse_port=False)  # create_server sets SO_REUSEADDR
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
@@ -87,9 +232,10 @@ class RoboFollowTcpServer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._lock = threading.Lock()
         self._open: dict[socket.socket, threading.Thread] = {}
-        self._refusals = threading.BoundedSemaphore(MAX_REFUSALS_IN_FLIGHT)
+        self._refusals = _Refusals()
         self._thread: threading.Thread | None = None
-        #: Counters for logs and tests.
+        #: Counters for logs and tests (``refused``: connections over the cap; charges the memory
+        #: budget refused are ``memory.refusals``).
         self.stats = {"connections": 0, "requests": 0, "errors": 0, "dropped": 0, "refused": 0,
                       "peak_connections": 0}
 
@@ -120,13 +266,9 @@ class RoboFollowTcpServer:
                 return
             if len(self._open) >= self.max_connections:
                 self.stats["refused"] += 1
-                if not self._refusals.acquire(blocking=False):
-                    conn.close()
-                    return
                 busy = ServerBusyError(f"server busy: {len(self._open)} connections are open, the limit "
                                        f"(max_connections / --max-connections); try again later")
-                threading.Thread(target=self._refuse, args=(conn, busy), name="robofollow-tcp-refusal",
-                                 daemon=True).start()
+                self._refusals.refuse(conn, self._error_reply(busy, lock=False))
                 return
             thread = threading.Thread(target=self._run_connection, args=(conn,), name="robofollow-tcp-conn",
                                       daemon=True)
@@ -155,6 +297,7 @@ class RoboFollowTcpServer:
                 conn.shutdown(socket.SHUT_RDWR)
         for thread in open_now.values():
             thread.join(join_timeout_s)
+        self._refusals.close()
         self._listener.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -172,21 +315,6 @@ class RoboFollowTcpServer:
             return len(self._open)
 
     # ------------------------------------------------------------------ one connection
-    def _refuse(self, conn: socket.socket, busy: ServerBusyError) -> None:
-        """Answer a connection over the limit with one error reply, then close without a reset."""
-        try:
-            with conn:
-                send_frame(conn, self._error_reply(busy))
-                conn.shutdown(socket.SHUT_WR)
-                conn.settimeout(REFUSAL_LINGER_S)  # read (and drop) the request so closing sends no RST
-                deadline = time.monotonic() + REFUSAL_LINGER_S
-                while conn.recv(65536) and time.monotonic() < deadline:
-                    pass
-        except OSError:
-            pass
-        finally:
-            self._refusals.release()
-
     def _run_connection(self, conn: socket.socket) -> None:
         session: Session | None = None
         try:
@@ -214,21 +342,17 @@ class RoboFollowTcpServer:
             if header is None:
                 return session
             length, deadline = header
-            with self._budget.hold(length, deadline) as admitted:
-                if not admitted:
-                    LOG.warning("dropping connection: no room for a %d-byte frame before its deadline", length)
-                    self._count("dropped")
-                    return session
+            with self.memory.hold(large=length > SMALL_REQUEST_BYTES) as hold:
                 try:
-                    body = recv_body(conn, length, deadline)
-                except MessageTooComplexError as exc:
+                    body = recv_body(conn, length, deadline, hold=hold, budget_wait_s=self.budget_wait_s)
+                except (MessageTooComplexError, MemoryBudgetError) as exc:
                     self._count("requests")
                     reply = self._error_reply(exc)
                 except (PeerClosedError, OSError) as exc:
                     LOG.info("connection ended inside a frame: %s", exc)
                     return session
                 else:
-                    reply, session, keep_open = self._answer(body, session)
+                    reply, session, keep_open = self._answer(body, session, hold)
                     del body  # an idle connection must not keep its last request's memory
                     if not keep_open:
                         with contextlib.suppress(OSError):
@@ -241,23 +365,33 @@ class RoboFollowTcpServer:
                 return session
         return session
 
-    def _error_reply(self, exc: BaseException) -> bytes:
-        self._count("errors")
+    def _error_reply(self, exc: BaseException, lock: bool = True) -> bytes:
+        if lock:
+            self._count("errors")
+        else:  # the caller holds the lock
+            self.stats["errors"] += 1
         error, trace = describe_error(exc, self.debug)
         LOG.warning("error reply: %s", error)
         return encode_message({"error": error, "traceback": trace})
 
-    def _answer(self, body: bytearray, session: Session | None) -> tuple[bytes, Session | None, bool]:
+    def _answer(self, body: bytearray, session: Session | None, hold: Hold) -> tuple[bytes, Session | None, bool]:
         """(reply, the connection's session, keep the connection open)."""
         self._count("requests")
         try:
-            request = decode_message(body)
+            counts = structure_counts(body)
+            within_limits = counts[0] <= WIRE_JSON_LIMITS.max_containers and counts[1] <= WIRE_JSON_LIMITS.max_commas
+            if within_limits and not hold.charge(decode_cost(len(body), *counts, copies=2), self.budget_wait_s):
+                raise hold.refusal(f"decoding a {len(body):,}-byte request", self.budget_wait_s)
+            request = decode_message(body, counts)  # over the limits: refused by count, nothing built
             if session is None:
                 try:
                     session = self.sessions.acquire()
                 except SessionsBusyError as exc:
                     return self._error_reply(exc), None, False
-            result = self._dispatch(session, request)
+            try:
+                result = self._dispatch(session, request)
+            finally:
+                session = self.sessions.drop_if_stuck(session)  # a timed-out session: the next request starts clean
             reply = encode_message({"res": result})
             check_frame_length(len(reply))
             return reply, session, True
@@ -275,10 +409,10 @@ class RoboFollowTcpServer:
         if cmd == "set_instruction":
             if obs is not None and not isinstance(obs, str):
                 raise WireFormatError(f"request obs: set_instruction needs a string, got {type(obs).__name__}")
-            session.set_instruction(obs or "")
+            session.set_instruction(validate_instruction(obs or ""))
             return None
         if cmd == "predict":
             if not isinstance(obs, dict):
                 raise WireFormatError(f"request obs: predict needs an observation object, got {type(obs).__name__}")
-            return session.predict(obs)
+            return session.predict(validate_observation(obs))
         raise PolicyError(f"request cmd: unknown command {cmd[:64]!r}; expected reset, set_instruction or predict")
