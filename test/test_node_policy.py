@@ -276,3 +276,24 @@ def test_a_stopped_trial_abandons_the_call_in_flight_without_blaming_the_policy(
     ros.wait_for(lambda: _done_of(got, "s3") is not None, timeout=30, what="the stopped trial to end")
     assert _done_of(got, "s3")["error"] is None and _done_of(got, "s3")["steps"] == 0
     assert node.policy.stuck  # the call runs on in its thread; the next trial would get a fresh policy
+
+
+def test_a_stalled_remote_policy_fails_its_trial_at_the_policy_timeout_too(robot):
+    """The same bound behind ``robofollow serve``'s wire: policy_node's guard speaks, not the socket."""
+    from robofollow_ros.policy.drills.scripted import FaultyPolicy
+    from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
+
+    ros, got, trial, publish_state = robot
+    hung = FaultyPolicy("hang", hang_s=60)
+    with RoboFollowTcpServer(hung, "127.0.0.1", 0) as server:
+        server.start()
+        try:
+            ros.add(PolicyNode(context=ros.context, parameter_overrides=[
+                Parameter("policy", value=f"tcp://127.0.0.1:{server.address[1]}"),
+                Parameter("policy_timeout_s", value=1.0)]))
+            trial.publish(_trial("r1", max_steps=3, per_step=2))
+            ros.wait_for(lambda: publish_state(np.zeros(14)) or _done_of(got, "r1") is not None, timeout=30,
+                         what="the remote trial to fail on the timeout")
+            assert _done_of(got, "r1")["error"] == "PolicyTimeoutError: policy predict: no answer within 1 s"
+        finally:
+            hung.release.set()  # let the server's stuck call end before the server closes
