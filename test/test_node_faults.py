@@ -62,6 +62,26 @@ def test_a_stalled_in_process_policy_fails_each_trial_within_the_policy_timeout(
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "complete"
 
 
+def test_a_policy_stalled_past_the_trials_time_budget_fails_it_in_stopping_at_the_policy_timeout(tmp_path):
+    """The colleague's mock run: the time budget (trial_timeout_s) stopped the trial while predict hung, and
+    the trial sat in ``stopping`` for good. Now the stop lets the call time out, which fails the trial."""
+    with RosHarness() as ros:
+        watcher = ros.node("watcher")
+        got: dict[str, list] = {"trial": []}
+        watcher.create_subscription(String, "/robofollow/trial", ros.collector(got["trial"]), tp.LATCHED)
+        manager = start_profile_graph(ros, "mock", {
+            "policy_node": {"policy": STALL, "policy_kwargs": STALL_KWARGS, "policy_timeout_s": 4.0,
+                            "stale_s": 5.0},
+            "trial_manager_node": {"trials": f"tasks={TASK}", "max_steps": 3, "trial_timeout_s": 1.0,
+                                   "output": str(tmp_path / "run")}})["trial_manager_node"]
+        ros.wait_for(manager.finished.is_set, timeout=90, what="the trial to fail on the policy timeout")
+        assert manager.exit_code == EXIT_TRIALS_FAILED
+        assert tp.PHASE_STOPPING in [t["phase"] for t in _trials(got)]  # the budget stopped it first
+    (result,) = _results(manager)
+    assert result["policy_error"] == "PolicyTimeoutError: policy predict: no answer within 4 s"
+    assert "fault" not in result
+
+
 def test_an_estop_mid_trial_is_an_estop_fault_that_pauses_the_run_and_a_stop_is_the_operators(tmp_path):
     with RosHarness() as ros:
         operator = ros.node("operator")

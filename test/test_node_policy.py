@@ -265,17 +265,32 @@ def test_a_stalled_policy_fails_its_trial_at_the_policy_timeout_and_the_next_tri
         assert _done_of(got, trial_id)["steps"] == 0 and not got["commands"]
 
 
-def test_a_stopped_trial_abandons_the_call_in_flight_without_blaming_the_policy(robot):
+def test_a_trial_a_fault_stopped_abandons_the_call_in_flight_without_blaming_the_policy(robot):
     ros, got, trial, publish_state = robot
     node = ros.add(PolicyNode(context=ros.context, parameter_overrides=[*STALL]))  # the default timeout: 300 s
     trial.publish(_trial("s3", max_steps=3, per_step=2))
     ros.wait_for(lambda: publish_state(np.zeros(14)) or node._predict_since is not None, timeout=30,
                  what="a predict in flight")
-    stopping = json.loads(_trial("s3", 3, 2).data) | {"phase": "stopping"}
+    stopping = json.loads(_trial("s3", 3, 2).data) | {"phase": "stopping", "fault": "e-stop"}
     trial.publish(String(data=tp.encode(stopping)))
     ros.wait_for(lambda: _done_of(got, "s3") is not None, timeout=30, what="the stopped trial to end")
     assert _done_of(got, "s3")["error"] is None and _done_of(got, "s3")["steps"] == 0
     assert node.policy.stuck  # the call runs on in its thread; the next trial would get a fresh policy
+
+
+def test_a_trial_its_time_budget_stopped_lets_the_call_in_flight_answer_or_time_out(robot):
+    """The trial's time budget is not a fault: a stalled call still fails the trial at its own timeout, as in
+    robofollow eval (it is not abandoned and scored as if the policy had done nothing wrong)."""
+    ros, got, trial, publish_state = robot
+    node = ros.add(PolicyNode(context=ros.context, parameter_overrides=[*STALL, Parameter("policy_timeout_s",
+                                                                                          value=2.0)]))
+    trial.publish(_trial("s4", max_steps=3, per_step=2))
+    ros.wait_for(lambda: publish_state(np.zeros(14)) or node._predict_since is not None, timeout=30,
+                 what="a predict in flight")
+    stopping = json.loads(_trial("s4", 3, 2).data) | {"phase": "stopping"}
+    trial.publish(String(data=tp.encode(stopping)))
+    ros.wait_for(lambda: _done_of(got, "s4") is not None, timeout=30, what="the stopped trial to end")
+    assert _done_of(got, "s4")["error"] == "PolicyTimeoutError: policy predict: no answer within 2 s"
 
 
 def test_a_stalled_remote_policy_fails_its_trial_at_the_policy_timeout_too(robot):

@@ -16,6 +16,7 @@ from robofollow_ros.nodes.trial_faults import (
     FAULT_ESTOP,
     FAULT_TIMEOUT,
     RUNNING_ALLOWANCE_S,
+    STOPPING_ALLOWANCE_S,
     Fault,
     PhaseBounds,
     SafetyWatch,
@@ -24,14 +25,14 @@ from robofollow_ros.nodes.trial_faults import (
     hold_kind,
 )
 
-BOUNDS = PhaseBounds(reset_s=300.0, confirm_s=0.0, start_s=60.0, running_s=4500.0, stop_s=120.0, score_s=60.0)
+BOUNDS = PhaseBounds(reset_s=300.0, confirm_s=0.0, start_s=60.0, running_s=4500.0, stop_s=360.0, score_s=60.0)
 
 
 @pytest.mark.parametrize(("phase", "limit", "words"), [
     ("resetting", 300.0, "resetting: the sim did not reset within 300 s"),
     ("starting", 60.0, "starting: the stage monitor did not score the start state within 60 s"),
     ("running", 4500.0, "running: policy_node did not end the trial within 4500 s"),
-    ("stopping", 120.0, "stopping: policy_node did not end the trial within 120 s of the stop"),
+    ("stopping", 360.0, "stopping: policy_node did not end the trial within 360 s of the stop"),
     ("scoring", 60.0, "scoring: no final score within 60 s"),
 ])
 def test_every_phase_of_a_trial_is_bounded(phase, limit, words):
@@ -57,6 +58,15 @@ def test_running_is_bounded_like_evals_trial_deadline_unless_given():
     given = PhaseBounds.derive(reset_s=1.0, confirm_s=0.0, score_s=1.0, running_s=30.0, stop_s=1.0,
                                policy_timeout_s=300.0, max_steps=10)
     assert given.running_s == 30.0
+
+
+def test_stopping_lets_the_call_in_flight_time_out_unless_given():
+    derived = PhaseBounds.derive(reset_s=1.0, confirm_s=0.0, score_s=1.0, running_s=0.0, stop_s=0.0,
+                                 policy_timeout_s=300.0, max_steps=10)
+    assert derived.stop_s == 300.0 + STOPPING_ALLOWANCE_S == 360.0
+    given = PhaseBounds.derive(reset_s=1.0, confirm_s=0.0, score_s=1.0, running_s=0.0, stop_s=2.0,
+                               policy_timeout_s=300.0, max_steps=10)
+    assert given.stop_s == 2.0
 
 
 def test_a_fault_result_is_not_the_policys_and_keeps_what_the_scorer_saw():

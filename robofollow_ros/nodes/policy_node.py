@@ -18,8 +18,10 @@ Every policy call (``reset``, ``set_instruction``, ``predict``), in-process or r
 (``policy.guard.TimeoutGuardedPolicy``): a call that overruns fails its trial with eval's
 ``policy_error`` (``PolicyTimeoutError: policy predict: no answer within S s``). Python cannot stop
 the thread, so the stuck call is left running and the next trial gets a fresh policy (a fresh
-session for a remote one). A trial stopped meanwhile (the trial manager's ``stopping``, a new
-trial) abandons the call in flight the same way, so a stop never waits for the model.
+session for a remote one). A trial stopped by its time budget (``stopping`` without a ``fault``) sends
+no more rows but lets the call in flight answer or time out, as ``robofollow eval`` would; one ended
+by a fault (``stopping`` with a ``fault``: an e-stop, the operator), or left behind (a new trial, a
+phase past ``stopping``), abandons the call in flight at once — not the policy's failure.
 """
 
 from __future__ import annotations
@@ -131,7 +133,8 @@ class PolicyNode(Node):
         self.create_service(Trigger, tp.SERVICE_POLICY_CHECK, self._on_check)
         self.render_client: Any = self.create_client(Trigger, tp.SERVICE_SIM_RENDER)
         self._trial_id: str | None = None
-        self._cancel = threading.Event()
+        self._cancel = threading.Event()  # the trial sends no more rows
+        self._abandon = threading.Event()  # ... and does not wait for the policy call in flight either
         self._worker: threading.Thread | None = None
         self._node_closing = threading.Event()
         self._predict_since: float | None = None  # monotonic start of the running predict (rate mode)
@@ -177,19 +180,24 @@ class PolicyNode(Node):
         trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self.get_logger())
         if trial is None:
             return
+        phase = trial.get("phase")
         if trial.get("id") != self._trial_id and self._worker is not None:
             self._cancel.set()  # a new trial (or a stop) ends the old one
-        if trial.get("phase") not in (tp.PHASE_RUNNING, tp.PHASE_RESETTING) and trial.get("id") == self._trial_id:
+            self._abandon.set()
+        if phase not in (tp.PHASE_RUNNING, tp.PHASE_RESETTING) and trial.get("id") == self._trial_id:
             self._cancel.set()  # stopping, or (for a node that joined late) a trial already past running
+            if phase != tp.PHASE_STOPPING or trial.get("fault"):
+                self._abandon.set()  # ended by a fault, or given up: do not wait for the policy
             self.cache.wake()
-        if trial.get("phase") == tp.PHASE_RUNNING and trial.get("id") != self._trial_id:
+        if phase == tp.PHASE_RUNNING and trial.get("id") != self._trial_id:
             # The old trial thread, if any, is cancelled: it abandons its policy call and sends no more
             # rows. It is not joined here, where waiting would hold up this node's callbacks.
             if self._node_closing.is_set():
                 return
             self._trial_id = str(trial["id"])
-            self._cancel = threading.Event()
-            worker = threading.Thread(target=self._run_trial, args=(trial, self._cancel), daemon=True)
+            self._cancel, self._abandon = threading.Event(), threading.Event()
+            worker = threading.Thread(target=self._run_trial, args=(trial, self._cancel, self._abandon),
+                                      daemon=True)
             worker.start()
             self._worker = worker  # only a started thread is ever joined
 
@@ -200,7 +208,7 @@ class PolicyNode(Node):
         with contextlib.suppress(InvalidHandle):  # destroyed between the check and the publish
             self.status.publish(String(data=tp.encode({"trial_id": trial_id, "state": state, **extra})))
 
-    def _run_trial(self, trial: dict[str, Any], cancelled: threading.Event) -> None:
+    def _run_trial(self, trial: dict[str, Any], cancelled: threading.Event, abandon: threading.Event) -> None:
         trial_id, start = str(trial["id"]), int(trial.get("start_stamp_ns", 0))
         max_steps, per_step = int(trial["max_steps"]), int(trial["actions_per_step"])
         self._report(trial_id, "running")
@@ -211,7 +219,7 @@ class PolicyNode(Node):
         policy = self.policy
         try:
             policy = self._policy_for_trial()
-            policy.abandon_when = cancelled  # a stop ends the wait for a call in flight
+            policy.abandon_when = abandon  # a fault or a new trial ends the wait for a call in flight
             policy.reset()
             policy.set_instruction(str(trial["instruction"]))
         except PolicyAbandonedError:
@@ -338,6 +346,7 @@ class PolicyNode(Node):
         if hasattr(self, "_node_closing"):  # not when __init__ failed half-way (a rejected parameter)
             self._node_closing.set()
             self._cancel.set()
+            self._abandon.set()
             self.cache.wake()
             if self._worker is not None:
                 self._worker.join(timeout=5.0)

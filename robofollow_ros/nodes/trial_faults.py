@@ -35,6 +35,9 @@ FAULTS = (FAULT_ESTOP, FAULT_OPERATOR, FAULT_NODE, FAULT_TIMEOUT, FAULT_GRAPH)
 #: What a running trial may take beyond its policy calls (rows, observations), as ``robofollow eval``'s
 #: trial deadline allows: policy timeout × (max steps + 2) + this.
 RUNNING_ALLOWANCE_S = 900.0
+#: What a stopped trial may take beyond the policy call in flight (which answers or times out after a
+#: stop by the time budget): the state of the last row sent (lock-step ``state_timeout_s``: 60 s in sim).
+STOPPING_ALLOWANCE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ class PhaseBounds:
     ``resetting`` (sim: the sim's reset), ``awaiting_confirm`` (rig: the operator; 0 = wait for them),
     ``starting`` (the scorer's acknowledgement of frame 0), ``running`` (the policy node's ``done``; the
     trial's own time budget ``trial_timeout_s`` is not a bound but the protocol: it stops the trial and
-    scores it), ``stopping`` (the policy node's ``done`` after a stop), ``scoring`` (the final score).
+    scores it), ``stopping`` (the policy node's ``done`` after a stop: after the time budget the call in
+    flight may still answer or time out), ``scoring`` (the final score).
     """
 
     reset_s: float
@@ -88,9 +92,11 @@ class PhaseBounds:
     @classmethod
     def derive(cls, *, reset_s: float, confirm_s: float, score_s: float, running_s: float, stop_s: float,
                policy_timeout_s: float, max_steps: int) -> PhaseBounds:
-        """``running_s`` 0 takes ``robofollow eval``'s trial deadline: every policy call may take its timeout."""
+        """``running_s`` 0 takes ``robofollow eval``'s trial deadline: every policy call may take its timeout;
+        ``stop_s`` 0: the call in flight may take its timeout, then the last row its state."""
         running = running_s or policy_timeout_s * (max_steps + 2) + RUNNING_ALLOWANCE_S
-        return cls(reset_s=reset_s, confirm_s=confirm_s, start_s=score_s, running_s=running, stop_s=stop_s,
+        stopping = stop_s or policy_timeout_s + STOPPING_ALLOWANCE_S
+        return cls(reset_s=reset_s, confirm_s=confirm_s, start_s=score_s, running_s=running, stop_s=stopping,
                    score_s=score_s)
 
     def overrun(self, phase: str, waited_s: float, rig_mode: bool) -> Fault | None:

@@ -120,8 +120,9 @@ class TrialManagerNode(TrialServices, Node):
         running_timeout_s = params.declare("running_timeout_s", 0.0, "longest `running` before the trial fails, s "
                                            "(0: policy_timeout_s x (max_steps + 2) + 900, eval's trial deadline)",
                                            _non_negative)
-        stop_timeout_s = params.declare("stop_timeout_s", 120.0, "longest wait for policy_node to end a stopped "
-                                        "trial before it fails, s", positive)
+        stop_timeout_s = params.declare("stop_timeout_s", 0.0, "longest wait for policy_node to end a stopped "
+                                        "trial before it fails, s (0: policy_timeout_s + 60: a call in flight "
+                                        "answers or times out, then the last row's state)", _non_negative)
         self.confirm_with_key = params.declare("confirm_with_key", False, "rig: also accept Enter on stdin")
         self.auto_confirm = params.declare("auto_confirm", False, "rig: confirm every layout at once (mock hardware "
                                                                   "lays the table out itself)")
@@ -327,7 +328,7 @@ class TrialManagerNode(TrialServices, Node):
             self._record_fault(self._fault)
         elif self.phase == tp.PHASE_RUNNING:
             self.get_logger().warning(f"trial {self.trial['id']}: {fault.kind}: {fault.reason}; stopping it")
-            self._publish({"phase": tp.PHASE_STOPPING})
+            self._publish({"phase": tp.PHASE_STOPPING, "fault": fault.kind})  # policy_node: do not wait for it
         else:
             self._announce({})
 
