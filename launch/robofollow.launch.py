@@ -7,8 +7,13 @@ applies; the arguments are ``robofollow_ros.bringup.LAUNCH_ARGUMENTS`` (trial se
 ``robofollow eval``'s flags, policy, policy_kwargs, output, foxglove_host/port, calibration_dir,
 driver_config, remap, remap_file). The launch ends when the trial manager ends (its exit shuts the
 graph down), after it logged the score table; when the trial manager exits with a failure status
-(trials that could not be executed, an unreachable policy) ``ros2 launch`` exits non-zero too.
+(trials that could not be executed, an unreachable policy) or is killed by a signal other than the
+launch's own stop (SIGINT, SIGTERM), ``ros2 launch`` exits non-zero too, naming it; a killed trial
+manager's run (when ``output`` names it) is closed as ``robofollow bringup`` closes it
+(``evaluation.results.close_abandoned_run``).
 """
+
+import signal
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
@@ -16,22 +21,36 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from robofollow_ros.bringup import LAUNCH_ARGUMENTS, TRIAL_MANAGER, foxglove_address, launch_profile
+from robofollow_ros.bringup.running import describe_exit
 from robofollow_ros.exit_status import EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 
-_FAILURES = {EXIT_TRIALS_FAILED: "some trials could not be executed (see policy_error in results.json)",
+_FAILURES = {EXIT_TRIALS_FAILED: "some trials could not be executed (see policy_error and fault in results.json)",
              EXIT_POLICY_UNREACHABLE: "the policy could not be reached before the first trial"}
+#: Signals the launch itself stops its nodes with (Ctrl-C, and its escalation): not a failure of the run.
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
 
 
-def _trials_ended(event, context):
+def _trials_ended(event, context, run_dir=None):
     """The trial manager exited: shut the graph down; a failure status fails the launch as well."""
     actions = [Shutdown(reason="the trials ended")]
-    if event.returncode and event.returncode > 0:  # not when a signal (Ctrl-C) ended it
-        why = _FAILURES.get(event.returncode, "see its log")
+    code = event.returncode or 0
+    shutting_down = context is not None and getattr(context, "is_shutdown", False)
+    if code > 0:
+        message = f"{TRIAL_MANAGER} exited with status {code}: {_FAILURES.get(code, 'see its log')}"
+    elif code < 0 and -code not in _STOPPING and not shutting_down:
+        message = f"{TRIAL_MANAGER} {describe_exit(code)}"
+        if run_dir:
+            from robofollow_ros.evaluation.results import close_abandoned_run
 
-        def fail(_context):
-            raise RuntimeError(f"{TRIAL_MANAGER} exited with status {event.returncode}: {why}")
+            if close_abandoned_run(run_dir, f"{message} before all trials ran; the trial under way was not recorded"):
+                message += f"; its run in {run_dir} was marked failed"
+    else:
+        return actions
 
-        actions.insert(0, OpaqueFunction(function=fail))
+    def fail(_context):
+        raise RuntimeError(message)
+
+    actions.insert(0, OpaqueFunction(function=fail))
     return actions
 
 
@@ -44,12 +63,13 @@ def _nodes(context, *args, **kwargs):
 
         port_free(*address, what="the live Foxglove view", flag="foxglove_port:=")
     nodes = []
+    run_dir = profile.node(TRIAL_MANAGER).parameters.get("output") if profile.has(TRIAL_MANAGER) else None
     for spec in profile.nodes:
         ends_the_run = spec.executable == TRIAL_MANAGER
         nodes.append(Node(
             package="robofollow_ros", executable=spec.executable, name=spec.executable,
             parameters=[spec.parameters], remappings=list(profile.remappings), output="screen", emulate_tty=True,
-            on_exit=_trials_ended if ends_the_run else None))
+            on_exit=(lambda event, context: _trials_ended(event, context, run_dir)) if ends_the_run else None))
     return nodes
 
 

@@ -56,6 +56,10 @@ TOPIC_TF: Final = "/tf"
 TOPIC_TF_STATIC: Final = "/tf_static"
 #: Simulated time (``rosgraph_msgs/Clock``) published by the sim; nodes run with ``use_sim_time``.
 TOPIC_CLOCK: Final = "/clock"
+#: The arm bridge's e-stop input (``std_msgs/Bool``, true = engaged) and its status (JSON ``{"hold", "clamped",
+#: "reasons"}``); the trial manager reads both (arm_bridge_node defines the same names for itself).
+TOPIC_ESTOP: Final = "/robofollow/estop"
+TOPIC_BRIDGE_STATUS: Final = "/robofollow/arm_bridge/status"
 SERVICE_TRIAL_START: Final = "/robofollow/trial/start"
 SERVICE_TRIAL_STOP: Final = "/robofollow/trial/stop"
 SERVICE_TRIAL_NEXT: Final = "/robofollow/trial/next"

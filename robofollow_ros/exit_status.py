@@ -12,7 +12,9 @@ EXIT_INTERNAL = 1
 #: Bad input (unknown task, malformed file, bad flag or profile): the user must change the command.
 EXIT_BAD_INPUT = 2
 #: The run finished but some trials could not be executed (policy errors or timeouts, a worker that
-#: died): their results are recorded as failed-to-run, distinct from "ran and scored low".
+#: died; on the ROS path also a fault: an e-stop, an operator's stop, a phase past its bound), or a node
+#: of the ROS graph died and the run ended early: their results are recorded as failed-to-run,
+#: distinct from "ran and scored low".
 EXIT_TRIALS_FAILED = 3
 #: The policy could not be reached before the first trial (connect + reset failed); nothing ran.
 EXIT_POLICY_UNREACHABLE = 4
@@ -21,3 +23,7 @@ EXIT_POLICY_UNREACHABLE = 4
 EXIT_OUTPUT_UNUSABLE = 5
 #: A port this command must listen on is in use (Foxglove, policy servers).
 EXIT_PORT_IN_USE = 6
+
+#: Every status above: a command never exits with another (no raw signal numbers passed through).
+EXIT_STATUSES = (EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_TRIALS_FAILED, EXIT_POLICY_UNREACHABLE,
+                 EXIT_OUTPUT_UNUSABLE, EXIT_PORT_IN_USE)

@@ -154,6 +154,38 @@ def test_the_trial_managers_exit_shuts_down_and_a_failure_fails_the_launch(launc
         failed[0].function(None)
 
 
+def test_a_killed_trial_manager_fails_the_launch_by_name_and_its_run_is_closed(launcher, tmp_path):
+    from robofollow_ros.benchmark import default_registry
+    from robofollow_ros.evaluation.results import RunWriter
+
+    out = tmp_path / "run"
+    nodes = launcher.launch(LAUNCH_DIR / "robofollow.launch.py", {"use_mock_hardware": "true", "output": str(out),
+                                                                  **FREE_PORT})
+    on_exit = next(n["on_exit"] for n in nodes if n["executable"] == "trial_manager_node")
+    task = default_registry().eval_task("L0_pickup_red_cylinder")
+    RunWriter(out, arguments={}, selected_tasks=[(task.scene, task.task_id)], expected_trials=1).close()  # as killed
+    killed = on_exit(types.SimpleNamespace(returncode=-9), None)
+    assert [type(a).__name__ for a in killed] == ["OpaqueFunction", "Shutdown"]
+    with pytest.raises(RuntimeError, match=r"trial_manager_node was killed by SIGKILL \(signal 9\); its run in .* "
+                                           "was marked failed"):
+        killed[0].function(None)
+    run = (out / "run.json").read_text()
+    assert '"status": "failed"' in run and "killed by SIGKILL" in run
+    # the launch's own stop (SIGTERM) is not a failure of the run
+    assert [type(a).__name__ for a in on_exit(types.SimpleNamespace(returncode=-15), None)] == ["Shutdown"]
+
+
+def test_the_policy_timeout_argument_bounds_the_policy_node_and_the_trial_manager(launcher):
+    nodes = launcher.launch(LAUNCH_DIR / "robofollow.launch.py", {"use_mock_hardware": "true", "policy_timeout": "7.5",
+                                                                  **FREE_PORT})
+    by_name = {n["executable"]: n["parameters"][0] for n in nodes}
+    assert by_name["policy_node"]["policy_timeout_s"] == by_name["trial_manager_node"]["policy_timeout_s"] == 7.5
+    for bad in ("0", "-1", "soon", "inf"):
+        with pytest.raises(ValueError) as info:
+            launcher.launch(LAUNCH_DIR / "robofollow.launch.py", {"policy_timeout": bad, **FREE_PORT})
+        assert "policy_timeout:=" in str(info.value) and bad in str(info.value)
+
+
 def test_launch_arguments_mean_what_the_bringup_flags_mean(launcher):
     nodes = launcher.launch(LAUNCH_DIR / "robofollow.launch.py", {
         "use_sim": "true", "tasks": "L0_pickup_red_cylinder", "rounds": "2", "max_steps": "3",

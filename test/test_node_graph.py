@@ -1,6 +1,6 @@
 """One trial end to end over DDS, watched from outside as a user (or Foxglove) would see it:
 latched trial state, live and final scores, joint states, TF with ground-truth objects, /clock,
-and the trial services (stop pauses after scoring the trial so far, next goes on)."""
+and the trial services (stop ends the trial as an operator-stop fault and pauses, next goes on)."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def test_one_trial_end_to_end_over_dds(graph):
     assert list(got["left_driver"][0].joint_names) == [f"fl_joint{i}" for i in range(1, 8)]
 
 
-def test_stop_scores_the_trial_so_far_and_pauses_then_next_goes_on(graph):
+def test_stop_ends_the_trial_as_the_operators_and_pauses_then_next_goes_on(graph):
     ros, manager, got, watcher = graph(max_steps=100000)
     ros.wait_for(lambda: tp.PHASE_RUNNING in _phases(got) and len(got["joints"]) > 5, timeout=60, what="running")
     stop = watcher.create_client(Trigger, "/robofollow/trial/stop")
@@ -129,7 +129,9 @@ def test_stop_scores_the_trial_so_far_and_pauses_then_next_goes_on(graph):
     ros.wait_for(lambda: _phases(got)[-1] == tp.PHASE_DONE, timeout=60, what="the stopped trial recorded")
     first = json.loads((manager.run_dir / "results.json").read_text())
     assert len(first) == 1 and first[0]["round"] == 1 and 0 < first[0]["policy_steps"] < 100000
-    assert first[0]["frames"] >= 6
+    assert first[0]["frames"] >= 6  # the rows executed so far were scored ...
+    assert first[0]["fault"] == "operator-stop" and "partial_result" in first[0]  # ... but are not the policy's result
+    assert first[0]["intent_score"] == 0.0 and "policy_error" not in first[0]
     assert not manager.finished.is_set()  # paused: round 2 does not start by itself
     count = len(got["trial"])
     future = next_.call_async(Trigger.Request())

@@ -242,3 +242,73 @@ def test_policy_check_names_an_unreachable_address(robot):
         ros.wait_for(reply.done, timeout=30, what="the check's answer")
     assert not reply.result().success
     assert f"tcp://127.0.0.1:{port}" in reply.result().message and "refused" in reply.result().message
+
+
+STALL = [Parameter("policy", value="robofollow_ros.policy.drills.scripted:dying"),
+         Parameter("policy_kwargs", value='{"mode": "sleep", "sleep_s": 3600.0}')]
+
+
+def _done_of(got, trial_id: str):  # type: ignore[no-untyped-def]
+    states = [json.loads(m.data) for m in got["status"]]
+    return next((s for s in states if s["state"] == "done" and s["trial_id"] == trial_id), None)
+
+
+def test_a_stalled_policy_fails_its_trial_at_the_policy_timeout_and_the_next_trial_gets_a_fresh_one(robot):
+    ros, got, trial, publish_state = robot
+    ros.add(PolicyNode(context=ros.context, parameter_overrides=[*STALL, Parameter("policy_timeout_s", value=0.5)]))
+    for trial_id in ("s1", "s2"):
+        trial.publish(_trial(trial_id, max_steps=3, per_step=2))
+        ros.wait_for(lambda t=trial_id: publish_state(np.zeros(14)) or _done_of(got, t) is not None, timeout=30,
+                     what=f"trial {trial_id} to fail on the timeout")
+        # robofollow eval's reason; for s2 too: a reused policy, still stuck in s1's call, would answer "busy"
+        assert _done_of(got, trial_id)["error"] == "PolicyTimeoutError: policy predict: no answer within 0.5 s"
+        assert _done_of(got, trial_id)["steps"] == 0 and not got["commands"]
+
+
+def test_a_trial_a_fault_stopped_abandons_the_call_in_flight_without_blaming_the_policy(robot):
+    ros, got, trial, publish_state = robot
+    node = ros.add(PolicyNode(context=ros.context, parameter_overrides=[*STALL]))  # the default timeout: 300 s
+    trial.publish(_trial("s3", max_steps=3, per_step=2))
+    ros.wait_for(lambda: publish_state(np.zeros(14)) or node._predict_since is not None, timeout=30,
+                 what="a predict in flight")
+    stopping = json.loads(_trial("s3", 3, 2).data) | {"phase": "stopping", "fault": "e-stop"}
+    trial.publish(String(data=tp.encode(stopping)))
+    ros.wait_for(lambda: _done_of(got, "s3") is not None, timeout=30, what="the stopped trial to end")
+    assert _done_of(got, "s3")["error"] is None and _done_of(got, "s3")["steps"] == 0
+    assert node.policy.stuck  # the call runs on in its thread; the next trial would get a fresh policy
+
+
+def test_a_trial_its_time_budget_stopped_lets_the_call_in_flight_answer_or_time_out(robot):
+    """The trial's time budget is not a fault: a stalled call still fails the trial at its own timeout, as in
+    robofollow eval (it is not abandoned and scored as if the policy had done nothing wrong)."""
+    ros, got, trial, publish_state = robot
+    node = ros.add(PolicyNode(context=ros.context, parameter_overrides=[*STALL, Parameter("policy_timeout_s",
+                                                                                          value=2.0)]))
+    trial.publish(_trial("s4", max_steps=3, per_step=2))
+    ros.wait_for(lambda: publish_state(np.zeros(14)) or node._predict_since is not None, timeout=30,
+                 what="a predict in flight")
+    stopping = json.loads(_trial("s4", 3, 2).data) | {"phase": "stopping"}
+    trial.publish(String(data=tp.encode(stopping)))
+    ros.wait_for(lambda: _done_of(got, "s4") is not None, timeout=30, what="the stopped trial to end")
+    assert _done_of(got, "s4")["error"] == "PolicyTimeoutError: policy predict: no answer within 2 s"
+
+
+def test_a_stalled_remote_policy_fails_its_trial_at_the_policy_timeout_too(robot):
+    """The same bound behind ``robofollow serve``'s wire: policy_node's guard speaks, not the socket."""
+    from robofollow_ros.policy.drills.scripted import FaultyPolicy
+    from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
+
+    ros, got, trial, publish_state = robot
+    hung = FaultyPolicy("hang", hang_s=60)
+    with RoboFollowTcpServer(hung, "127.0.0.1", 0) as server:
+        server.start()
+        try:
+            ros.add(PolicyNode(context=ros.context, parameter_overrides=[
+                Parameter("policy", value=f"tcp://127.0.0.1:{server.address[1]}"),
+                Parameter("policy_timeout_s", value=1.0)]))
+            trial.publish(_trial("r1", max_steps=3, per_step=2))
+            ros.wait_for(lambda: publish_state(np.zeros(14)) or _done_of(got, "r1") is not None, timeout=30,
+                         what="the remote trial to fail on the timeout")
+            assert _done_of(got, "r1")["error"] == "PolicyTimeoutError: policy predict: no answer within 1 s"
+        finally:
+            hung.release.set()  # let the server's stuck call end before the server closes

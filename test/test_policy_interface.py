@@ -7,7 +7,15 @@ import pytest
 
 from robofollow_ros.policy.baselines.hold import HoldPolicy
 from robofollow_ros.policy.drills.scripted import FaultyPolicy, RecordingPolicy, make_observation
-from robofollow_ros.policy.guard import PolicyBusyError, PolicyTimeoutError, TimeoutGuardedPolicy
+from robofollow_ros.policy.guard import (
+    DEFAULT_POLICY_TIMEOUT_S,
+    PolicyAbandonedError,
+    PolicyBusyError,
+    PolicyTimeoutError,
+    TimeoutGuardedPolicy,
+    close_guarded,
+    guarded_kwargs,
+)
 from robofollow_ros.policy.interface import Policy, PolicyOutputError, ValidatedPolicy, validate_actions
 from robofollow_ros.policy.spec import PolicySpecError, builtin_names, load_policy, register_builtin
 from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
@@ -86,6 +94,47 @@ def test_guard_passes_exceptions_and_results_through() -> None:
     guarded.set_instruction("pick the cube")
     assert guarded.predict(make_observation())[0, 0] == 1.0
     assert [c[0] for c in recorder.calls] == ["reset", "set_instruction", "predict"]
+
+
+def test_guard_abandons_a_call_when_told_and_counts_as_stuck_until_it_returns() -> None:
+    """policy_node stops a trial: the wait for the call in flight ends at once, not at the timeout."""
+    import threading
+    import time
+
+    faulty = FaultyPolicy("hang", hang_s=30)
+    guard = TimeoutGuardedPolicy(faulty, timeout_s=60)
+    guard.abandon_when = stopped = threading.Event()
+    threading.Timer(0.2, stopped.set).start()
+    started = time.monotonic()
+    with pytest.raises(PolicyAbandonedError, match="predict: abandoned after"):
+        guard.predict(make_observation())
+    assert time.monotonic() - started < 10  # far below the 60 s timeout
+    assert guard.stuck
+    with pytest.raises(PolicyBusyError):
+        guard.reset()
+    close_guarded(guard)  # in the background: it would wait for the stuck call
+    faulty.release.set()
+    assert guard.wait_idle(10) and not guard.stuck
+
+
+def test_guard_tells_a_timeout_of_the_call_itself_from_its_own() -> None:
+    """A remote client's socket timeout is the call's own error, not the guard's (the call has returned)."""
+
+    class SocketTimesOut(RecordingPolicy):
+        def predict(self, obs: object) -> np.ndarray:
+            raise TimeoutError("timed out reading from the server")
+
+    guard = TimeoutGuardedPolicy(SocketTimesOut(), timeout_s=10)
+    with pytest.raises(TimeoutError, match="reading from the server") as info:
+        guard.predict(make_observation())
+    assert not isinstance(info.value, PolicyTimeoutError) and not guard.stuck
+
+
+def test_guarded_kwargs_give_a_remote_client_a_socket_timeout_above_the_guards() -> None:
+    assert DEFAULT_POLICY_TIMEOUT_S == 300.0  # evaluate.py's --policy-timeout default
+    assert guarded_kwargs("tcp://h:1", {}, 10.0) == {"timeout_s": 12.0}
+    assert guarded_kwargs("openpi://h:1", {"timeout_s": 5}, 10.0) == {"timeout_s": 5}  # the user's own wins
+    assert guarded_kwargs("hold", {"chunk_size": 2}, 10.0) == {"chunk_size": 2}
 
 
 def test_load_policy_builtin_hold_with_kwargs_is_validated() -> None:

@@ -31,6 +31,7 @@ from robofollow_ros.bringup.profiles import (
 )
 from robofollow_ros.bringup.running import (
     BringupOutcome,
+    NodeExit,
     NodeStartError,
     build_nodes,
     run_as_processes,
@@ -38,8 +39,8 @@ from robofollow_ros.bringup.running import (
 )
 
 __all__ = [
-    "LAUNCH_ARGUMENTS", "PROFILES", "TRIAL_MANAGER", "BringupOutcome", "Choices", "NodeSpec", "NodeStartError",
-    "Profile", "ProfileError", "apply_choices", "build_nodes", "check_parameters", "driver_config_path",
-    "foxglove_address", "launch_profile", "load_profile", "policy_of", "profile_path", "ros_params_file",
-    "run_as_processes", "run_in_process", "with_overrides", "without_nodes",
+    "LAUNCH_ARGUMENTS", "PROFILES", "TRIAL_MANAGER", "BringupOutcome", "Choices", "NodeExit", "NodeSpec",
+    "NodeStartError", "Profile", "ProfileError", "apply_choices", "build_nodes", "check_parameters",
+    "driver_config_path", "foxglove_address", "launch_profile", "load_profile", "policy_of", "profile_path",
+    "ros_params_file", "run_as_processes", "run_in_process", "with_overrides", "without_nodes",
 ]

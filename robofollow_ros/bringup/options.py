@@ -9,6 +9,7 @@ differs (``--foxglove-port`` vs ``foxglove_port:=``).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
     "tasks": ("", "as robofollow eval --tasks: a comma list of evaluation task ids"),
     "rounds": ("", "as robofollow eval --rounds: rounds per task, 1..10"),
     "max_steps": ("", "policy calls per trial (the step budget)"),
+    "policy_timeout": ("", "as robofollow eval --policy-timeout: longest policy call before its trial fails, s "
+                           "(empty: the profile's, 300)"),
     "policy": ("", "policy SPEC for policy_node: hold | oracle | module:function | tcp://HOST:PORT | openpi://..."),
     "policy_kwargs": ("", "JSON object of keyword arguments for the policy (as robofollow eval --kwargs)"),
     "output": ("", "run directory for the results (empty: runs/ros-<UTC time>)"),
@@ -65,6 +68,7 @@ class Choices:
     rounds: int | None = None
     max_steps: int | None = None
     actions_per_step: int | None = None
+    policy_timeout: float | None = None
     output: str | None = None
     render: bool | None = None
     foxglove: bool = True
@@ -111,11 +115,17 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
             raise ProfileError(f"{flag('policy_kwargs')}: not valid JSON ({exc})") from None
         if not isinstance(kwargs, dict):
             raise ProfileError(f"{flag('policy_kwargs')}: expected a JSON object, got {choices.policy_kwargs!r}")
+    if choices.policy_timeout is not None and not 0 < choices.policy_timeout < math.inf:
+        raise ProfileError(f"{flag('policy_timeout')}: must be a positive number of seconds, "
+                           f"got {choices.policy_timeout:g}")
     if choices.foxglove_port is not None and not 0 <= choices.foxglove_port <= 65535:
         raise ProfileError(f"{flag('foxglove_port')}: {choices.foxglove_port} is outside 0..65535")
     put("policy_node", "policy_kwargs", choices.policy_kwargs, "policy_kwargs")
     put(TRIAL_MANAGER, "max_steps", choices.max_steps, "max_steps")
     put(TRIAL_MANAGER, "actions_per_step", choices.actions_per_step, "actions_per_step")
+    # the policy node bounds each call; the trial manager derives its bound on `running` from it
+    put("policy_node", "policy_timeout_s", _float(choices.policy_timeout), "policy_timeout")
+    put(TRIAL_MANAGER, "policy_timeout_s", _float(choices.policy_timeout), "policy_timeout")
     put("sim_node", "render", choices.render, "no_render")
     if choices.foxglove:
         put("foxglove_node", "host", choices.foxglove_host, "foxglove_host")
@@ -149,6 +159,10 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
     return chosen
 
 
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def _launch_flag(name: str) -> str:
     return f"{name}:="
 
@@ -161,6 +175,16 @@ def _int_argument(values: dict[str, str], name: str) -> int | None:
         return int(text)
     except ValueError:
         raise ProfileError(f"{name}:={text}: not an integer") from None
+
+
+def _float_argument(values: dict[str, str], name: str) -> float | None:
+    text = values.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ProfileError(f"{name}:={text}: not a number") from None
 
 
 def _true(values: dict[str, str], name: str) -> bool:
@@ -187,6 +211,7 @@ def launch_profile(**values: str) -> Profile:
     choices = Choices(policy=text("policy"), policy_kwargs=text("policy_kwargs"), scene=text("scene"),
                       levels=text("levels"), limit=_int_argument(values, "limit"), tasks=text("tasks"),
                       rounds=_int_argument(values, "rounds"), max_steps=_int_argument(values, "max_steps"),
+                      policy_timeout=_float_argument(values, "policy_timeout"),
                       output=text("output"), foxglove_host=text("foxglove_host"),
                       foxglove_port=_int_argument(values, "foxglove_port"), calibration_dir=text("calibration_dir"),
                       driver_config=text("driver_config"), remaps=(text("remap") or "").split(),

@@ -2,6 +2,14 @@
 
 Both end when the trial manager ends (or on ``stop``) and report its exit status, so
 ``robofollow bringup`` exits as the launch files' graph does.
+
+One process per node, a node may die on its own (killed, crashed). Each such end is reported
+(:class:`NodeExit`, named with its signal or exit status). When another node dies, the trial manager
+learns it over DDS (``graph_peers.AliveWatch``), records the trial under way as a ``node-died`` fault and
+ends the run itself; it is given :data:`RECORD_GRACE_S` for that before the graph is stopped. When the
+trial manager itself dies, the run directory it wrote is left ``running`` with its lock gone: the
+supervisor, the only one that knows how it died, then closes that run (``results.close_abandoned_run``:
+under the lock, only a ``running`` run, ``failed`` with the node and the signal as its error).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +30,10 @@ import yaml
 
 from robofollow_ros.bringup.profiles import TRIAL_MANAGER, Profile, ros_params_file
 from robofollow_ros.child_process import child_command, child_env
+
+#: After a node other than the trial manager died: how long the trial manager gets to notice (its alive
+#: watch's lease, 3 s), record the trial under way as a fault and end the run itself (seconds).
+RECORD_GRACE_S = 20.0
 
 
 class NodeStartError(RuntimeError):
@@ -32,13 +45,40 @@ class NodeStartError(RuntimeError):
         self.cause = cause
 
 
+def describe_exit(returncode: int) -> str:
+    """How a process ended, in words: ``was killed by SIGKILL (signal 9)``, ``exited with status 1``."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"was killed by {name} (signal {-returncode})"
+    return f"exited with status {returncode}"
+
+
+@dataclass(frozen=True)
+class NodeExit:
+    """A node process that ended on its own during the run (not stopped by the supervisor)."""
+
+    executable: str
+    returncode: int
+
+    def describe(self) -> str:
+        return f"{self.executable} {describe_exit(self.returncode)}"
+
+
 @dataclass
 class BringupOutcome:
     finished: bool  # every trial ran (False: interrupted, or a node died)
     run_dir: Path | None
     summary: dict[str, Any] | None
-    #: The trial manager's exit status (cli._common's table); None when it did not exit on its own.
+    #: The trial manager's exit status (cli._common's table); None when it did not exit on its own
+    #: or was killed by a signal (see ``node_exits``).
     exit_code: int | None = None
+    #: Nodes that died during the run, in the order seen (one process per node only).
+    node_exits: tuple[NodeExit, ...] = ()
+    #: The trial manager died and its ``running`` run was marked failed by the supervisor.
+    closed_run: bool = False
 
 
 def build_nodes(profile: Profile, context: Any) -> list[Any]:
@@ -105,13 +145,21 @@ def run_in_process(profile: Profile, stop: threading.Event,
 
 
 def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | None = None,
-                     on_finished: Callable[[BringupOutcome], None] | None = None) -> BringupOutcome:
+                     on_finished: Callable[[BringupOutcome], None] | None = None,
+                     on_node_exit: Callable[[NodeExit], None] | None = None) -> BringupOutcome:
     """One process per node (``python -m <module> --ros-args --params-file``); ends with the trial manager,
-    or with ``on_finished``, calls it then and keeps the other nodes running until ``stop``."""
+    or with ``on_finished``, calls it then and keeps the other nodes running until ``stop``.
+
+    A node that dies meanwhile is reported to ``on_node_exit`` at once and in the outcome's ``node_exits``
+    (the trial manager only when a signal ended it: its exit statuses are its own report); see the module
+    docstring for what happens to the run then."""
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, encoding="utf-8") as params:
         yaml.safe_dump(ros_params_file(profile), params)
     remaps = [arg for arg in profile.remap_arguments() if arg != "--ros-args"]
     procs: dict[str, subprocess.Popen[bytes]] = {}
+    exits: list[NodeExit] = []
+    code: int | None = None
+    finished = False
     try:
         for spec in profile.nodes:
             out = open(log_dir / f"{spec.executable}.log", "wb") if log_dir else None  # noqa: SIM115
@@ -119,30 +167,60 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
                 child_command(spec.module, ["--ros-args", "--params-file", params.name, *remaps]),
                 stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env())
         manager = procs.get(TRIAL_MANAGER)
+        deadline: float | None = None
         while not stop.is_set():
-            if manager is not None and manager.poll() is not None:
+            for name, proc in procs.items():
+                returncode = proc.poll()
+                if returncode is None or any(e.executable == name for e in exits):
+                    continue
+                if name != TRIAL_MANAGER or returncode < 0:
+                    exits.append(NodeExit(name, returncode))
+                    if on_node_exit is not None:
+                        on_node_exit(exits[-1])
+            if manager is None or manager.poll() is not None:
+                if manager is not None or exits:
+                    break
+            elif exits and deadline is None:  # the trial manager records the trial under way and ends the run
+                deadline = time.monotonic() + RECORD_GRACE_S
+            if deadline is not None and time.monotonic() > deadline:
                 break
-            if any(p.poll() is not None for p in procs.values()):
-                break  # a node died: stop the rest
             stop.wait(0.2)
-        code = manager.poll() if manager is not None and not stop.is_set() else None
-        finished = code is not None and _outcome_run_complete(profile)
+        returncode = manager.poll() if manager is not None and not stop.is_set() else None
+        code = returncode if returncode is not None and returncode >= 0 else None
+        finished = code is not None and not exits and _outcome_run_complete(profile)
         if on_finished is not None and finished:
             on_finished(_outcome_from_files(profile, finished, code))
             while not stop.is_set() and all(p.poll() is None for n, p in procs.items() if n != TRIAL_MANAGER):
                 stop.wait(0.2)
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        # The trial manager first, so that it marks the run before its peers leave the graph under it.
+        _stop_processes([p for n, p in procs.items() if n == TRIAL_MANAGER])
+        _stop_processes([p for n, p in procs.items() if n != TRIAL_MANAGER])
         os.unlink(params.name)
-    return _outcome_from_files(profile, finished, code)
+    closed = False
+    killed = next((e for e in exits if e.executable == TRIAL_MANAGER), None)
+    run_dir = _run_dir(profile)
+    if killed is not None and run_dir is not None:
+        from robofollow_ros.evaluation.results import close_abandoned_run
+
+        closed = close_abandoned_run(
+            run_dir, f"{killed.describe()} before all trials ran; the trial under way was not recorded")
+    outcome = _outcome_from_files(profile, finished, code)
+    outcome.node_exits, outcome.closed_run = tuple(exits), closed
+    return outcome
+
+
+def _stop_processes(group: list[subprocess.Popen[bytes]]) -> None:
+    """SIGINT (each node stops cleanly on it), then SIGKILL after 10 s, as ``ros2 launch`` escalates."""
+    for proc in group:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    for proc in group:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _run_dir(profile: Profile) -> Path | None:

@@ -8,6 +8,10 @@ stops cleanly on Ctrl-C / SIGTERM or when the trials end, and prints the score t
 terminal with the Foxglove node in the profile, the graph (and so the live view) stays up after the
 trials until Ctrl-C, so the final state can be inspected; ``--exit-when-done`` (scripts, CI,
 ``make demo``) exits at once.
+
+With one process per node, a node that dies on its own is named in one line with its signal or exit
+status, and the command exits with a documented status (``EXIT_TRIALS_FAILED``, never a raw signal
+number); a killed trial manager's run is closed by bringup (``running.run_as_processes``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.cli._common import CliError
-from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_PORT_IN_USE
+from robofollow_ros.exit_status import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_POLICY_UNREACHABLE,
+    EXIT_PORT_IN_USE,
+    EXIT_STATUSES,
+    EXIT_TRIALS_FAILED,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -42,6 +54,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--rounds", type=int, help="as robofollow eval: rounds per task, 1..10 (default: the profile's)")
     p.add_argument("--max-steps", type=int, metavar="N", help="policy calls per trial (the step budget)")
     p.add_argument("--actions-per-step", type=int, metavar="N", help="rows executed per policy call")
+    p.add_argument("--policy-timeout", type=float, metavar="S",
+                   help="as robofollow eval: longest policy call (in-process or remote) before its trial fails, "
+                        "seconds (default: the profile's, 300)")
     p.add_argument("--no-render", action="store_true", help="sim: physics only, no camera images")
     p.add_argument("--output", type=Path, metavar="DIR",
                    help="new or empty run directory (default results/ros-<UTC time>)")
@@ -82,7 +97,7 @@ def _choices(args: argparse.Namespace, output: Path) -> Any:
 
     return Choices(policy=args.policy, policy_kwargs=args.kwargs, scene=args.scene, levels=args.levels,
                    limit=args.limit, tasks=args.tasks, rounds=args.rounds, max_steps=args.max_steps,
-                   actions_per_step=args.actions_per_step, output=str(output),
+                   actions_per_step=args.actions_per_step, policy_timeout=args.policy_timeout, output=str(output),
                    render=False if args.no_render else None, foxglove=not args.no_foxglove,
                    foxglove_host=args.foxglove_host, foxglove_port=args.foxglove_port,
                    calibration_dir=args.calibration_dir, driver_config=args.driver_config, remaps=list(args.remap),
@@ -130,15 +145,17 @@ def _quiet_manager(profile: Any) -> Any:
 
 
 def _failed_trials(run_dir: Path | None) -> list[str]:
-    """``<task> r<round>: <error>`` for every recorded trial the policy (or the graph) failed."""
+    """``<task> r<round>: <why>`` for every recorded trial that could not be executed: its policy failed
+    (``policy_error``) or a fault ended it (``fault: fault_reason``)."""
+    from robofollow_ros.nodes.trial_faults import could_not_execute
     from robofollow_ros.rundir.atomic import read_json
     from robofollow_ros.rundir.layout import RESULTS_FILE
 
     path = run_dir / RESULTS_FILE if run_dir is not None else None
     if path is None or not path.is_file():
         return []
-    return [f"{r['task']} r{r['round']}: {str(r['policy_error']).splitlines()[0]}"
-            for r in read_json(path) if r.get("policy_error")]
+    return [f"{r['task']} r{r['round']}: {why.splitlines()[0]}"
+            for r in read_json(path) if (why := could_not_execute(r))]
 
 
 def _per_process(args: argparse.Namespace, profile: Any) -> bool:
@@ -157,7 +174,7 @@ def _per_process(args: argparse.Namespace, profile: Any) -> bool:
 
 
 def _bringup(args: argparse.Namespace) -> int:
-    from robofollow_ros.bringup import BringupOutcome, NodeStartError, run_as_processes, run_in_process
+    from robofollow_ros.bringup import BringupOutcome, NodeExit, NodeStartError, run_as_processes, run_in_process
     from robofollow_ros.evaluation.report import format_table, run_table
 
     output = args.output or Path("results") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
@@ -195,9 +212,14 @@ def _bringup(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     hold = linger if _linger(args, {n.executable for n in profile.nodes}) else None
+    def died(node: NodeExit) -> None:
+        print(f"robofollow bringup: {node.describe()}", file=sys.stderr, flush=True)
+
     try:
-        runner = run_as_processes if _per_process(args, profile) else run_in_process
-        outcome = runner(profile, stop, on_finished=hold)
+        if _per_process(args, profile):
+            outcome = run_as_processes(profile, stop, on_finished=hold, on_node_exit=died)
+        else:
+            outcome = run_in_process(profile, stop, on_finished=hold)
     except NodeStartError as exc:
         in_use = "address already in use" in str(exc.cause).lower() or "address in use" in str(exc.cause).lower()
         if in_use:
@@ -213,8 +235,14 @@ def _bringup(args: argparse.Namespace) -> int:
     if received and not lingered:  # Ctrl-C after the trials ended is how a lingering run is meant to end
         print(f"stopped by signal {received[0]}; results so far in {outcome.run_dir}")
         return 128 + received[0]
+    if outcome.closed_run:
+        print(f"robofollow bringup: the run in {outcome.run_dir} was marked failed (its writer, the trial manager, "
+              "died); the trials recorded are kept", file=sys.stderr)
+    if outcome.node_exits:  # trials could not be executed: the trial manager's own status, or that one
+        return outcome.exit_code if outcome.exit_code in (EXIT_INTERNAL, EXIT_POLICY_UNREACHABLE) else \
+            EXIT_TRIALS_FAILED
     if outcome.exit_code not in (None, EXIT_OK):
-        return int(outcome.exit_code)
+        return int(outcome.exit_code) if outcome.exit_code in EXIT_STATUSES else EXIT_INTERNAL
     if not outcome.finished:
         print("the graph stopped before all trials ran")
         return EXIT_INTERNAL

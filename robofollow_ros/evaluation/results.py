@@ -30,6 +30,7 @@ from typing import Any
 
 from robofollow_ros.benchmark import EvalTask
 from robofollow_ros.rundir import Identity, OutputUnusableError, RunDirectory, RunDirError
+from robofollow_ros.rundir.atomic import read_json
 from robofollow_ros.rundir.layout import (
     RECORDINGS_DIR,
     RESULTS_FILE,
@@ -42,7 +43,7 @@ from robofollow_ros.rundir.layout import (
 from robofollow_ros.rundir.store import stored_trials
 from robofollow_ros.scoring.summary import summarize
 
-__all__ = ["DuplicateTrialError", "RunWriter", "run_identity"]
+__all__ = ["DuplicateTrialError", "RunWriter", "close_abandoned_run", "run_identity"]
 
 #: Packages whose versions run.json records (RoboFollow's list, plus what this package uses instead).
 VERSION_PACKAGES = ("numpy", "sapien", "torch", "mplib", "toppra", "h5py", "transforms3d", "imageio",
@@ -273,6 +274,40 @@ class RunWriter:
 
 class DuplicateTrialError(ValueError):
     """A (task, round) that the run already holds was recorded again."""
+
+
+def close_abandoned_run(run_dir: str | Path, reason: str) -> bool:
+    """Mark a run whose writer died (killed, crashed) ``failed`` with ``reason``; True when it did.
+
+    For the supervisor that started the writer and saw it die (``robofollow bringup``): only it knows how
+    the writer ended. One writer at a time still: the run's lock is taken first (the dead writer's lock
+    went with it), and a run whose lock is held (its writer lives) or that is no longer ``running`` is
+    left alone. Nothing recorded changes: ``status``, ``error``, ``finished_utc`` and ``completed_trials``
+    in run.json (and its SQLite row), and summary.json over the trials recorded. ``RunWriter.resume``
+    still continues such a run.
+    """
+    path = Path(run_dir)
+    try:
+        run = read_json(path / RUN_FILE)
+        identity = run_identity([(t["scene"], t["task"]) for t in run["selected_tasks"]], run["expected_trials"])
+        if run.get("status") != "running":
+            return False
+        directory = RunDirectory.resume(path, identity=identity)
+    except (OSError, ValueError, KeyError, TypeError, OutputUnusableError):  # no run, not ours, or held
+        return False
+    with directory:
+        run = directory.read_json(RUN_FILE)
+        if run.get("status") != "running":  # finished between our look and our lock
+            return False
+        with directory.errors():
+            store = directory.store()
+            results = store.trials(run_ids=[run["run_id"]])
+        run.update(status="failed", error=reason, finished_utc=utc_now(), completed_trials=len(results))
+        with directory.errors(len(results)):
+            directory.write_json(SUMMARY_FILE, summarize(results, status="failed"))
+            directory.write_json(RUN_FILE, run)
+            store.upsert_run(run["run_id"], run, str(path))
+    return True
 
 
 def plan_positions(run: Mapping[str, Any]) -> dict[str, int]:

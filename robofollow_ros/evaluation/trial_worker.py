@@ -26,13 +26,10 @@ from robofollow_ros.benchmark import default_registry
 from robofollow_ros.evaluation.episode import EpisodeSettings, policy_failure, run_episode
 from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.evaluation.worker_errors import PolicyStartError
-from robofollow_ros.policy.guard import TimeoutGuardedPolicy
+from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S as DEFAULT_POLICY_TIMEOUT_S  # for the runner
+from robofollow_ros.policy.guard import REMOTE_SCHEMES, TimeoutGuardedPolicy, guarded_kwargs
 from robofollow_ros.policy.interface import close_policy
 from robofollow_ros.policy.spec import load_policy
-
-#: The official evaluate.py default for ``--policy-timeout`` (seconds), which covers a first model compilation.
-DEFAULT_POLICY_TIMEOUT_S = 300.0
-REMOTE_SCHEMES = ("tcp://", "openpi://")
 
 
 @dataclass(frozen=True)
@@ -73,10 +70,7 @@ class TrialOutcome:
 def policy_kwargs_for(spec: WorkerSpec) -> dict[str, Any]:
     """A remote client's own socket timeout follows the policy timeout, as evaluate.py passes it to its
     client, set a little above it so that the whole-call bound is the one that speaks (one reason)."""
-    kwargs = dict(spec.policy_kwargs)
-    if spec.policy.strip().startswith(REMOTE_SCHEMES):
-        kwargs.setdefault("timeout_s", spec.policy_timeout_s * 1.1 + 1.0)
-    return kwargs
+    return guarded_kwargs(spec.policy, spec.policy_kwargs, spec.policy_timeout_s)
 
 
 def replacement(spec: WorkerSpec) -> WorkerSpec:

@@ -47,6 +47,8 @@ from robofollow_ros.contract import (
     ARMS,
     GRIPPER_INDEX,
     JOINT_NAMES,
+    TOPIC_BRIDGE_STATUS,
+    TOPIC_ESTOP,
     TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
 )
@@ -65,9 +67,6 @@ from robofollow_ros.paths import share_path
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyDecision, SafetyFilter
 from robofollow_ros.robot.urdf_limits import read_joint_limits
-
-TOPIC_ESTOP = "/robofollow/estop"
-TOPIC_BRIDGE_STATUS = "/robofollow/arm_bridge/status"
 
 
 class ArmBridgeNode(Node):

@@ -9,15 +9,31 @@ joint command, link TF or scored frame. So each node of the package says, on a l
 it sees every node the trial manager awaits (the trial manager names them in its ``idle`` state),
 and the trial manager begins the first trial only once every awaited node of the package has said
 so; nodes from elsewhere (a test's watcher, a rig's own driver) are only seen, as before.
+
+Once the run is under way the trial manager must also learn when one of them dies. DDS drops a
+killed participant from the graph only when its lease runs out (20 s with Fast DDS), so each node of
+the package also holds a publisher on ``/robofollow/graph/alive/<node>`` whose liveliness the
+middleware asserts for it (AUTOMATIC, lease :data:`ALIVE_LEASE_S`): the trial manager's
+:class:`AliveWatch` hears within that lease that a node was killed, crashed or froze (its liveliness
+lapsed) or left the graph (its publisher went away), and which one. Nodes in the watcher's own process
+are not watched: Fast DDS does not assert a participant's liveliness to itself (measured: a writer of
+the same participant lapses after one lease although alive), and they cannot die without it anyway;
+each alive topic carries its writer's host and pid (latched) to tell them apart.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration
+from rclpy.event_handler import QoSLivelinessChangedInfo, SubscriptionEventCallbacks
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, LivelinessPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from robofollow_ros.contract import TOPIC_TRIAL
@@ -28,6 +44,16 @@ from robofollow_ros.nodes.trial_records import graph_ready
 TOPIC_PEERS = "/robofollow/graph/peers"
 #: How often a node looks at the graph until it sees every awaited node (steady clock).
 CHECK_PERIOD_S = 0.1
+#: A node whose middleware has not asserted its liveliness for this long is taken for dead (seconds).
+#: Long enough for a loaded machine's DDS threads, short against any trial.
+ALIVE_LEASE_S = 3.0
+ALIVE_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                       history=HistoryPolicy.KEEP_LAST, liveliness=LivelinessPolicy.AUTOMATIC,
+                       liveliness_lease_duration=Duration(seconds=ALIVE_LEASE_S))
+
+
+def alive_topic(node_name: str) -> str:
+    return f"/robofollow/graph/alive/{node_name}"
 
 
 class PeerReport:
@@ -38,6 +64,8 @@ class PeerReport:
         self._node = node
         self._awaiting: list[str] | None = None
         self._publisher = node.create_publisher(String, TOPIC_PEERS, tp.LATCHED)
+        self._alive = node.create_publisher(String, alive_topic(node.get_name()), ALIVE_QOS)
+        self._alive.publish(String(data=tp.encode(_here(node.get_name()))))
         node.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
         self._timer: Any = node.create_timer(CHECK_PERIOD_S, self._check,
                                              clock=Clock(clock_type=ClockType.STEADY_TIME))
@@ -122,3 +150,48 @@ class GraphWait:
             if waited >= 5.0:
                 self._node.get_logger().info(f"waiting for {', '.join(self.missing())}")
         return None
+
+
+class AliveWatch:
+    """The trial manager's side of ``/robofollow/graph/alive/<node>``: ``on_lost(node, how)`` once per node
+    that was alive and then lapsed (killed, crashed, frozen) or left the graph."""
+
+    def __init__(self, node: Node, names: list[str], on_lost: Callable[[str, str], None]) -> None:
+        self._on_lost = on_lost
+        self._logger = node.get_logger()
+        self._alive: set[str] = set()
+        self._lost: set[str] = set()
+        self._local: set[str] = set()  # in this process: not watched (see the module docstring)
+        for name in sorted(set(names) & set(NODE_ENTRY_POINTS) - {node.get_name()}):
+            node.create_subscription(String, alive_topic(name), self._whereabouts(name), ALIVE_QOS,
+                                     event_callbacks=SubscriptionEventCallbacks(liveliness=self._listener(name)))
+
+    def _whereabouts(self, name: str) -> Callable[[String], None]:
+        def seen(msg: String) -> None:
+            where = tp.decode_or_log(msg.data, alive_topic(name), self._logger) or {}
+            if where.get("host") == _here(name)["host"] and where.get("pid") == os.getpid():
+                self._local.add(name)
+
+        return seen
+
+    def _listener(self, name: str) -> Callable[[QoSLivelinessChangedInfo], None]:
+        return lambda info: self._changed(name, info)
+
+    def _changed(self, name: str, info: QoSLivelinessChangedInfo) -> None:
+        if info.alive_count_change > 0:
+            self._alive.add(name)
+        if name not in self._alive or name in self._lost or name in self._local:
+            return
+        if info.not_alive_count_change > 0:
+            how = f"stopped answering (no sign of life for {ALIVE_LEASE_S:g} s: killed, crashed or frozen)"
+        elif info.alive_count_change < 0:
+            how = "left the graph (its process ended)"
+        else:
+            return
+        self._lost.add(name)
+        self._on_lost(name, how)
+
+
+def _here(node_name: str) -> dict[str, object]:
+    """What a node's alive topic says: where it runs."""
+    return {"node": node_name, "host": socket.gethostname(), "pid": os.getpid()}

@@ -12,12 +12,23 @@ best-effort publisher as well as a reliable one); the sim profile asks for ``rel
 picture rendered for a lock-step observation is dropped. ``/robofollow/policy/check`` (Trigger)
 connects to the policy and resets it once (``preflight.reach_policy``): the trial manager calls it
 before the first trial, so an unreachable server fails the run in seconds.
+
+Every policy call (``reset``, ``set_instruction``, ``predict``), in-process or remote, is bounded by
+``policy_timeout_s``, with ``robofollow eval --policy-timeout``'s meaning and default
+(``policy.guard.TimeoutGuardedPolicy``): a call that overruns fails its trial with eval's
+``policy_error`` (``PolicyTimeoutError: policy predict: no answer within S s``). Python cannot stop
+the thread, so the stuck call is left running and the next trial gets a fresh policy (a fresh
+session for a remote one). A trial stopped by its time budget (``stopping`` without a ``fault``) sends
+no more rows but lets the call in flight answer or time out, as ``robofollow eval`` would; one ended
+by a fault (``stopping`` with a ``fault``: an e-stop, the operator), or left behind (a new trial, a
+phase past ``stopping``), abandons the call in flight at once — not the policy's failure.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 import threading
 import time
@@ -55,6 +66,17 @@ from robofollow_ros.nodes.conversions import (
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.nodes.observation_cache import ObservationCache, RobotState
+from robofollow_ros.policy.guard import (
+    DEFAULT_POLICY_TIMEOUT_S,
+    PolicyAbandonedError,
+    TimeoutGuardedPolicy,
+    close_guarded,
+    guarded_kwargs,
+)
+
+
+def _seconds(value: Any) -> str | None:
+    return None if isinstance(value, int | float) and 0 < value < math.inf else "must be a positive number of seconds"
 
 
 def _json_object(value: Any) -> str | None:
@@ -92,11 +114,12 @@ class PolicyNode(Node):
         camera_qos = params.declare("camera_qos", "sensor_data", "camera subscriptions: sensor_data (best effort; "
                                     "matches any camera driver) or reliable (no picture dropped)",
                                     one_of("sensor_data", "reliable"))
-
-        from robofollow_ros.policy.spec import load_policy
+        self.policy_timeout_s = params.declare(
+            "policy_timeout_s", DEFAULT_POLICY_TIMEOUT_S, "longest policy call (reset, set_instruction, predict) "
+            "before the trial fails, s (as robofollow eval --policy-timeout)", _seconds, read_only=True)
 
         self.spec, self.policy_kwargs = spec, json.loads(policy_kwargs)
-        self.policy = load_policy(spec, self.policy_kwargs)
+        self.policy = self._build_policy()
         self.cache = ObservationCache()
         self.command = self.create_publisher(JointState, TOPIC_JOINT_COMMAND, tp.STATE_STREAM)
         self.status = self.create_publisher(String, tp.TOPIC_POLICY_STATUS, tp.LATCHED)
@@ -110,13 +133,29 @@ class PolicyNode(Node):
         self.create_service(Trigger, tp.SERVICE_POLICY_CHECK, self._on_check)
         self.render_client: Any = self.create_client(Trigger, tp.SERVICE_SIM_RENDER)
         self._trial_id: str | None = None
-        self._cancel = threading.Event()
+        self._cancel = threading.Event()  # the trial sends no more rows
+        self._abandon = threading.Event()  # ... and does not wait for the policy call in flight either
         self._worker: threading.Thread | None = None
         self._node_closing = threading.Event()
         self._predict_since: float | None = None  # monotonic start of the running predict (rate mode)
         self._held_for_policy = False
         if self.mode == "rate":
             self.create_timer(0.02, self._watch_policy)
+
+    def _build_policy(self) -> TimeoutGuardedPolicy:
+        from robofollow_ros.policy.spec import load_policy
+
+        kwargs = guarded_kwargs(self.spec, self.policy_kwargs, self.policy_timeout_s)
+        return TimeoutGuardedPolicy(load_policy(self.spec, kwargs), self.policy_timeout_s)
+
+    def _policy_for_trial(self) -> TimeoutGuardedPolicy:
+        """The policy, or a fresh one while a call of the last one that timed out (or was abandoned) still runs."""
+        if self.policy.stuck:
+            self.get_logger().warning("the policy is still inside a call that timed out or was abandoned; "
+                                      "this trial gets a fresh policy")
+            close_guarded(self.policy)
+            self.policy = self._build_policy()
+        return self.policy
 
     # -- inputs ----------------------------------------------------------------------------------
     def _on_joints(self, msg: JointState) -> None:
@@ -141,19 +180,24 @@ class PolicyNode(Node):
         trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self.get_logger())
         if trial is None:
             return
+        phase = trial.get("phase")
         if trial.get("id") != self._trial_id and self._worker is not None:
             self._cancel.set()  # a new trial (or a stop) ends the old one
-        if trial.get("phase") not in (tp.PHASE_RUNNING, tp.PHASE_RESETTING) and trial.get("id") == self._trial_id:
+            self._abandon.set()
+        if phase not in (tp.PHASE_RUNNING, tp.PHASE_RESETTING) and trial.get("id") == self._trial_id:
             self._cancel.set()  # stopping, or (for a node that joined late) a trial already past running
+            if phase != tp.PHASE_STOPPING or trial.get("fault"):
+                self._abandon.set()  # ended by a fault, or given up: do not wait for the policy
             self.cache.wake()
-        if trial.get("phase") == tp.PHASE_RUNNING and trial.get("id") != self._trial_id:
-            if self._worker is not None:
-                self._worker.join()
+        if phase == tp.PHASE_RUNNING and trial.get("id") != self._trial_id:
+            # The old trial thread, if any, is cancelled: it abandons its policy call and sends no more
+            # rows. It is not joined here, where waiting would hold up this node's callbacks.
             if self._node_closing.is_set():
                 return
             self._trial_id = str(trial["id"])
-            self._cancel = threading.Event()
-            worker = threading.Thread(target=self._run_trial, args=(trial, self._cancel), daemon=True)
+            self._cancel, self._abandon = threading.Event(), threading.Event()
+            worker = threading.Thread(target=self._run_trial, args=(trial, self._cancel, self._abandon),
+                                      daemon=True)
             worker.start()
             self._worker = worker  # only a started thread is ever joined
 
@@ -164,7 +208,7 @@ class PolicyNode(Node):
         with contextlib.suppress(InvalidHandle):  # destroyed between the check and the publish
             self.status.publish(String(data=tp.encode({"trial_id": trial_id, "state": state, **extra})))
 
-    def _run_trial(self, trial: dict[str, Any], cancelled: threading.Event) -> None:
+    def _run_trial(self, trial: dict[str, Any], cancelled: threading.Event, abandon: threading.Event) -> None:
         trial_id, start = str(trial["id"]), int(trial.get("start_stamp_ns", 0))
         max_steps, per_step = int(trial["max_steps"]), int(trial["actions_per_step"])
         self._report(trial_id, "running")
@@ -172,9 +216,14 @@ class PolicyNode(Node):
         error, detail = None, ""
         lockstep = self.mode == "lockstep"
         state = self.cache.wait_state(start, lockstep and self.privileged, self.state_timeout_s, cancelled)
+        policy = self.policy
         try:
-            self.policy.reset()
-            self.policy.set_instruction(str(trial["instruction"]))
+            policy = self._policy_for_trial()
+            policy.abandon_when = abandon  # a fault or a new trial ends the wait for a call in flight
+            policy.reset()
+            policy.set_instruction(str(trial["instruction"]))
+        except PolicyAbandonedError:
+            pass  # stopped meanwhile: not the policy's failure
         except Exception as exc:  # any policy failure fails this trial, not the node
             error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3)
         if state is None and error is None and not cancelled.is_set():
@@ -194,7 +243,9 @@ class PolicyNode(Node):
                     break
             self._predict_since, self._held_for_policy = time.monotonic(), False
             try:
-                actions = self.policy.predict(self._observation(trial, state, start))
+                actions = policy.predict(self._observation(trial, state, start))
+            except PolicyAbandonedError:
+                break  # stopped meanwhile: the call runs on, the trial ends without blaming the policy
             except Exception as exc:  # raising, timed-out or malformed policy
                 error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3)
                 break
@@ -295,13 +346,12 @@ class PolicyNode(Node):
         if hasattr(self, "_node_closing"):  # not when __init__ failed half-way (a rejected parameter)
             self._node_closing.set()
             self._cancel.set()
+            self._abandon.set()
             self.cache.wake()
             if self._worker is not None:
                 self._worker.join(timeout=5.0)
         if hasattr(self, "policy"):
-            from robofollow_ros.policy.interface import close_policy
-
-            close_policy(self.policy)
+            close_guarded(self.policy)
         super().destroy_node()
 
 

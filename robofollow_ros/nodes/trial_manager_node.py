@@ -7,15 +7,22 @@ frame 0) → ``running`` → the policy node's
 ``done`` after ``max_steps`` policy calls (the step budget) or a stop → ``scoring`` → the stage
 monitor's final score → recorded with ``RunWriter`` (run.json, results.json, summary.json, SQLite)
 exactly as the headless evaluator records it → ``done``. The handshake is in ``trial_protocol``.
-Services: ``start`` (run / resume), ``stop`` (end the current trial now, score it, pause),
-``next`` (end the current trial if any and go on).
+Services: ``start`` (run / resume), ``stop`` (end the current trial now and pause; the trial is an
+``operator-stop`` fault), ``next`` (end the current trial if any, as a fault too, and go on).
+
+Every phase is bounded (``trial_faults.PhaseBounds``: ``reset_timeout_s``, ``confirm_timeout_s``,
+``score_timeout_s``, ``running_timeout_s``, ``stop_timeout_s``), and anything but the policy that ends
+a trial is recorded as the fault it is (``trial_faults``): an e-stop on ``/robofollow/estop`` (the trial
+ends, the run pauses until the e-stop is released), the operator's stop, a node of the graph that dies
+(``graph_peers.AliveWatch``: the trial is recorded and the run ends), a phase past its bound, a graph
+error. The arm bridge's holds (``/robofollow/arm_bridge/status``) are counted per trial.
 
 The first trial begins once the graph is connected: every awaited node is seen here, and each of
 the package's nodes reports that it sees all the others (``graph_peers``: DDS discovers pair by
 pair). Before it, the trial manager has ``policy_node`` reach the policy (``/robofollow/policy/check``:
 connect + reset); an unreachable policy ends the run at once with one line naming the address.
 The executable exits when the trials end — with ``EXIT_TRIALS_FAILED`` when some trial could not
-be executed (a policy error, a timed-out reset or score), ``EXIT_POLICY_UNREACHABLE`` when the
+be executed (a policy error or a fault) or a node died, ``EXIT_POLICY_UNREACHABLE`` when the
 policy was never reached — and the launch files shut the graph down with it. Its timer runs on
 the steady clock, so under ``use_sim_time`` (where sim time stands still between commands) the
 protocol still advances.
@@ -34,13 +41,15 @@ from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
-from std_msgs.msg import String
+from std_msgs.msg import Bool, String
 from std_srvs.srv import Trigger
 
 from robofollow_ros.contract import (
     SERVICE_TRIAL_NEXT,
     SERVICE_TRIAL_START,
     SERVICE_TRIAL_STOP,
+    TOPIC_BRIDGE_STATUS,
+    TOPIC_ESTOP,
     TOPIC_INSTRUCTION,
     TOPIC_SCORE,
     TOPIC_TRIAL,
@@ -49,9 +58,24 @@ from robofollow_ros.exit_status import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREA
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import stop_on_signals
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
-from robofollow_ros.nodes.graph_peers import GraphWait
-from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, unexecuted_result
+from robofollow_ros.nodes.graph_peers import AliveWatch, GraphWait
+from robofollow_ros.nodes.trial_faults import (
+    FAULT_ESTOP,
+    FAULT_GRAPH,
+    FAULT_NODE,
+    Fault,
+    PhaseBounds,
+    SafetyWatch,
+    fault_result,
+)
+from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, empty_result
 from robofollow_ros.nodes.trial_services import TrialServices
+from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S
+
+#: Phases in which the trial's rows may move the arm: an e-stop here ends the trial as a fault.
+EXECUTING = (tp.PHASE_STARTING, tp.PHASE_RUNNING, tp.PHASE_STOPPING)
+#: Phases before any row: a fault here ends the trial at once (nothing to stop or score).
+BEFORE_ROWS = (tp.PHASE_RESETTING, tp.PHASE_AWAITING_CONFIRM, tp.PHASE_STARTING)
 
 
 def _non_negative(value: Any) -> str | None:
@@ -60,6 +84,11 @@ def _non_negative(value: Any) -> str | None:
 
 def _not_empty(value: Any) -> str | None:
     return None if str(value).strip() else "must not be empty"
+
+
+def _seconds(value: Any) -> str | None:
+    return None if isinstance(value, int | float) and 0 < value < float("inf") else \
+        "must be a positive number of seconds"
 
 
 class TrialManagerNode(TrialServices, Node):
@@ -82,8 +111,18 @@ class TrialManagerNode(TrialServices, Node):
         self.reset_timeout_s = params.declare("reset_timeout_s", 300.0, "longest sim reset, s", positive)
         self.score_timeout_s = params.declare("score_timeout_s", 60.0, "longest wait for the scorer (its start "
                                               "acknowledgement, the final score), s", positive)
-        self.trial_timeout_s = params.declare("trial_timeout_s", 0.0, "stop a running trial after this long, s "
-                                                                      "(0: only the step budget)", _non_negative)
+        self.trial_timeout_s = params.declare("trial_timeout_s", 0.0, "stop a running trial after this long and "
+                                              "score it, s (0: only the step budget)", _non_negative)
+        confirm_timeout_s = params.declare("confirm_timeout_s", 0.0, "rig: longest wait for the operator to confirm "
+                                           "a layout before the trial fails, s (0: wait for them)", _non_negative)
+        policy_timeout_s = params.declare("policy_timeout_s", DEFAULT_POLICY_TIMEOUT_S, "policy_node's bound on one "
+                                          "policy call, s (sets the default running_timeout_s)", _seconds)
+        running_timeout_s = params.declare("running_timeout_s", 0.0, "longest `running` before the trial fails, s "
+                                           "(0: policy_timeout_s x (max_steps + 2) + 900, eval's trial deadline)",
+                                           _non_negative)
+        stop_timeout_s = params.declare("stop_timeout_s", 0.0, "longest wait for policy_node to end a stopped "
+                                        "trial before it fails, s (0: policy_timeout_s + 60: a call in flight "
+                                        "answers or times out, then the last row's state)", _non_negative)
         self.confirm_with_key = params.declare("confirm_with_key", False, "rig: also accept Enter on stdin")
         self.auto_confirm = params.declare("auto_confirm", False, "rig: confirm every layout at once (mock hardware "
                                                                   "lays the table out itself)")
@@ -102,6 +141,10 @@ class TrialManagerNode(TrialServices, Node):
         self.run_dir = Path(output) if output else Path("runs") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
         arguments = {"trials": trials, "max_steps": self.max_steps, "actions_per_step": self.actions_per_step,
                      "policy": self.policy_label, "mode": "rig" if self.rig_mode else "sim", "via": "ros"}
+        self.bounds = PhaseBounds.derive(reset_s=self.reset_timeout_s, confirm_s=confirm_timeout_s,
+                                         score_s=self.score_timeout_s, running_s=running_timeout_s,
+                                         stop_s=stop_timeout_s, policy_timeout_s=policy_timeout_s,
+                                         max_steps=self.max_steps)
         self.records = TrialRecords(self.run_dir, arguments, self.plan.selected_tasks, len(self.plan), stepper,
                                     self.policy_label)
         self.finished = threading.Event()
@@ -111,6 +154,9 @@ class TrialManagerNode(TrialServices, Node):
         self.trial: dict[str, Any] = {}
         self._phase_since = time.monotonic()
         self._policy_done: dict[str, Any] | None = None
+        #: What ends the current trial if not its policy (recorded as its ``fault``); None while it is the policy's.
+        self._fault: Fault | None = None
+        self.safety = SafetyWatch()
         self._started_wall = 0.0
         self._confirmed = threading.Event()
         #: The process's exit status once ``finished`` (cli._common's table).
@@ -126,6 +172,9 @@ class TrialManagerNode(TrialServices, Node):
         self.create_subscription(String, tp.TOPIC_SIM_STATUS, self._on_sim_status, tp.LATCHED)
         self.create_subscription(String, tp.TOPIC_POLICY_STATUS, self._on_policy_status, tp.LATCHED)
         self.create_subscription(String, TOPIC_SCORE, self._on_score, tp.LATCHED)
+        self.create_subscription(Bool, TOPIC_ESTOP, self._on_estop, 10)
+        self.create_subscription(String, TOPIC_BRIDGE_STATUS, self._on_bridge_status, 10)
+        AliveWatch(self, self.wait_for_nodes, self._on_node_lost)
         self.create_service(Trigger, SERVICE_TRIAL_START, self._srv_start)
         self.create_service(Trigger, SERVICE_TRIAL_STOP, self._srv_stop)
         self.create_service(Trigger, SERVICE_TRIAL_NEXT, self._srv_next)
@@ -138,10 +187,20 @@ class TrialManagerNode(TrialServices, Node):
 
     # -- publishing ------------------------------------------------------------------------------
     def _publish(self, extra: dict[str, Any]) -> None:
-        self.trial.update(extra)
-        self.phase = str(self.trial["phase"])
+        """A new phase (``extra["phase"]``): its bound counts from now."""
+        self.phase = str(extra.get("phase", self.phase))
         self._phase_since = time.monotonic()
+        self._announce(extra)
+
+    def _announce(self, extra: dict[str, Any]) -> None:
+        """The trial state again, with ``extra`` and why the run is paused (``paused_by``), in the same phase."""
+        self.trial.update(extra, phase=self.phase, paused_by=self._paused_by())
         self.trial_pub.publish(String(data=tp.encode(self.trial)))
+
+    def _paused_by(self) -> str | None:
+        if self.safety.estop:
+            return FAULT_ESTOP
+        return "operator" if self.paused else None
 
     def _begin_next(self) -> None:
         self.index += 1
@@ -155,6 +214,8 @@ class TrialManagerNode(TrialServices, Node):
                       "instruction": task.instruction, "max_steps": self.max_steps,
                       "actions_per_step": self.actions_per_step, "run_dir": str(self.run_dir)}
         self._policy_done = None
+        self._fault = None
+        self.safety.take_holds()  # holds before this trial (between trials, after the last row) are not its
         self._started_wall = time.monotonic()
         self.instruction_pub.publish(String(data=task.instruction))
         self._publish({"phase": tp.PHASE_RESETTING})
@@ -182,6 +243,7 @@ class TrialManagerNode(TrialServices, Node):
             self._run(start_stamp_ns)
 
     def _run(self, start_stamp_ns: int) -> None:
+        self.safety.watch(True)
         self._publish({"phase": tp.PHASE_RUNNING, "start_stamp_ns": int(start_stamp_ns)})
 
     # -- inputs ----------------------------------------------------------------------------------
@@ -201,7 +263,7 @@ class TrialManagerNode(TrialServices, Node):
         if status.get("state") == "ready":
             self._start(int(status["stamp_ns"]))
         elif status.get("state") == "error":
-            self._record_failure(f"sim reset failed: {status.get('error')}")
+            self._record_fault(Fault(FAULT_GRAPH, f"sim reset failed: {status.get('error')}"))
 
     def _on_policy_status(self, msg: String) -> None:
         status = self._decoded(msg, tp.TOPIC_POLICY_STATUS)
@@ -211,6 +273,7 @@ class TrialManagerNode(TrialServices, Node):
             return
         if self.phase in (tp.PHASE_RUNNING, tp.PHASE_STOPPING):
             self._policy_done = status
+            self.safety.watch(False)
             self._publish({"phase": tp.PHASE_SCORING, "end_stamp_ns": int(status["last_stamp_ns"])})
 
     def _on_score(self, msg: String) -> None:
@@ -223,9 +286,51 @@ class TrialManagerNode(TrialServices, Node):
         if self.phase != tp.PHASE_SCORING or not score.get("final") or score.get("trial_id") != self.trial.get("id"):
             return
         if score.get("result") is None:
-            self._record_failure("the stage monitor scored no frame")
+            self._record_fault(Fault(FAULT_GRAPH, "the stage monitor scored no frame"))
             return
         self._record(dict(score["result"]))
+
+    def _on_estop(self, msg: Bool) -> None:
+        if not self.safety.on_estop(bool(msg.data)):
+            return
+        if not msg.data:
+            self.get_logger().info(f"e-stop released ({TOPIC_ESTOP}); the run goes on" if not self.paused else
+                                   "e-stop released; still paused by the operator (/robofollow/trial/start)")
+            self._announce({})
+            return
+        self.get_logger().error(f"e-stop engaged ({TOPIC_ESTOP}): the run pauses until it is released")
+        if self.phase in (*BEFORE_ROWS, *EXECUTING) and self.index >= 0:
+            self.interrupt(Fault(FAULT_ESTOP, f"e-stop engaged during the trial ({TOPIC_ESTOP})"))
+        else:
+            self._announce({})
+
+    def _on_bridge_status(self, msg: String) -> None:
+        status = self._decoded(msg, TOPIC_BRIDGE_STATUS)
+        if status is not None:
+            self.safety.on_bridge_status(status)
+
+    def _on_node_lost(self, name: str, how: str) -> None:
+        """A node of the graph died: the trial under way is recorded as a fault, and the run ends."""
+        if self.finished.is_set():
+            return
+        reason = f"{name} {how}"
+        if self.index >= 0 and self.phase not in (tp.PHASE_DONE, tp.PHASE_IDLE):
+            self._record_fault(Fault(FAULT_NODE, reason))
+        self._abort(f"the run ended: {reason}", EXIT_TRIALS_FAILED)
+
+    # -- faults ----------------------------------------------------------------------------------
+    def interrupt(self, fault: Fault) -> None:
+        """End the current trial because of ``fault``: at once before its rows, else through ``stopping``
+        (the policy node stops, the scorer scores what ran) and recorded with the fault."""
+        if self._fault is None:
+            self._fault = fault
+        if self.phase in BEFORE_ROWS:
+            self._record_fault(self._fault)
+        elif self.phase == tp.PHASE_RUNNING:
+            self.get_logger().warning(f"trial {self.trial['id']}: {fault.kind}: {fault.reason}; stopping it")
+            self._publish({"phase": tp.PHASE_STOPPING, "fault": fault.kind})  # policy_node: do not wait for it
+        else:
+            self._announce({})
 
     # -- recording -------------------------------------------------------------------------------
     def _record(self, result: dict[str, Any]) -> None:
@@ -234,19 +339,30 @@ class TrialManagerNode(TrialServices, Node):
         done = self._policy_done or {}
         result["policy_steps"] = int(done.get("steps", 0))
         result["wall_s"] = round(time.monotonic() - self._started_wall, 3)
-        if done.get("error"):
+        self.safety.watch(False)
+        holds = self.safety.take_holds()
+        if holds:
+            result["safety_holds"] = holds
+        if self._fault is not None:  # not the policy's result, whatever the policy node said
+            if done.get("error"):
+                self.get_logger().warning(f"trial {self.trial['id']}: policy_node also said: {done['error']}")
+            result = fault_result(result, self._fault)
+        elif done.get("error"):
             result = fail_result(result, str(done["error"]), str(done.get("error_detail", "")))
         key = self.plan.keys[self.index]
         self.records.record(result, self.registry.eval_task(key.task_id), key)
         self.get_logger().info(f"{key.trial_id}: IS {result['intent_score']:.2f} ES {result['exec_score']:.2f} "
                                f"complete {result['completion_ok']}")
         self._publish({"phase": tp.PHASE_DONE, "intent": result["intent_score"], "exec": result["exec_score"],
-                       "complete": result["completion_ok"], "error": result.get("policy_error")})
+                       "complete": result["completion_ok"], "error": result.get("policy_error"),
+                       "fault": result.get("fault"), "fault_reason": result.get("fault_reason")})
 
-    def _record_failure(self, error: str) -> None:
-        self.get_logger().error(f"trial {self.trial['id']} failed: {error}")
-        self._policy_done = {**(self._policy_done or {}), "error": error}
-        self._record(unexecuted_result(self.registry.eval_task(str(self.trial["task"])), error))
+    def _record_fault(self, fault: Fault) -> None:
+        """Record the current trial now, as not executed because of ``fault`` (or the fault already pending)."""
+        if self._fault is None:
+            self._fault = fault
+        self.get_logger().error(f"trial {self.trial['id']} not executed: {self._fault.kind}: {self._fault.reason}")
+        self._record(empty_result(self.registry.eval_task(str(self.trial["task"])), self._fault.reason))
 
     def _finish_run(self) -> None:
         self.records.complete()
@@ -260,11 +376,11 @@ class TrialManagerNode(TrialServices, Node):
         if self.records.failed:
             self.exit_code = EXIT_TRIALS_FAILED
             self.get_logger().error(f"{self.records.failed} of {len(self.plan)} trials could not be executed "
-                                    "(policy or graph errors; see policy_error in results.json)")
+                                    "(see policy_error and fault in results.json)")
         self.finished.set()
 
     def _abort(self, reason: str, exit_code: int) -> None:
-        """End the run before its first trial (nothing was recorded)."""
+        """End the run now (before its first trial, or after a node died); what was recorded is kept."""
         self.get_logger().error(reason)
         self.records.fail(reason)
         self._publish({"phase": tp.PHASE_FINISHED, "run_dir": str(self.run_dir), "error": reason})
@@ -282,24 +398,23 @@ class TrialManagerNode(TrialServices, Node):
             if gave_up is not None:
                 self._abort(gave_up, EXIT_INTERNAL)
                 return
-        if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.finished.is_set():
+        if self.finished.is_set():
+            return
+        if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.safety.estop:
             if self.phase == tp.PHASE_IDLE and self.policy_gate.state != "ok":
                 self.policy_gate.poll(self._graph_ready())
                 if self.policy_gate.state == "failed":
                     self._abort(self.policy_gate.reason, EXIT_POLICY_UNREACHABLE)
             elif self.phase == tp.PHASE_DONE or self._graph_ready():
                 self._begin_next()
-        elif self.phase == tp.PHASE_RESETTING and not self.rig_mode and waited > self.reset_timeout_s:
-            self._record_failure(f"the sim did not reset within {self.reset_timeout_s} s")
         elif self.phase == tp.PHASE_AWAITING_CONFIRM and self._confirmed.is_set():
             self._start(self.get_clock().now().nanoseconds)
-        elif self.phase == tp.PHASE_STARTING and waited > self.score_timeout_s:
-            self._record_failure(f"the stage monitor did not score the start state within {self.score_timeout_s} s")
         elif self.phase == tp.PHASE_RUNNING and self.trial_timeout_s and waited > self.trial_timeout_s:
+            # the trial's time budget, as its step budget: the trial ends and is scored (the policy's result)
             self.get_logger().warning(f"trial {self.trial['id']} ran {self.trial_timeout_s} s; stopping it")
             self._publish({"phase": tp.PHASE_STOPPING})
-        elif self.phase == tp.PHASE_SCORING and waited > self.score_timeout_s:
-            self._record_failure(f"no final score within {self.score_timeout_s} s")
+        elif (overrun := self.bounds.overrun(self.phase, waited, self.rig_mode)) is not None:
+            self._record_fault(overrun)
 
     def summary(self) -> dict[str, Any]:
         return self.records.summary()

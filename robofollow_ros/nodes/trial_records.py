@@ -3,8 +3,9 @@ needs), the policy gate before the first trial, and when the graph is ready.
 
 SQLite connections belong to the thread that opened them, while executor callbacks run on any
 thread, so every write goes through one worker thread. Trials that could not be executed (a
-policy error, a timed-out reset or score) are counted: they make the run's exit status
-``EXIT_TRIALS_FAILED``, distinct from a run whose trials ran and scored low.
+policy error, or a fault: an e-stop, an operator's stop, a dead node, a phase past its bound) are
+counted: they make the run's exit status ``EXIT_TRIALS_FAILED``, distinct from a run whose trials
+ran and scored low.
 """
 
 from __future__ import annotations
@@ -42,14 +43,11 @@ def graph_ready(node: Any, wait_for_nodes: list[str]) -> bool:
     return all(n in names and reads(n) for n in wait_for_nodes)
 
 
-def unexecuted_result(task: EvalTask, error: str) -> dict[str, Any]:
-    """The results entry of a trial that produced no scored frame (fails with ``error``)."""
-    from robofollow_ros.evaluation.episode import fail_result
-
-    empty = {"task": task.task_id, "instruction": task.instruction, "intent_ok": False, "intent_msg": error,
-             "exec_ok": False, "exec_msg": error, "completion_ok": False, "intent_score": 0.0,
-             "exec_score": 0.0, "phases": []}
-    return dict(fail_result(empty, error))
+def empty_result(task: EvalTask, why: str) -> dict[str, Any]:
+    """The results entry of a trial that produced no scored frame (``why`` in its messages)."""
+    return {"task": task.task_id, "instruction": task.instruction, "intent_ok": False, "intent_msg": why,
+            "exec_ok": False, "exec_msg": why, "completion_ok": False, "intent_score": 0.0,
+            "exec_score": 0.0, "phases": []}
 
 
 class TrialRecords:
@@ -68,7 +66,9 @@ class TrialRecords:
         return self._thread.submit(function, *args, **kwargs).result()
 
     def record(self, result: dict[str, Any], task: EvalTask, key: TrialKey) -> None:
-        if result.get("policy_error"):
+        from robofollow_ros.nodes.trial_faults import could_not_execute
+
+        if could_not_execute(result):
             self.failed += 1
         self._call(self.writer.record_trial, result, task=task, round_index=key.round, seed=key.seed)
 

@@ -1,7 +1,9 @@
 """The trial manager's controls: the start / stop / next / confirm_reset services and Enter on stdin.
 
 A mixin of ``TrialManagerNode`` (it reads and sets the node's ``phase``, ``paused``, ``trial`` and
-``_confirmed`` and publishes through ``_publish``), kept apart so the node's file stays the protocol.
+``_confirmed``, ends a running trial through ``interrupt`` and republishes through ``_announce``), kept
+apart so the node's file stays the protocol. A trial the operator ends (``stop``, ``next``) is an
+``operator-stop`` fault: it is not the policy's result (``trial_faults``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from typing import Any
 
 from std_srvs.srv import Trigger
 
+from robofollow_ros.contract import SERVICE_TRIAL_NEXT, SERVICE_TRIAL_STOP
 from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes.trial_faults import FAULT_OPERATOR, Fault
 
 
 class TrialServices:
@@ -22,7 +26,10 @@ class TrialServices:
     finished: threading.Event
     _confirmed: threading.Event
 
-    def _publish(self, extra: dict[str, Any]) -> None:  # the node's
+    def _announce(self, extra: dict[str, Any]) -> None:  # the node's
+        raise NotImplementedError
+
+    def interrupt(self, fault: Fault) -> None:  # the node's
         raise NotImplementedError
 
     # -- operator --------------------------------------------------------------------------------
@@ -34,22 +41,25 @@ class TrialServices:
     # -- services --------------------------------------------------------------------------------
     def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         self.paused = False
+        self._announce({})
         res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; running the protocol"
         return res
 
     def _srv_stop(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         self.paused = True
         if self.phase == tp.PHASE_RUNNING:
-            self._publish({"phase": tp.PHASE_STOPPING})
+            self.interrupt(Fault(FAULT_OPERATOR, f"stopped by the operator ({SERVICE_TRIAL_STOP})"))
             res.success, res.message = True, f"stopping trial {self.trial['id']}; paused after it"
         else:
+            self._announce({})
             res.success, res.message = True, f"phase {self.phase}; paused"
         return res
 
     def _srv_next(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         if self.phase == tp.PHASE_RUNNING:
-            self._publish({"phase": tp.PHASE_STOPPING})
+            self.interrupt(Fault(FAULT_OPERATOR, f"ended by the operator ({SERVICE_TRIAL_NEXT})"))
         self.paused = False
+        self._announce({})
         res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; going on to the next trial"
         return res
 
