@@ -1,7 +1,8 @@
 """The cheaper bounds of issue 23 (item 8) decide exactly what the plain ones decided.
 
-- RoboFollow JSON: long base64 ``"data"`` strings are cut out before the parse; on any input, the
-  result (or the error message) is the plain parse's. The structure count by NumPy equals
+- RoboFollow JSON: base64 by ``pybase64`` accepts exactly what strict ``binascii`` (the fallback)
+  accepts, with the same bytes. Long base64 ``"data"`` strings are cut out before the parse; on any
+  input, the result (or the error message) is the plain parse's, with either base64. The structure count by NumPy equals
   ``bytes.count``. Frames go out in one ``sendmsg`` (pieces unjoined), partial sends included, and
   the socket's timeout still bounds the whole frame; a body of one read is read in place, and a
   refused one is still consumed to its end.
@@ -12,7 +13,9 @@
 
 from __future__ import annotations
 
+import binascii
 import json
+import random
 import socket
 import struct
 import threading
@@ -48,6 +51,16 @@ BODY = codec.encode_message({"cmd": "predict", "obs": wire_observation(OBS, "sta
 B64 = codec.encode_array(np.arange(1200, dtype=np.uint8))["data"]  # 1,600 characters
 
 
+@pytest.fixture(params=["pybase64", "binascii"])
+def base64_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the SIMD base64 and with the fallback."""
+    if request.param == "binascii":
+        monkeypatch.setattr(codec, "pybase64", None)
+    else:
+        assert codec.pybase64 is not None, "pybase64 (a requirement) is not installed"
+    return str(request.param)
+
+
 def outcome(decode: Any, body: bytes) -> tuple[str, Any]:
     try:
         return "value", decode(body)
@@ -72,8 +85,50 @@ def assert_cut_equals_plain(body: bytes) -> None:
     assert same(fast[1], plain[1]), (fast, plain)
 
 
+# --------------------------------------------------------------------------------- base64
+def _array_outcome(text: bytes, nbytes: int) -> tuple[str, bytes | None]:
+    try:
+        return "value", codec.decode_array({"dtype": "uint8", "shape": [nbytes]}, text=text).tobytes()
+    except WireFormatError:
+        return "error", None
+
+
+def test_pybase64_accepts_exactly_what_strict_binascii_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Valid texts of every length and every kind of damage: same verdict, same bytes."""
+    alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    rng = random.Random(23)
+    cases: list[tuple[bytes, int]] = []
+    for _ in range(6000):
+        nbytes = rng.choice([rng.randint(0, 20), rng.randint(20, 300), rng.randint(300, 3000)])
+        text = bytearray(binascii.b2a_base64(rng.randbytes(nbytes), newline=False))
+        damage = rng.randint(0, 5)
+        if damage == 1 and text:
+            text[rng.randrange(len(text))] = rng.randrange(256)  # any byte anywhere
+        elif damage == 2 and text:
+            text[rng.randrange(len(text))] = rng.choice(alphabet)  # trailing bits too
+        elif damage == 3 and text:
+            at = rng.randrange(len(text))
+            text[at:at + rng.randint(1, 3)] = b"=" * rng.randint(1, 3)
+        elif damage == 4 and len(text) >= 4:
+            text[-4:] = bytes(rng.choice(alphabet + b"=") for _ in range(4))
+        elif damage == 5:
+            text += b"=" * rng.randint(1, 4)
+        cases.append((bytes(text), nbytes))
+    fast = [_array_outcome(text, nbytes) for text, nbytes in cases]
+    monkeypatch.setattr(codec, "pybase64", None)
+    assert [_array_outcome(text, nbytes) for text, nbytes in cases] == fast
+    assert 2000 < sum(kind == "value" for kind, _ in fast) < 5000  # both verdicts well represented
+
+
+def test_encoding_is_the_same_with_either_base64(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = {"cmd": "predict", "obs": wire_observation(OBS, "x")}
+    fast = codec.encode_message(message)
+    monkeypatch.setattr(codec, "pybase64", None)
+    assert codec.encode_message(message) == fast
+
+
 # --------------------------------------------------------------------------------- the cut parse
-def test_an_observation_is_cut_and_decodes_as_the_plain_parse() -> None:
+def test_an_observation_is_cut_and_decodes_as_the_plain_parse(base64_impl: str) -> None:
     cut = codec._cut_blobs(BODY)
     assert cut is not None and len(cut[1]) == 3 and len(cut[0]) < 1000  # three images out, vector in
     assert_cut_equals_plain(BODY)
@@ -93,6 +148,7 @@ def test_the_received_buffer_is_free_again_after_decoding() -> None:
 @FUZZ
 @given(st.integers(0, len(BODY) - 1), st.sampled_from(b'"\\{}[],: =A/+\x00\xff'), st.booleans())
 def test_mutated_observations_decode_as_the_plain_parse(position: int, byte: int, insert: bool) -> None:
+    # (pybase64 here; the crafted bodies below run with both)
     body = bytearray(BODY)
     if insert:
         body.insert(position, byte)
@@ -132,7 +188,7 @@ CRAFTED = {
 
 
 @pytest.mark.parametrize("text", CRAFTED.values(), ids=CRAFTED.keys())
-def test_crafted_bodies_decode_as_the_plain_parse(text: str) -> None:
+def test_crafted_bodies_decode_as_the_plain_parse(text: str, base64_impl: str) -> None:
     assert_cut_equals_plain(text.encode("utf-8"))
 
 
