@@ -189,9 +189,10 @@ def load(protocol: str, clients: int, calls: int) -> list[Row]:
         failed = len(results) - len(done)
         samples = [s for r in done for s in r[2]]
         total = clients * calls
+        size = "0.92 MB JSON requests" if protocol == TCP else "0.45 MB msgpack requests after the client's resize"
         rows.append(Row("load held", protocol,
                         f"{clients} clients at once, {calls} `predict` each (own instruction and joints, "
-                        f"0.92 MB observations; `echo` policy)", total,
+                        f"{size}; `echo` policy)", total,
                         f"{answered} answered by their own session, {crossed} crossed, {failed} clients failed; "
                         f"{latency_text(samples) if samples else 'no calls'} per call, "
                         f"{total / elapsed:.0f} calls/s in all; peak {server.stats['peak_connections']} connections",
@@ -229,13 +230,16 @@ def load(protocol: str, clients: int, calls: int) -> list[Row]:
                 everyone_answered.wait()
 
         outcomes = run_threads(burst, over_cap)
-        for client in held:
+        unaffected = 0
+        for client in held:  # their sessions carry on: step 2 of their episode
+            unaffected += echo_matches(client.predict(observation(1)), "holding", 2, observation(1))
             client.close()
         refused = sum(isinstance(o, str) and "server busy" in o and f"{cap} connections" in o for o in outcomes)
         how = "the framed error reply" if protocol == TCP else "close 1013 with the reason"
         rows.append(Row("load held", protocol, f"a burst of {burst} connections over a cap of {cap} (kept open)",
                         burst, f"{refused} of {burst} read \"server busy: {cap} connections are open\" ({how}); "
-                        f"the {cap} admitted clients unaffected", refused == burst))
+                        f"{unaffected} of the {cap} admitted clients carried on with their sessions",
+                        refused == burst and unaffected == cap))
     return rows
 
 
@@ -362,13 +366,15 @@ def faults(protocol: str) -> list[Row]:
         client.close()
         slowed = statistics.median(busy) / statistics.median(quiet)
         announced = "128 MiB frames" if protocol == TCP else "30 MiB messages"
-        how = "hung up" if protocol == TCP else "closed with 1008, freed after the 10 s close handshake timeout"
+        how = (f"hung up on them {dropped_after:.1f} s after they started (frame deadline {FRAME_TIMEOUT_S:g} s)"
+               if protocol == TCP else
+               f"sent 1008 at the {FRAME_TIMEOUT_S:g} s frame deadline; connections freed {dropped_after:.1f} s after "
+               "they started (+ the 10 s close-handshake timeout, as they never answer the close)")
         rows.append(Row("faults survived", protocol, f"{count} slow announcers of {announced} (a few bytes, then "
                         "silence) while a client works", count,
                         f"the client's median {statistics.median(busy):.1f} ms vs {statistics.median(quiet):.1f} ms "
                         f"without them (n=20 each); the budget held {held_bytes:,} B for them; "
-                        + (f"{how} {dropped_after:.1f} s after they started (frame deadline {FRAME_TIMEOUT_S:g} s)"
-                           if dropped else "NOT dropped"),
+                        + (how if dropped else "NOT dropped"),
                         dropped and dropped_after <= allowed and slowed < 3 and held_bytes < (1 << 20)))
 
     state: dict[str, Any] = {"lock": threading.Lock(), "stalled": False, "release": threading.Event()}
@@ -497,9 +503,9 @@ def hostile_tcp() -> list[Row]:
                     answered += "res" in reply
             mutated = "changed" in what  # a changed byte may leave a valid request
             ok = errors + answered == len(bodies) and (mutated or errors == len(bodies))
+            still = f", {answered} still valid and answered" if answered else ""
             rows.append(Row("hostile inputs", TCP, what, len(bodies),
-                            f"{errors} error replies" + (f", {answered} still valid and answered" if answered else "")
-                            + ", connection kept", ok))
+                            f"{errors} error repl{'y' if errors == 1 else 'ies'}{still}, connection kept", ok))
         silent = 0
         lengths = [0, MAX_FRAME_BYTES + 1, 2**31, 2**32 - 1]
         for length in lengths:
@@ -571,7 +577,7 @@ def hostile_openpi() -> list[Row]:
             mutated = "changed" in what
             ok = errors + answered == len(messages) and (mutated or errors == len(messages))
             rows.append(Row("hostile inputs", OPENPI, what, len(messages),
-                            f"{errors} error frames, each followed by close 1011"
+                            f"{errors} error frame{'' if errors == 1 else 's'}, each followed by close 1011"
                             + (f"; {answered} still valid and answered" if answered else ""), ok))
         closed = 0
         with websockets.sync.client.connect(uri, compression=None, max_size=None, open_timeout=WAIT_S) as ws:
