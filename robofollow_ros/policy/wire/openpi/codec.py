@@ -6,10 +6,15 @@ and a NumPy scalar ``{b"__npgeneric__": True, b"data": item, b"dtype": dtype.str
 accepts only numeric and boolean dtypes, checks that the shape's byte count equals the data length
 (so a hostile shape cannot allocate anything) and turns every malformed input into a
 :class:`~robofollow_ros.policy.wire.common.WireFormatError`. Nothing here can unpickle.
+
+The bounds cost (next to) nothing (issue 23): a message can hold no more msgpack values than it has
+bytes, so one no longer than the object limit is not counted at all; a longer one, or a server that
+charges the count to its memory budget, counts by headers with a table, skipping payloads.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import msgpack
@@ -44,9 +49,24 @@ def _pack_default(obj: Any) -> Any:
     raise TypeError(f"message: cannot encode {type(obj).__name__} as msgpack")
 
 
+#: A thread's packer is kept between calls (``msgpack.packb`` builds one, buffer and all, per call);
+#: after a message larger than this it is dropped, so no thread keeps a large buffer (which would
+#: also change how the C allocator serves everything else).
+_KEEP_PACKER_BELOW = 64 * 1024
+_PACKERS = threading.local()
+
+
 def packb(message: Any) -> bytes:
     """msgpack bytes of ``message`` with arrays as ``__ndarray__`` maps."""
-    return msgpack.packb(message, default=_pack_default, use_bin_type=True)
+    packer = getattr(_PACKERS, "packer", None)
+    if packer is None:
+        packer = msgpack.Packer(default=_pack_default, use_bin_type=True)
+    else:
+        _PACKERS.packer = None  # a packer is used by one call at a time, even from a nested one
+    packed: bytes = packer.pack(message)  # on an error this packer is simply not kept
+    if len(packed) < _KEEP_PACKER_BELOW:
+        _PACKERS.packer = packer
+    return packed
 
 
 _DTYPE_CACHE: dict[Any, np.dtype] = {}
@@ -117,14 +137,31 @@ def _checked_array(obj: dict[Any, Any]) -> np.ndarray:
     return checked
 
 
-# Bytes after the type byte that a fixed-size msgpack value occupies (nil, bools, numbers, fixext).
-_FIXED_PAYLOAD = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2,
-                  0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
-# Width of the length field of bin/str (payload follows) and ext (a type byte, then the payload).
-_SIZED = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4}
-_EXT = {0xC7: 1, 0xC8: 2, 0xC9: 4}
-# Width of the element count of array16/32 and map16/32 (the elements follow as values).
-_CONTAINERS = {0xDC: 2, 0xDD: 4, 0xDE: 2, 0xDF: 4}
+def _header_table() -> tuple[int, ...]:
+    """For each first byte of a msgpack value: how to step over it (see :func:`check_object_count`).
+
+    ``n >= 0``: the header and ``n`` more bytes (fixed-size values; container headers, whose
+    elements follow as values). ``-w`` (w = 1, 2, 4): bin/str whose length field is ``w`` bytes.
+    ``-8 - w``: ext, a length field of ``w`` bytes, then a type byte. :data:`_INVALID`: 0xc1.
+    """
+    table = [0] * 256  # fixint, fixmap, fixarray, negative fixint: header only
+    for byte in range(0xA0, 0xC0):  # fixstr
+        table[byte] = byte & 0x1F
+    fixed = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2,
+             0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17,
+             0xDC: 2, 0xDD: 4, 0xDE: 2, 0xDF: 4}  # array16/32, map16/32: the count only
+    for byte, size in fixed.items():
+        table[byte] = size
+    for byte, width in {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4}.items():
+        table[byte] = -width
+    for byte, width in {0xC7: 1, 0xC8: 2, 0xC9: 4}.items():
+        table[byte] = -8 - width
+    table[0xC1] = _INVALID
+    return tuple(table)
+
+
+_INVALID = -100
+_HEADERS = _header_table()
 
 
 def check_object_count(data: bytes | bytearray | memoryview, limit: int = OPENPI_MAX_OBJECTS) -> int:
@@ -133,27 +170,23 @@ def check_object_count(data: bytes | bytearray | memoryview, limit: int = OPENPI
     Raises :class:`WireFormatError` past ``limit``, so the cost of a hostile message is bounded by
     the limit, not by its length. Truncation and other malformations are left to the unpacker.
     """
-    view = memoryview(data).cast("B")
+    view = data if isinstance(data, bytes | bytearray) else memoryview(data).cast("B")
     end, pos, count = len(view), 0, 0
+    headers = _HEADERS
     while pos < end:
         count += 1
         if count > limit:
             raise WireFormatError(f"message: more than {limit:,} msgpack objects (the limit)")
-        byte = view[pos]
-        pos += 1
-        if byte <= 0x9F or byte >= 0xE0:  # fixint, fixmap, fixarray, negative fixint: header only
-            continue
-        if byte <= 0xBF:  # fixstr
-            pos += byte & 0x1F
-        elif byte in _FIXED_PAYLOAD:
-            pos += _FIXED_PAYLOAD[byte]
-        elif byte in _SIZED or byte in _EXT:
-            width = _SIZED.get(byte) or _EXT[byte]
-            pos += width + int.from_bytes(view[pos:pos + width], "big") + (1 if byte in _EXT else 0)
-        elif byte in _CONTAINERS:
-            pos += _CONTAINERS[byte]
+        step = headers[view[pos]]
+        if step >= 0:
+            pos += 1 + step
+        elif step > -8:  # bin, str: length field, payload
+            pos += 1 - step + int.from_bytes(view[pos + 1:pos + 1 - step], "big")
+        elif step > _INVALID:  # ext: length field, type byte, payload
+            width = -8 - step
+            pos += 2 + width + int.from_bytes(view[pos + 1:pos + 1 + width], "big")
         else:
-            raise WireFormatError(f"message: invalid msgpack (byte 0x{byte:02x} at offset {pos - 1})")
+            raise WireFormatError(f"message: invalid msgpack (byte 0x{view[pos]:02x} at offset {pos})")
     return count
 
 
@@ -162,9 +195,10 @@ def unpackb(data: bytes | bytearray | memoryview, max_objects: int = OPENPI_MAX_
     """The message in one msgpack frame; raises :class:`WireFormatError` on anything malformed.
 
     At most ``max_objects`` values (:func:`check_object_count`), counted before unpacking unless the
-    caller already did (``counted``: a server that charged the count to its memory budget).
+    caller already did (``counted``: a server that charged the count to its memory budget) or the
+    message is too short to exceed it (every value takes at least one byte).
     """
-    if not counted:
+    if not counted and len(data) > max_objects:
         check_object_count(data, max_objects)
     try:
         return msgpack.unpackb(data, object_hook=_unpack_hook, raw=False)

@@ -25,7 +25,7 @@ import numpy as np
 from robofollow_ros.contract import CAMERA_OBS_KEYS
 from robofollow_ros.policy.interface import Observation, PolicyError
 from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
-from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
+from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message_parts
 from robofollow_ros.policy.wire.robofollow.framing import check_frame_length, recv_frame, send_frame
 
 
@@ -117,11 +117,11 @@ class RoboFollowTcpPolicy:
             finally:
                 self._sock = None
 
-    def _exchange(self, body: bytes) -> Any:
+    def _exchange(self, body: list[bytes]) -> Any:
         if self._sock is None:
             self._sock = self._connect()
         sock = self._sock
-        send_frame(sock, body)
+        send_frame(sock, body)  # the pieces of the body, sent without joining them
         try:
             reply = recv_frame(sock, idle_timeout_s=self.timeout_s, frame_timeout_s=self.timeout_s)
         except WireFormatError:
@@ -133,8 +133,8 @@ class RoboFollowTcpPolicy:
 
     def _call(self, name: str, obs: Any, *, replay: bool) -> Any:
         cmd = self.commands[name]
-        body = encode_message({"cmd": cmd, "obs": obs})
-        check_frame_length(len(body))  # oversized request: ValueError before anything is sent
+        body = encode_message_parts({"cmd": cmd, "obs": obs})
+        check_frame_length(sum(map(len, body)))  # oversized request: ValueError before anything is sent
         self._closing.clear()
         try:
             response = self._exchange(body)

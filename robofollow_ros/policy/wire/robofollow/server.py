@@ -39,7 +39,6 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from robofollow_ros.jsonlimits import structure_counts
 from robofollow_ros.policy.interface import Policy, PolicyError
 from robofollow_ros.policy.observation import validate_instruction, validate_observation
 from robofollow_ros.policy.wire.budget import (
@@ -59,7 +58,7 @@ from robofollow_ros.policy.wire.common import (
     WireFormatError,
     describe_error,
 )
-from robofollow_ros.policy.wire.robofollow.codec import WIRE_JSON_LIMITS, decode_message, encode_message
+from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
 from robofollow_ros.policy.wire.robofollow.framing import (
     MessageTooComplexError,
     check_frame_length,
@@ -377,12 +376,21 @@ class RoboFollowTcpServer:
     def _answer(self, body: bytearray, session: Session | None, hold: Hold) -> tuple[bytes, Session | None, bool]:
         """(reply, the connection's session, keep the connection open)."""
         self._count("requests")
+        charged = 0
+
+        def charge_decoding(containers: int, commas: int) -> None:
+            # Called by the decoder once the counts passed the JSON limits, before anything is built
+            # (over the limits: refused by count, nothing charged); again, for the difference, if
+            # it falls back from the skeleton to the whole text.
+            nonlocal charged
+            cost = decode_cost(len(body), containers, commas, copies=2)
+            if cost > charged:
+                if not hold.charge(cost - charged, self.budget_wait_s):
+                    raise hold.refusal(f"decoding a {len(body):,}-byte request", self.budget_wait_s)
+                charged = cost
+
         try:
-            counts = structure_counts(body)
-            within_limits = counts[0] <= WIRE_JSON_LIMITS.max_containers and counts[1] <= WIRE_JSON_LIMITS.max_commas
-            if within_limits and not hold.charge(decode_cost(len(body), *counts, copies=2), self.budget_wait_s):
-                raise hold.refusal(f"decoding a {len(body):,}-byte request", self.budget_wait_s)
-            request = decode_message(body, counts)  # over the limits: refused by count, nothing built
+            request = decode_message(body, before_parse=charge_decoding)
             if session is None:
                 try:
                     session = self.sessions.acquire()
