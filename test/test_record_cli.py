@@ -122,6 +122,7 @@ def test_bad_arguments_exit_2_naming_the_field(tmp_path: Path) -> None:
     existing = tmp_path / "x.mcap"
     existing.write_bytes(b"")
     for args, words in ((["y.txt"], "must end in .mcap"), ([str(existing)], "exists"),
-                        ([str(tmp_path / "z.mcap"), "--duration", "0"], "--duration: must be > 0")):
+                        ([str(tmp_path / "z.mcap"), "--duration", "0"],
+                         "argument --duration: must be a number > 0 and <= 604800 seconds, got '0'")):
         done = subprocess.run([*ROBOFOLLOW, "record", *args], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 
 from robofollow_ros import __version__
 from robofollow_ros.child_process import follow_parent
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import CliError, Parser
+from robofollow_ros.exit_status import EXIT_BAD_INPUT
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="robofollow",
         description="Run the RoboFollow and OWDA benchmarks on a dual-arm rig or in SAPIEN.",
     )
@@ -34,9 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     follow_parent()  # started by a supervisor (demo runs serve and bringup): end with it, even on SIGKILL
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        # Inside the try: Ctrl-C while the subcommands import (the first second of every command) is
+        # an interrupt like any other, not a traceback from deep inside an import.
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # a bad argument (one line printed, status 2), --help, --version
+            return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
         return int(args.func(args) or 0)
     except CliError as exc:
         print(f"robofollow {args.command}: error: {exc}", file=sys.stderr)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.cli._calibrate_colour import register_colour
-from robofollow_ros.cli._common import CliError, print_json
+from robofollow_ros.cli._common import CliError, integer, number, print_json
 
 CAMERAS = ("head", "left_wrist", "right_wrist")
 
@@ -44,8 +44,9 @@ def register(subparsers: Any) -> None:
 
     ver = sub.add_parser("sim-verify", help="calibrate the simulated cameras from SAPIEN pictures; compare with truth")
     ver.add_argument("--cameras", default=",".join(CAMERAS), help="comma-separated cameras (default all three)")
-    ver.add_argument("--views", type=int, default=20, metavar="N", help="hand-eye arm poses per camera (default 20)")
-    ver.add_argument("--intrinsic-views", type=int, default=60, metavar="N",
+    ver.add_argument("--views", type=integer(3, 1000), default=20, metavar="N",
+                     help="hand-eye arm poses per camera (default 20)")
+    ver.add_argument("--intrinsic-views", type=integer(3, 1000), default=60, metavar="N",
                      help="board pictures for intrinsics per camera (default 60)")
     ver.add_argument("--out", type=Path, metavar="DIR",
                      help="write the recovered camera_info files, extrinsics.yaml and the recordings here")
@@ -57,8 +58,10 @@ def register(subparsers: Any) -> None:
 def _board_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--board", default="charuco", help="charuco | checkerboard (default charuco)")
     parser.add_argument("--squares", default="5x7", metavar="XxY", help="squares across x down (default 5x7)")
-    parser.add_argument("--square-m", type=float, default=0.03, help="square side, m (default 0.03)")
-    parser.add_argument("--marker-m", type=float, default=0.022, help="ArUco marker side, m (default 0.022)")
+    parser.add_argument("--square-m", type=number(0, 1, low_open=True, unit="m"), default=0.03,
+                        help="square side, m (default 0.03)")
+    parser.add_argument("--marker-m", type=number(0, 1, low_open=True, unit="m"), default=0.022,
+                        help="ArUco marker side, m (default 0.022)")
     parser.add_argument("--dictionary", default="4x4_50", help="ArUco dictionary (default 4x4_50)")
 
 
@@ -151,10 +154,6 @@ def _sim_verify(args: argparse.Namespace) -> int:
         raise CliError("--cameras: name at least one camera")
     for camera in cameras:
         _check_camera(camera, "--cameras")
-    if args.views < 3:
-        raise CliError(f"--views: need at least 3, got {args.views}")
-    if args.intrinsic_views < 3:
-        raise CliError(f"--intrinsic-views: need at least 3, got {args.intrinsic_views}")
     from robofollow_ros.perception.calib_verify import TOLERANCE_DEG, TOLERANCE_M, verify_camera, write_solutions
 
     with tempfile.TemporaryDirectory(prefix="robofollow_calib_") as tmp:

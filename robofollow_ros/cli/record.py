@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import PORT, CliError, number, seconds
 from robofollow_ros.exit_status import EXIT_OK, EXIT_OUTPUT_UNUSABLE, EXIT_PORT_IN_USE
 
 
@@ -25,11 +25,12 @@ def register(subparsers: Any) -> None:
                     "objects, trial and score if any, /rosout) and write them as a rosbag2-compatible MCAP until "
                     "Ctrl-C, SIGTERM or --duration.")
     p.add_argument("output", metavar="FILE", type=Path, help="the recording to write, e.g. runs/teleop.mcap")
-    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: until Ctrl-C)")
+    p.add_argument("--duration", type=seconds(), metavar="S", help="stop after S seconds (default: until Ctrl-C)")
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     p.add_argument("--serve", action="store_true", help="also serve the graph live in Foxglove")
-    p.add_argument("--port", type=int, default=8765, metavar="PORT", help="Foxglove port with --serve (0: a free one)")
-    p.add_argument("--camera-max-hz", type=float, default=15.0, metavar="HZ", help="JPEG rate cap per camera")
+    p.add_argument("--port", type=PORT, default=8765, metavar="PORT", help="Foxglove port with --serve (0: a free one)")
+    p.add_argument("--camera-max-hz", type=number(0, 1000, low_open=True, unit="Hz"), default=15.0, metavar="HZ",
+                   help="JPEG rate cap per camera")
     p.set_defaults(func=_record)
 
 
@@ -38,12 +39,6 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError(f"FILE: {args.output} must end in .mcap")
     if args.output.exists() and not args.overwrite:
         raise CliError(f"FILE: {args.output} exists (pass --overwrite to replace it)")
-    if args.duration is not None and not args.duration > 0:
-        raise CliError(f"--duration: must be > 0, got {args.duration}")
-    if not 0 <= args.port <= 65535:
-        raise CliError(f"--port: {args.port} is outside 0..65535")
-    if not args.camera_max_hz > 0:
-        raise CliError(f"--camera-max-hz: must be > 0, got {args.camera_max_hz}")
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

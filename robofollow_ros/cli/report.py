@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError, print_json
+from robofollow_ros.cli._common import SEED, CliError, integer, print_json
 
 
 def register(subparsers: Any) -> None:
@@ -17,8 +17,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--compare-runs", nargs=2, metavar=("RUN_A", "RUN_B"), type=Path,
                    help="compare two runs of the same trials, paired by (task, seed): IS/ES differences with "
                         "paired-bootstrap 95%% intervals and an exact McNemar test on completion")
-    p.add_argument("--bootstrap", type=int, default=10_000, metavar="N", help="bootstrap resamples (default 10000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--bootstrap", type=integer(1, 1_000_000), default=10_000, metavar="N",
+                   help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--compare", nargs="+", default=[], metavar="MODEL",
                    help="published model ids or names from results.csv (e.g. PI05 PI0)")
     p.add_argument("--png", metavar="PATH", help="where to write the plot (default RUN_DIR/report.png; with "
@@ -78,8 +79,6 @@ def _compare_runs(args: argparse.Namespace) -> int:
 
     run_a, run_b = args.compare_runs
     names = (str(run_a), str(run_b))
-    if args.bootstrap < 1:
-        raise CliError(f"--bootstrap: must be >= 1, got {args.bootstrap}")
     try:
         cells = compare_runs(load_run_trials(run_a), load_run_trials(run_b), n_resamples=args.bootstrap,
                              seed=args.seed, names=names)
