@@ -119,6 +119,7 @@ def _extrinsics(args: argparse.Namespace) -> int:
     from robofollow_ros.perception.calib_solve import CalibrationSolveError
     from robofollow_ros.perception.camera_model import CalibrationError, _load_yaml, _matrix
 
+    existing = _existing_yaml(args.out, "--out")  # refused now, not after the solve
     try:
         recording = read_recording(args.recording)
         info = _load_yaml(args.camera_info)
@@ -128,7 +129,7 @@ def _extrinsics(args: argparse.Namespace) -> int:
     except (RecordingError, BoardError, CalibrationError, CalibrationSolveError) as exc:
         raise CliError(str(exc)) from None
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    _merge_extrinsic(args.out, solution)
+    _merge_extrinsic(args.out, solution, existing)
     summary = {"camera": solution.camera, "parent_frame": solution.parent_frame, "out": str(args.out),
                "views_used": solution.views_used, "views": solution.views_total,
                "reprojection_px": round(solution.reprojection_px, 4)}
@@ -136,13 +137,22 @@ def _extrinsics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _merge_extrinsic(path: Path, solution: Any) -> None:
+def _existing_yaml(path: Path, flag: str) -> dict[str, Any]:
+    """The mapping an output YAML that the command merges into holds ({} when it is absent or empty); one that
+    cannot be read (not UTF-8, not YAML, not a mapping, a directory) is refused naming ``flag`` and the file."""
+    from robofollow_ros.yamlio import read_yaml_mapping
+
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return {}
+    return read_yaml_mapping(path, flag, CliError)
+
+
+def _merge_extrinsic(path: Path, solution: Any, existing: dict[str, Any]) -> None:
     import yaml
 
     from robofollow_ros.perception.calib_solve import transform_entry
 
-    existing = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
-    merged = {**(existing if isinstance(existing, dict) else {}),
+    merged = {**existing,
               solution.camera: transform_entry(solution.parent_frame, solution.child_frame, solution.pose)}
     header = "# Written by `robofollow calibrate`; optical frames: +z forward, +x right, +y down.\n"
     path.write_text(header + yaml.safe_dump(merged, sort_keys=False, default_flow_style=None), encoding="utf-8")
@@ -155,6 +165,11 @@ def _sim_verify(args: argparse.Namespace) -> int:
     for camera in cameras:
         _check_camera(camera, "--cameras")
     from robofollow_ros.perception.calib_verify import TOLERANCE_DEG, TOLERANCE_M, verify_camera, write_solutions
+
+    if args.out is not None:
+        if args.out.exists() and not args.out.is_dir():
+            raise CliError(f"--out: {args.out} exists and is not a directory")
+        _existing_yaml(args.out / "extrinsics.yaml", "--out")  # merged into at the end: refused now if unreadable
 
     with tempfile.TemporaryDirectory(prefix="robofollow_calib_") as tmp:
         work = args.out if args.out is not None else Path(tmp)

@@ -44,7 +44,7 @@ def _load_rig(path: Path | None) -> Any:
     try:
         return load_rig_config(path)
     except RigConfigError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(f"--rig: {exc}" if path is not None else str(exc)) from None
 
 
 def _snapshot(args: argparse.Namespace) -> int:
