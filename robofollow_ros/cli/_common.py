@@ -10,13 +10,16 @@ from a socket timeout, ``MemoryError`` from a bootstrap) or running forever.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
-from robofollow_ros.exit_status import EXIT_BAD_INPUT
+from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OUTPUT_UNUSABLE
 
 #: The longest timeout or duration an option takes: a week. Longer is no bound at all, and far longer
 #: (``threading.TIMEOUT_MAX``, ~292 years) makes every socket and lock call fail with OverflowError.
@@ -121,6 +124,31 @@ def image_size(text: str) -> tuple[int, int]:
     if not (1 <= width <= MAX_PIXELS and 1 <= height <= MAX_PIXELS):
         raise argparse.ArgumentTypeError(f"each side must be 1..{MAX_PIXELS} pixels, got {text!r}")
     return width, height
+
+
+def output_file(path: Path, flag: str, *, make_folder: bool = False) -> Path:
+    """``path``, a file the command will write, checked before the work starts: not a directory, and in a
+    folder that exists (``make_folder``: one this command creates). Otherwise one line naming ``flag`` (exit 2)."""
+    if path.is_dir():
+        raise CliError(f"{flag}: {path} is a directory; give a file name")
+    folder = path.parent
+    if not make_folder and not folder.is_dir():
+        raise CliError(f"{flag}: the folder {folder} does not exist; create it or choose another {flag}")
+    if folder.exists() and not folder.is_dir():
+        raise CliError(f"{flag}: {folder} is not a folder")
+    return path
+
+
+@contextlib.contextmanager
+def writing(path: Path, flag: str) -> Iterator[None]:
+    """Around the writing of ``path``: an OS refusal is one line naming ``flag`` and the path, not a traceback --
+    exit 5 where the output exists but cannot be written (read-only, full, permissions), exit 2 where the path
+    itself is wrong (a file where a folder must be, a folder where a file must be)."""
+    try:
+        yield
+    except OSError as exc:
+        code = EXIT_BAD_INPUT if exc.errno in (errno.ENOTDIR, errno.EISDIR, errno.ENOENT) else EXIT_OUTPUT_UNUSABLE
+        raise CliError(f"{flag}: cannot write {path} ({exc.strerror or exc})", code) from None
 
 
 def print_json(payload: Any) -> None:

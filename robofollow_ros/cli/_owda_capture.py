@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from robofollow_ros.cli._common import SEED, CliError, integer, number, seconds
+from robofollow_ros.cli._common import SEED, CliError, integer, number, output_file, seconds, writing
 from robofollow_ros.exit_status import EXIT_BAD_INPUT
 
 SOURCES = ("sim", "perception", "ros")
@@ -47,8 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from robofollow_ros.decisions.errors import OwdaError
 
     out = Path(args.out)
-    if out.is_dir():
-        raise CliError(f"--out: {out} is a directory; give a file name such as anchor.json")
+    output_file(out, "--out", make_folder=True)
     reg = default_registry()
     if args.scene not in reg.layouts:
         raise CliError(f"--scene: unknown scene {args.scene!r}; expected one of {sorted(reg.layouts)}")
@@ -66,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
             anchor = capture(anchor_id, layout, args.seed, args.kind)
     except OwdaError as exc:  # perception did not find an object, a relation the poses contradict, ...
         raise CliError(str(exc), exit_code=EXIT_BAD_INPUT) from None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(anchor.to_dict(), indent=1) + "\n")
+    with writing(out, "--out"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(anchor.to_dict(), indent=1) + "\n")
     families = len(distinct_atomic_pairs(anchor))
     print(f"wrote {out}: {anchor.kind} anchor {anchor.anchor_id} with {len(anchor.candidate_ids)} candidates, "
           f"{families} distinct valid atomic families")

@@ -11,12 +11,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from robofollow_ros.cli._calibrate_colour import register_colour
-from robofollow_ros.cli._common import CliError, integer, number, print_json
+from robofollow_ros.cli._common import CliError, integer, number, output_file, print_json, writing
 
 CAMERAS = ("head", "left_wrist", "right_wrist")
 
@@ -85,6 +86,7 @@ def _check_camera(name: str, flag: str = "--camera") -> None:
 
 def _intrinsics(args: argparse.Namespace) -> int:
     _check_camera(args.camera)
+    output_file(args.out, "--out", make_folder=True)
     from robofollow_ros.contract import CAMERA_FRAMES
     from robofollow_ros.perception.calib_record import RecordingError, intrinsics_from_images
     from robofollow_ros.perception.calib_solve import CalibrationSolveError, camera_info_dict
@@ -102,8 +104,9 @@ def _intrinsics(args: argparse.Namespace) -> int:
     import yaml
 
     info = camera_info_dict(args.camera, f"{CAMERA_FRAMES[args.camera]}_optical", size, k, dist)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(yaml.safe_dump(info, sort_keys=False, default_flow_style=None), encoding="utf-8")
+    with writing(args.out, "--out"):
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(yaml.safe_dump(info, sort_keys=False, default_flow_style=None), encoding="utf-8")
     summary = {"camera": args.camera, "out": str(args.out), "views_used": used, "pictures": len(paths),
                "rms_px": round(rms, 4), "fx": round(float(k[0, 0]), 3), "cx": round(float(k[0, 2]), 3),
                "cy": round(float(k[1, 2]), 3)}
@@ -119,7 +122,7 @@ def _extrinsics(args: argparse.Namespace) -> int:
     from robofollow_ros.perception.calib_solve import CalibrationSolveError
     from robofollow_ros.perception.camera_model import CalibrationError, _load_yaml, _matrix
 
-    existing = _existing_yaml(args.out, "--out")  # refused now, not after the solve
+    existing = _existing_yaml(output_file(args.out, "--out", make_folder=True), "--out")  # refused now, not later
     try:
         recording = read_recording(args.recording)
         info = _load_yaml(args.camera_info)
@@ -128,8 +131,9 @@ def _extrinsics(args: argparse.Namespace) -> int:
         solution = solve_recording(recording, known_intrinsics=(k, dist))
     except (RecordingError, BoardError, CalibrationError, CalibrationSolveError) as exc:
         raise CliError(str(exc)) from None
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    _merge_extrinsic(args.out, solution, existing)
+    with writing(args.out, "--out"):
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        _merge_extrinsic(args.out, solution, existing)
     summary = {"camera": solution.camera, "parent_frame": solution.parent_frame, "out": str(args.out),
                "views_used": solution.views_used, "views": solution.views_total,
                "reprojection_px": round(solution.reprojection_px, 4)}
@@ -173,9 +177,10 @@ def _sim_verify(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory(prefix="robofollow_calib_") as tmp:
         work = args.out if args.out is not None else Path(tmp)
-        checks = [verify_camera(camera, work, args.views, args.intrinsic_views) for camera in cameras]
-        if args.out is not None:
-            write_solutions(args.out, [c.solution for c in checks])
+        with writing(work, "--out") if args.out is not None else contextlib.nullcontext():
+            checks = [verify_camera(camera, work, args.views, args.intrinsic_views) for camera in cameras]
+            if args.out is not None:
+                write_solutions(args.out, [c.solution for c in checks])
     report = {"tolerance_m": TOLERANCE_M, "tolerance_deg": TOLERANCE_DEG, "ok": all(c.ok for c in checks),
               "cameras": [c.summary() for c in checks]}
     if args.json:

@@ -36,6 +36,8 @@ def _export(args: argparse.Namespace) -> int:
         if not bag.exists():
             raise CliError(f"BAG: {bag} does not exist")
     out: Path = args.output
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--output: {out} exists and is not a directory; give a new or empty directory")
     if out.exists() and any(out.iterdir()):
         raise CliError(f"--output: {out} is not empty")
     video = VideoSettings(args.vcodec)

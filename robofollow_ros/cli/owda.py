@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.cli import _owda_capture
-from robofollow_ros.cli._common import SEED, CliError, integer, print_json, seconds
+from robofollow_ros.cli._common import SEED, CliError, integer, print_json, seconds, writing
 from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OUTPUT_UNUSABLE, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 
 #: ``owda generate --anchors``: atomic families per anchor file.
@@ -101,7 +101,8 @@ def _generate(args: argparse.Namespace) -> int:
             suite = generate_suite(args.seed)
     except OwdaError as exc:  # a seed or anchor that cannot support the families: say so, write nothing
         raise CliError(f"--{'anchors' if args.anchors else 'seed'}: {exc}") from None
-    write_suite(suite, args.out)
+    with writing(args.out, "--out"):
+        write_suite(suite, args.out)
     counts = suite.counts()
     if args.json:
         print_json(counts)

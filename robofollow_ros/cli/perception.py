@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import STEPS, CliError, integer, print_json
+from robofollow_ros.cli._common import STEPS, CliError, integer, output_file, print_json, writing
 
 SCENES = ("all", "scene1", "scene2", "scene3", "scene4")
 
@@ -58,6 +58,10 @@ def _eval(args: argparse.Namespace) -> int:
         raise CliError("--plot/--markdown: only with --perturb")
     if args.perturb is not None and (args.no_depth or args.oracle_agreement):
         raise CliError("--perturb: scores perception with depth; drop --no-depth and --oracle-agreement")
+    if args.plot is not None:
+        output_file(args.plot, "--plot")
+    if args.markdown is not None:
+        output_file(args.markdown, "--markdown", make_folder=True)
     policy = None if args.static else ("oracle" if args.oracle_agreement else args.policy)
 
     from robofollow_ros.perception.camera_model import CalibrationError, CameraModel
@@ -126,10 +130,12 @@ def _perturbed(args: argparse.Namespace, trials: list[Any], camera: Any, colour:
     report["rounds"] = args.rounds
     table = markdown_table(report)
     if args.plot is not None:
-        plot(report, args.plot)
+        with writing(args.plot, "--plot"):
+            plot(report, args.plot)
     if args.markdown is not None:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(table + "\n", encoding="utf-8")
+        with writing(args.markdown, "--markdown"):
+            args.markdown.parent.mkdir(parents=True, exist_ok=True)
+            args.markdown.write_text(table + "\n", encoding="utf-8")
     if args.json:
         print_json(report)
     else:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import MAX_SECONDS, CliError, number, print_json
+from robofollow_ros.cli._common import MAX_SECONDS, CliError, number, output_file, print_json, writing
 
 
 def register(subparsers: Any) -> None:
@@ -29,6 +29,10 @@ def _replay(args: argparse.Namespace) -> int:
 
     if args.at is not None and args.picture is None:
         raise CliError(f"--at: needs --picture, got --at {args.at:g} alone")
+    if args.picture is not None:
+        if args.picture.suffix != ".png":
+            raise CliError(f"--picture: {args.picture} must end in .png")
+        output_file(args.picture, "--picture")
     try:
         rec = read_recording(args.file)
         result = rescore(rec)
@@ -64,10 +68,9 @@ def _replay(args: argparse.Namespace) -> int:
 def _picture(args: argparse.Namespace, title: str) -> None:
     from robofollow_ros.monitoring.picture import read_moment, render
 
-    if args.picture.suffix != ".png":
-        raise CliError(f"--picture: {args.picture} must end in .png")
     try:
         moment = read_moment(args.file, args.at)
     except Exception as exc:  # a truncated file has no summary to seek in
         raise CliError(f"FILE: {args.file}: cannot draw it ({type(exc).__name__}: {exc})") from None
-    render(moment, args.picture, title=title)
+    with writing(args.picture, "--picture"):
+        render(moment, args.picture, title=title)

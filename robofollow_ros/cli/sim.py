@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import MAX_PIXELS, SEED, CliError, integer, print_json
+from robofollow_ros.cli._common import MAX_PIXELS, SEED, CliError, integer, output_file, print_json, writing
 
 #: A camera picture's width or height.
 pixels = integer(1, MAX_PIXELS, unit="pixels")
@@ -75,26 +75,30 @@ def _snapshot(args: argparse.Namespace) -> int:
 
     world = SimWorld(render=True, cameras=CameraSettings(args.width, args.height), rig=rig)
     world.reset(task, seed)
-    args.out.mkdir(parents=True, exist_ok=True)
     files = snapshot_files(args.out)
-    for camera, images in world.render_images().items():
-        write_png(files[camera], images["rgb"])
     frame = world.scorer_frame()
     assert world.layout is not None
-    plot_layout(files["layout"], world.layout, frame["objects"],
-                {n: yaw_of(q) for n, q in frame["object_quats"].items()},
-                {"left": frame["ee_left"], "right": frame["ee_right"]},
-                f"{task.scene} / {world.layout.key} / {task.task_id} / seed {seed}")
+    with writing(args.out, "--out"):
+        args.out.mkdir(parents=True, exist_ok=True)
+        for camera, images in world.render_images().items():
+            write_png(files[camera], images["rgb"])
+        plot_layout(files["layout"], world.layout, frame["objects"],
+                    {n: yaw_of(q) for n, q in frame["object_quats"].items()},
+                    {"left": frame["ee_left"], "right": frame["ee_right"]},
+                    f"{task.scene} / {world.layout.key} / {task.task_id} / seed {seed}")
     print_json({"task": task.task_id, "scene": task.scene, "layout": world.layout.key, "seed": seed,
                 "files": {k: str(v) for k, v in files.items()}})
     return 0
 
 
 def _calibration(args: argparse.Namespace) -> int:
+    if args.out.exists() and not args.out.is_dir():
+        raise CliError(f"--out: {str(args.out)!r} exists and is not a directory")
     rig = _load_rig(args.rig)
     from robofollow_ros.robot.calibration import write_rig_calibration
 
-    written = write_rig_calibration(args.out, rig, args.width, args.height)
+    with writing(args.out, "--out"):
+        written = write_rig_calibration(args.out, rig, args.width, args.height)
     print_json({"files": [str(p) for p in written]})
     return 0
 
@@ -102,5 +106,8 @@ def _calibration(args: argparse.Namespace) -> int:
 def _urdf(args: argparse.Namespace) -> int:
     from robofollow_ros.robot.rig_urdf import write_rig_urdf
 
-    print_json({"urdf": str(write_rig_urdf(args.out))})
+    output_file(args.out, "--out", make_folder=True)
+    with writing(args.out, "--out"):
+        written = write_rig_urdf(args.out)
+    print_json({"urdf": str(written)})
     return 0
