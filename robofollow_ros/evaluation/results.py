@@ -17,12 +17,14 @@ The directory itself (lock, atomic files, unusable output, the resume check) is 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import platform
+import sqlite3
 import traceback
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
@@ -222,6 +224,17 @@ class RunWriter:
         with self.directory.errors(len(self.results)):
             self.directory.write_json(RESULTS_FILE, self.results)
         return entry
+
+    @contextlib.contextmanager
+    def output_errors(self) -> Iterator[None]:
+        """Around work that writes into the run directory besides this writer (the workers' ``--record`` MCAP
+        files): an output that cannot take writes (full, read-only) is :class:`OutputUnusableError` in one
+        line, saying how many trials are kept; any other error passes unchanged."""
+        try:
+            yield
+        except (OSError, sqlite3.Error):
+            with self.directory.errors(len(self.results)):
+                raise
 
     def add_recording(self, trial_id: str, data: bytes) -> None:
         """Keep a trial's MCAP recording (``--record`` on Ray, where it travelled back) in ``mcap/``."""
