@@ -116,9 +116,12 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
     try:
         for spec in profile.nodes:
             out = open(log_dir / f"{spec.executable}.log", "wb") if log_dir else None  # noqa: SIM115
+            # A process group of its own: Ctrl-C at the terminal reaches bringup alone, which stops the nodes
+            # below with SIGTERM. Were they in the terminal's group, a node still importing (the first
+            # seconds) would print a KeyboardInterrupt traceback from inside the import.
             procs[spec.executable] = subprocess.Popen(
                 [sys.executable, "-m", spec.module, "--ros-args", "--params-file", params.name, *remaps],
-                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env())
+                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env(), process_group=0)
         manager = procs.get(TRIAL_MANAGER)
         while not stop.is_set():
             if manager is not None and manager.poll() is not None:
@@ -133,9 +136,11 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
             while not stop.is_set() and all(p.poll() is None for n, p in procs.items() if n != TRIAL_MANAGER):
                 stop.wait(0.2)
     finally:
+        # SIGTERM: a node turns it into a clean stop like SIGINT (nodes._main.stop_on_signals), and one still
+        # starting, before its handler is set, ends quietly instead of printing a KeyboardInterrupt traceback.
         for proc in procs.values():
             if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(signal.SIGTERM)
         for proc in procs.values():
             try:
                 proc.wait(timeout=10)

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 
 from robofollow_ros import __version__
 from robofollow_ros.child_process import follow_parent
@@ -33,11 +37,58 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: How soon an interrupt that came during an import is delivered again.
+_IMPORT_RETRY_S = 0.05
+#: main() is running: an interrupt deferred past its end is dropped (the command has ended anyway).
+_running = threading.Event()
+
+
+def _importing(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _interrupt_outside_imports(signum: int, frame: FrameType | None) -> None:
+    """Python's SIGINT handler (raise ``KeyboardInterrupt``), except during an import: there it is delivered
+    again a moment later.
+
+    Ctrl-C in the first second of a command lands in an import (the subcommands', a handler's rclpy or
+    numpy), and an interrupt raised inside one does not always come out as ``KeyboardInterrupt``: numpy,
+    interrupted while loading its C extension, raises ``ImportError: Importing the numpy C-extensions
+    failed``, a page of traceback. Raised after the import, it is an interrupt like any other (``main``
+    prints one line, status 130), or a command's own handler, set meanwhile, takes it (bringup: 128 + 2)."""
+    if _importing(frame):
+        again = threading.Timer(_IMPORT_RETRY_S, _deliver_again, (signum,))
+        again.daemon = True
+        again.start()
+        return
+    raise KeyboardInterrupt
+
+
+def _deliver_again(signum: int) -> None:
+    if _running.is_set():
+        os.kill(os.getpid(), signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     follow_parent()  # started by a supervisor (demo runs serve and bringup): end with it, even on SIGKILL
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.default_int_handler:  # not where Ctrl-C is ignored (a background job) or handled
+        signal.signal(signal.SIGINT, _interrupt_outside_imports)
+    _running.set()
     try:
-        # Inside the try: Ctrl-C while the subcommands import (the first second of every command) is
-        # an interrupt like any other, not a traceback from deep inside an import.
+        return _main(argv)
+    finally:
+        _running.clear()
+        if previous is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
         parser = build_parser()
         try:
             args = parser.parse_args(argv)

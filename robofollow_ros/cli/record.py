@@ -2,7 +2,8 @@
 
 For teleoperated sessions and anything else that is not a benchmark trial: the same topics, types
 and format as the per-trial recordings (``docs/foxglove.md``), from start until Ctrl-C / SIGTERM or
-``--duration``; optionally served live in Foxglove at the same time (``--serve``).
+``--duration``; optionally served live in Foxglove at the same time (``--serve``). Either way the file is
+closed whole; the exit status is 0, except when a signal cut a ``--duration`` short (128 + the signal).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def _record(args: argparse.Namespace) -> int:
     from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
 
+    from robofollow_ros.nodes._main import shutdown_executor
     from robofollow_ros.nodes.foxglove_node import FoxgloveNode
 
     stop = threading.Event()
@@ -81,13 +83,20 @@ def _record(args: argparse.Namespace) -> int:
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             executor.spin_once(timeout_sec=0.1)
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         if node is not None:
             executor.remove_node(node)
-        executor.shutdown(timeout_sec=10.0)
+        # Drain the thread pool before shutting the executor down: rclpy's own shutdown destroys its guard
+        # condition under callbacks still running, which printed "The following exception was never
+        # retrieved: cannot use Destroyable because destruction was requested" after every recording.
+        shutdown_executor(executor, timeout_sec=10.0)
         if node is not None:
             node.destroy_node()  # closes the file: summary, footer and the rosbag2 record
         rclpy.shutdown(context=context)
+        for s, handler in previous.items():  # only now: a second Ctrl-C must not cut the file's closing short
+            signal.signal(s, handler)
+    if received and args.duration is not None:  # cut short: the recording is shorter than asked for
+        print(f"stopped by signal {received[0]} before --duration {args.duration:g} s elapsed; wrote {args.output}",
+              flush=True)
+        return 128 + received[0]
     print(f"wrote {args.output}", flush=True)
     return EXIT_OK
