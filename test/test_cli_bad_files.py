@@ -197,3 +197,22 @@ def test_an_output_on_a_read_only_filesystem_exits_5_naming_it(tmp_path):
         finally:
             _remount(fs, "rw")
     assert f"--out: cannot write {fs / 'rig.urdf'} (Read-only file system)" in line, line
+
+
+@pytest.mark.parametrize("argv", [
+    ["eval", "--policy", "hold", "--tasks", "L0_pickup_red_cylinder", "--rounds", "1", "--output", "FILE/run"],
+    ["collect", "--tasks", "pickup_yellow_block_2", "--output", "FILE/dataset"],
+    ["record", "FILE/teleop.mcap"],
+])
+def test_an_output_below_a_file_is_bad_input(tmp_path, argv):
+    file = tmp_path / "notes.txt"
+    file.write_text("mine\n")
+    line = _one_line(_cli(*(a.replace("FILE", str(file)) for a in argv)))
+    assert str(file) in line and "a part of that path is a file" in line, line
+    assert file.read_text() == "mine\n"
+
+
+def test_an_anchor_file_that_is_not_utf8_is_named_by_its_own_option(tmp_path, not_utf8):
+    line = _one_line(_cli("owda", "execute", "--anchor", "a", "--instruction", "x", "--sim", "--anchor-file",
+                          str(not_utf8)))
+    assert f"--anchor-file: {not_utf8}" in line and "UTF-8" in line, line

@@ -13,6 +13,7 @@ Three sources, one output format (``perception/colour_model.py``):
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def _corners(text: str | None) -> list[tuple[float, float]]:
         corners = [tuple(float(v) for v in pair.split(",")) for pair in (text or "").split(";")]
     except ValueError:
         corners = []
-    if len(corners) != 4 or any(len(c) != 2 for c in corners):
+    if len(corners) != 4 or any(len(c) != 2 or not all(math.isfinite(v) for v in c) for c in corners):
         raise CliError(f"--corners: expected four 'u,v' pairs separated by ';', got {text!r}")
     return [(c[0], c[1]) for c in corners]
 

@@ -20,6 +20,8 @@ from robofollow_ros.cli._calibrate_colour import register_colour
 from robofollow_ros.cli._common import CliError, integer, number, output_file, print_json, writing
 
 CAMERAS = ("head", "left_wrist", "right_wrist")
+#: Squares along a side of a calibration board (a printable one has a handful).
+MAX_BOARD_SQUARES = 100
 
 
 def register(subparsers: Any) -> None:
@@ -73,6 +75,8 @@ def _board(args: argparse.Namespace) -> Any:
         x, y = (int(v) for v in args.squares.lower().split("x"))
     except ValueError:
         raise CliError(f"--squares: expected XxY such as 5x7, got {args.squares!r}") from None
+    if not (3 <= x <= MAX_BOARD_SQUARES and 3 <= y <= MAX_BOARD_SQUARES):
+        raise CliError(f"--squares: each side must be 3..{MAX_BOARD_SQUARES} squares, got {args.squares!r}")
     try:
         return BoardSpec(args.board, x, y, args.square_m, args.marker_m, args.dictionary)
     except BoardError as exc:

@@ -96,7 +96,7 @@ def _generate(args: argparse.Namespace) -> int:
     per_anchor = DEFAULT_PER_ANCHOR if args.per_anchor is None else args.per_anchor
     try:
         if args.anchors:
-            suite = generate_on_anchors([_anchor_file(p) for p in args.anchors], per_anchor, args.seed)
+            suite = generate_on_anchors([_anchor_file(p, "--anchors") for p in args.anchors], per_anchor, args.seed)
         else:
             suite = generate_suite(args.seed)
     except OwdaError as exc:  # a seed or anchor that cannot support the families: say so, write nothing
@@ -111,17 +111,17 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _anchor_file(path: Path) -> Any:
+def _anchor_file(path: Path, flag: str) -> Any:
     from robofollow_ros.decisions.anchors import Anchor
     from robofollow_ros.decisions.errors import OwdaError
     from robofollow_ros.jsonlimits import JsonLimitError, loads_bounded
 
     if not path.is_file():
-        raise CliError(f"--anchors: {path} is not a file")
+        raise CliError(f"{flag}: {path} is not a file")
     try:
         return Anchor.from_dict(loads_bounded(path.read_bytes()))
     except (JsonLimitError, ValueError, OwdaError, TypeError, AttributeError) as exc:
-        raise CliError(f"--anchors: {path}: {exc}") from None
+        raise CliError(f"{flag}: {path}: {exc}") from None
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -214,7 +214,7 @@ def _execute(args: argparse.Namespace) -> int:
     from robofollow_ros.decisions.execute import execute_in_sim
 
     if args.anchor_file is not None:
-        anchors = {a.anchor_id: a for a in [_anchor_file(args.anchor_file)]}
+        anchors = {a.anchor_id: a for a in [_anchor_file(args.anchor_file, "--anchor-file")]}
     elif args.suite is not None:
         anchors = {a.anchor_id: a for a in _load(args.suite).anchors}
     else:

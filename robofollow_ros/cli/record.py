@@ -42,6 +42,8 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError(f"FILE: {args.output} exists (pass --overwrite to replace it)")
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
+    except (NotADirectoryError, FileExistsError):  # a file where a folder of FILE should be: the path is wrong
+        raise CliError(f"FILE: {args.output.parent} cannot be a folder: a part of that path is a file") from None
     except OSError as exc:
         raise CliError(f"FILE: cannot create {args.output.parent} ({exc.strerror})", EXIT_OUTPUT_UNUSABLE) from None
 

@@ -86,7 +86,10 @@ class RunDirectory:
     @classmethod
     def _locked(cls, path: Path, resume_hint: str = RESUME_WITH_FLAG) -> RunDirectory:
         with output_errors(path, resume_hint=resume_hint):
-            path.mkdir(parents=True, exist_ok=True)
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except (NotADirectoryError, FileExistsError):  # a file where one of its folders should be
+                raise RunDirError(f"run_dir: {path} cannot be a directory: a part of that path is a file") from None
             lock = RunDirLock(path).acquire()
         directory = cls(path, lock, resume_hint)
         with directory._closed_on_error(), directory.errors():
