@@ -75,16 +75,19 @@ def _deliver_again(signum: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     follow_parent()  # started by a supervisor (demo runs serve and bringup): end with it, even on SIGKILL
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.default_int_handler:  # not where Ctrl-C is ignored (a background job) or handled
+    # Only where Python raises KeyboardInterrupt for Ctrl-C: not where it is ignored (a background job) or
+    # handled by someone else, and not from another thread (a test calling main() in one), which cannot set it.
+    ours = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if ours:
         signal.signal(signal.SIGINT, _interrupt_outside_imports)
-    _running.set()
+        _running.set()
     try:
         return _main(argv)
     finally:
-        _running.clear()
-        if previous is signal.default_int_handler:
-            signal.signal(signal.SIGINT, previous)
+        if ours:
+            _running.clear()
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _main(argv: Sequence[str] | None) -> int:
