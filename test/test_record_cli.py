@@ -4,6 +4,7 @@ publishers (no trial manager) into one ROS 2 bag until SIGINT; rosbags reads eve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import re
@@ -157,3 +158,19 @@ def test_a_signal_that_cuts_a_duration_short_is_128_plus_the_signal(tmp_path: Pa
 
     with Reader(out) as reader:  # closed whole: summary and the rosbag2 metadata record
         assert reader.duration >= 0
+
+
+def test_a_full_disk_is_one_line_and_exit_5(tmp_path: Path) -> None:
+    from test_rundir_safety import _tmpfs
+
+    with _tmpfs(tmp_path / "fs", "1m") as fs:
+        with open(fs / "filler", "wb", buffering=0) as fh, contextlib.suppress(OSError):
+            while True:  # fill the filesystem to the last byte
+                fh.write(os.urandom(65536))
+        out = fs / "teleop.mcap"
+        done = subprocess.run([*ROBOFOLLOW, "record", str(out), "--duration", "0.5"], capture_output=True, text=True,
+                              timeout=120)
+    assert done.returncode == 5, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"robofollow record: error: FILE: cannot write {out} (No space left on device); the recording ends where "
+        "the write failed"], done.stderr

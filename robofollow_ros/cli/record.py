@@ -70,6 +70,7 @@ def _record(args: argparse.Namespace) -> int:
     context = Context()
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     node = None
+    unwritable: OSError | None = None
     executor = MultiThreadedExecutor(num_threads=2, context=context)
     try:
         try:
@@ -92,10 +93,16 @@ def _record(args: argparse.Namespace) -> int:
         # retrieved: cannot use Destroyable because destruction was requested" after every recording.
         shutdown_executor(executor, timeout_sec=10.0)
         if node is not None:
-            node.destroy_node()  # closes the file: summary, footer and the rosbag2 record
+            try:
+                node.destroy_node()  # closes the file: summary, footer and the rosbag2 record
+            except OSError as exc:  # a write failed (full, read-only): monitoring.bagfile names the OS error
+                unwritable = exc
         rclpy.shutdown(context=context)
         for s, handler in previous.items():  # only now: a second Ctrl-C must not cut the file's closing short
             signal.signal(s, handler)
+    if unwritable is not None:
+        raise CliError(f"FILE: cannot write {args.output} ({unwritable.strerror or unwritable}); the recording "
+                       "ends where the write failed", EXIT_OUTPUT_UNUSABLE)
     if received and args.duration is not None:  # cut short: the recording is shorter than asked for
         print(f"stopped by signal {received[0]} before --duration {args.duration:g} s elapsed; wrote {args.output}",
               flush=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import re
 import threading
 from collections.abc import Mapping
@@ -159,10 +160,12 @@ class BagRecording:
                 writer.write_metadata("rosbag2", {"serialized_metadata": self.serialized_metadata()})
             finally:
                 writer.close()  # even after a failed write: a writer dropped open logs "Failed to close" itself
-        except RuntimeError:  # the SDK's "MCAP error: attempted another write after a write method failed"
-            self._claim()
+        except RuntimeError as exc:  # "MCAP error: attempted another write after a write method failed", or
+            self._claim()             # "I/O error from writing" when the first failed write is this one
             if self.failure is None and _FAILURES.last is not None:
                 self.failure = OSError(*_FAILURES.last, str(self.path))
+            if self.failure is None and "I/O error" in str(exc):
+                self.failure = _io_failure(self.path, str(exc))
             if self.failure is None:
                 raise
         self.check()
@@ -170,6 +173,16 @@ class BagRecording:
     def serialized_metadata(self) -> str:
         """The bag's metadata (rosbag2's ``BagMetadata`` YAML, version 9) for the ``rosbag2`` record."""
         return yaml.safe_dump(bag_metadata(self.path.name, self.topics, self.start_ns, self.end_ns), sort_keys=False)
+
+
+def _io_failure(path: Path, message: str) -> OSError:
+    """The SDK's close failed on I/O without saying why; a full filesystem, the usual reason, can be seen."""
+    try:
+        if os.statvfs(path.parent).f_bavail == 0:
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    except OSError:
+        pass
+    return OSError(errno.EIO, f"{os.strerror(errno.EIO)} ({message})", str(path))
 
 
 def bag_metadata(file_name: str, topics: Mapping[str, TopicStats], start_ns: int | None,
