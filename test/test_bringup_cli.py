@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_POLICY_UNREACHABLE, EXIT_PORT_IN_USE, EXIT_TRIALS_FAILED
+from waiting import poll_until
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 TASK = "L0_pickup_red_cylinder"
@@ -176,3 +177,42 @@ def test_signal_stops_the_graph_cleanly_and_marks_the_run_interrupted(tmp_path, 
     assert run["status"] == "failed" and "interrupted" in run["error"]
     assert _results(out) == []  # the endless first trial was never scored
     assert "Traceback" not in "".join(lines)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _has_loaded(pid: int, library: str) -> bool:
+    try:
+        return library in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("moment", ["while the subcommands import", "while the node processes start"])
+def test_ctrl_c_in_the_first_seconds_ends_cleanly(tmp_path, moment):
+    """Ctrl-C at a terminal signals the whole foreground process group: it used to reach bringup inside an
+    import (a KeyboardInterrupt traceback) and every node process still starting (one traceback each)."""
+    proc = subprocess.Popen([*ROBOFOLLOW, "bringup", "mock", "--processes", "--no-foxglove", "--exit-when-done",
+                             "--output", str(tmp_path / "run")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ), start_new_session=True)
+    nodes: list[int] = []
+    try:
+        if moment == "while the subcommands import":  # main() runs: the CLI's modules pull numpy in
+            assert poll_until(lambda: _has_loaded(proc.pid, "numpy"), 60)
+        else:  # a node process importing its modules (before it can handle a signal)
+            assert poll_until(lambda: any(_has_loaded(pid, "numpy") for pid in _children(proc.pid)), 120)
+            nodes = _children(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)  # as the terminal does: the foreground group
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGINT, stderr[-3000:]
+    assert "Traceback" not in stderr + stdout and "never retrieved" not in stderr, stderr[-3000:]
+    assert poll_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in nodes), 30)  # no node left behind

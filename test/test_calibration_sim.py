@@ -69,8 +69,10 @@ def test_rig_commands_solve_the_recorded_files(verified, tmp_path: Path,  # type
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["sim-verify", "--cameras", "nose"], "--cameras: expected one of head, left_wrist, right_wrist, got 'nose'"),
-    (["sim-verify", "--views", "2"], "--views: need at least 3, got 2"),
+    (["sim-verify", "--views", "2"], "argument --views: must be an integer in 3..1000, got '2'"),
     (["intrinsics", "--images", ".", "--camera", "head", "--out", "x.yaml", "--squares", "5by7"], "--squares"),
+    (["intrinsics", "--images", ".", "--camera", "head", "--out", "x.yaml", "--squares", "100000x7"],
+     "--squares: each side must be 3..100 squares, got '100000x7'"),
     (["intrinsics", "--images", ".", "--camera", "head", "--out", "x.yaml", "--marker-m", "0.05"], "board.marker_m"),
     (["extrinsics", "--recording", "/no/such/dir", "--camera-info", "x.yaml", "--out", "y.yaml"], "does not exist"),
 ])

@@ -7,6 +7,7 @@ declares, with the right type. (``tools/check_real_launch.py`` runs them with th
 from __future__ import annotations
 
 import runpy
+import shutil
 import socket
 import sys
 import types
@@ -19,6 +20,7 @@ import pytest
 from robofollow_ros.bringup import load_profile, with_overrides
 from robofollow_ros.exit_status import EXIT_TRIALS_FAILED
 from robofollow_ros.nodes.catalog import NODE_ENTRY_POINTS
+from robofollow_ros.paths import share_path
 
 LAUNCH_DIR = Path(__file__).resolve().parents[1] / "launch"
 
@@ -208,9 +210,11 @@ def test_launch_arguments_mean_what_the_bringup_flags_mean(launcher):
 
 
 def test_the_rig_takes_the_calibration_directory(launcher, tmp_path):
-    nodes = launcher.launch(LAUNCH_DIR / "rig.launch.py", {"calibration_dir": str(tmp_path), **FREE_PORT})
+    calibration = tmp_path / "calibration"  # read before any node starts: it must be a real calibration
+    shutil.copytree(share_path("calibration", "sim"), calibration)
+    nodes = launcher.launch(LAUNCH_DIR / "rig.launch.py", {"calibration_dir": str(calibration), **FREE_PORT})
     assert next(n for n in nodes if n["executable"] == "perception_node")["parameters"][0]["calibration_dir"] == \
-        str(tmp_path)
+        str(calibration)
 
 
 @pytest.mark.parametrize(("arguments", "words"), [
@@ -223,6 +227,7 @@ def test_the_rig_takes_the_calibration_directory(launcher, tmp_path):
     ({"driver_config": "no_such_driver"}, ["driver_config:=", "no_such_driver"]),
     ({"remap": "/a:/b"}, ["remap:=", "FROM:=TO"]),
     ({"use_sim": "true", "calibration_dir": "/x"}, ["calibration_dir:=", "no perception_node"]),
+    ({"calibration_dir": "/no/such/calibration"}, ["calibration_dir:=", "/no/such/calibration", "not a directory"]),
 ])
 def test_bad_launch_arguments_are_named(launcher, arguments, words):
     with pytest.raises(ValueError) as info:

@@ -8,6 +8,7 @@ with the demo the same way. The bootstrap of ``child_process`` is checked on its
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -59,6 +60,7 @@ def test_killed_bringup_leaves_no_node_behind(tmp_path):
                                 "--rounds", "10", "--max-steps", "400", "--output", str(out), "--foxglove-port", "0",
                                 "--exit-when-done"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    nodes: list[int] = []
     try:
         # every node runs, and the trials have begun (the trial manager wrote its run.json)
         assert poll_until(lambda: len(children(bringup.pid)) >= 6 and (out / "run.json").is_file(), 120), \
@@ -72,7 +74,10 @@ def test_killed_bringup_leaves_no_node_behind(tmp_path):
         assert gone, f"left 2 s after bringup's SIGKILL: {[command_line(p) for p in nodes if alive(p)]}"
         assert time.monotonic() - killed_at <= 2.5
     finally:
-        os.killpg(bringup.pid, signal.SIGKILL)  # nothing of this test outlives it, whatever happened above
+        # nothing of this test outlives it, whatever happened above: bringup's group, and each node's own
+        for group in (bringup.pid, *nodes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         bringup.wait(timeout=10)
 
 

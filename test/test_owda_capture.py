@@ -122,8 +122,10 @@ def test_capture_from_the_perception_node_in_a_sim_graph(tmp_path: Path) -> None
 @pytest.mark.parametrize(("argv", "needle"), [
     (["--scene", "scene9", "--layout", "default"], "--scene: unknown scene 'scene9'"),
     (["--scene", "scene2", "--layout", "nope"], "--layout"),
-    (["--scene", "scene2", "--layout", "default", "--seed", "-1"], "--seed: must be >= 0, got -1"),
-    (["--scene", "scene2", "--layout", "default", "--source", "ros", "--frames", "0"], "--frames: must be >= 1"),
+    (["--scene", "scene2", "--layout", "default", "--seed", "-1"],
+     "argument --seed: must be an integer in 0..4294967295, got '-1'"),
+    (["--scene", "scene2", "--layout", "default", "--source", "ros", "--frames", "0"],
+     "argument --frames: must be an integer in 1..1000, got '0'"),
     (["--scene", "scene2", "--layout", "default", "--source", "ros", "--timeout", "0.5"], "no grounded objects"),
 ])
 def test_capture_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],

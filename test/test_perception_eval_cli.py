@@ -26,9 +26,9 @@ def test_eval_reports_accuracy_identity_speed_and_oracle_agreement(capsys: pytes
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--scene", "scene9"], "--scene: expected one of all, scene1, scene2, scene3, scene4, got 'scene9'"),
-    (["--rounds", "0"], "--rounds: must be >= 1, got 0"),
-    (["--rounds", "11"], "--rounds: the benchmark has 10 rounds, got 11"),
-    (["--every", "0"], "--every: must be >= 1, got 0"),
+    (["--rounds", "0"], "argument --rounds: must be an integer in 1..10, got '0'"),
+    (["--rounds", "11"], "argument --rounds: must be an integer in 1..10, got '11'"),
+    (["--every", "0"], "argument --every: must be an integer in 1..1000, got '0'"),
     (["--static", "--oracle-agreement"], "--oracle-agreement: needs a policy"),
     (["--policy", "no_such_policy_spec"], "--policy"),
     (["--calibration", "/no/such/dir"], "--calibration: calibration file: /no/such/dir/head.yaml does not exist"),

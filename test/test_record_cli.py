@@ -4,6 +4,7 @@ publishers (no trial manager) into one ROS 2 bag until SIGINT; rosbags reads eve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import re
@@ -122,6 +123,54 @@ def test_bad_arguments_exit_2_naming_the_field(tmp_path: Path) -> None:
     existing = tmp_path / "x.mcap"
     existing.write_bytes(b"")
     for args, words in ((["y.txt"], "must end in .mcap"), ([str(existing)], "exists"),
-                        ([str(tmp_path / "z.mcap"), "--duration", "0"], "--duration: must be > 0")):
+                        ([str(tmp_path / "z.mcap"), "--duration", "0"],
+                         "argument --duration: must be a number > 0 and <= 604800 seconds, got '0'")):
         done = subprocess.run([*ROBOFOLLOW, "record", *args], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_duration_that_elapses_ends_cleanly_with_status_0(tmp_path: Path) -> None:
+    out = tmp_path / "short.mcap"
+    done = subprocess.run([*ROBOFOLLOW, "record", str(out), "--duration", "0.5"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    # rclpy's executor used to be shut down under its own running callbacks: a line at exit, every time
+    assert "never retrieved" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == f"wrote {out}" and out.stat().st_size > 0
+
+
+def test_a_signal_that_cuts_a_duration_short_is_128_plus_the_signal(tmp_path: Path) -> None:
+    out = tmp_path / "cut.mcap"
+    proc = subprocess.Popen([*ROBOFOLLOW, "record", str(out), "--duration", "600"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert "recording the graph into" in _line(proc, 120)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGINT, stderr
+    assert "never retrieved" not in stderr and "Traceback" not in stderr, stderr
+    assert f"stopped by signal {int(signal.SIGINT)} before --duration 600 s elapsed; wrote {out}" in stdout
+    from rosbags.rosbag2 import Reader
+
+    with Reader(out) as reader:  # closed whole: summary and the rosbag2 metadata record
+        assert reader.duration >= 0
+
+
+def test_a_full_disk_is_one_line_and_exit_5(tmp_path: Path) -> None:
+    from test_rundir_safety import _tmpfs
+
+    with _tmpfs(tmp_path / "fs", "1m") as fs:
+        with open(fs / "filler", "wb", buffering=0) as fh, contextlib.suppress(OSError):
+            while True:  # fill the filesystem to the last byte
+                fh.write(os.urandom(65536))
+        out = fs / "teleop.mcap"
+        done = subprocess.run([*ROBOFOLLOW, "record", str(out), "--duration", "0.5"], capture_output=True, text=True,
+                              timeout=120)
+    assert done.returncode == 5, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"robofollow record: error: FILE: cannot write {out} (No space left on device); the recording ends where "
+        "the write failed"], done.stderr

@@ -207,3 +207,37 @@ def test_a_full_disk_gets_one_line_and_resume_completes_once_there_is_room(tmp_p
         assert resumed.returncode == EXIT_OK, resumed.stderr[-3000:]
         final = _assert_complete(run_dir)
         assert [e for e in final if e in recorded] == recorded
+
+
+@pytest.mark.parametrize("backend", ["local", "inline"])
+def test_a_full_disk_while_recording_gets_one_line_and_keeps_the_recorded_trials(tmp_path: Path, backend: str) -> None:
+    # --record: the worker writes each trial's MCAP as it goes; the SDK's writer reports a failed write only as a
+    # log line per message (hundreds) and a RuntimeError at close, which came out as a traceback (exit 1)
+    with _tmpfs(tmp_path / "fs", "8m") as fs:
+        run_dir = fs / "run"
+        slow = ["--max-steps", "6", "--actions-per-step", "25"]
+        argv = [ROBOFOLLOW, "eval", "--policy", "hold", *SELECTION, *slow, "--record", "--backend", backend]
+        proc = subprocess.Popen([*argv, "--output", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        _wait_for(lambda: _stored(run_dir) >= 1, "the first recorded trial")
+        filler = fs / "filler"
+        with open(filler, "wb", buffering=0) as fh, contextlib.suppress(OSError):
+            while True:  # fill the filesystem to the last byte
+                fh.write(os.urandom(65536))
+        recorded = json.loads((run_dir / "results.json").read_text())
+        _, err = proc.communicate(timeout=280)
+        assert proc.returncode == EXIT_OUTPUT_UNUSABLE, err[-3000:]
+        assert "Traceback" not in err and "McapError" not in err and "PanicException" not in err, err[-3000:]
+        errors = _error_lines(err)
+        assert len(errors) == 1 and "No space left on device" in errors[0], errors
+        assert "recorded before are kept" in errors[0] and "--resume" in errors[0], errors[0]
+        kept = json.loads((run_dir / "results.json").read_text())
+        assert kept[: len(recorded)] == recorded
+        filler.unlink()
+        resumed = subprocess.run([*argv, "--output", str(run_dir), "--resume"], capture_output=True, text=True,
+                                 timeout=280)
+        assert resumed.returncode == EXIT_OK, resumed.stderr[-3000:]
+        final = _assert_complete(run_dir)
+        assert [e for e in final if e in recorded] == recorded
+        assert sorted(p.stem for p in (run_dir / "mcap").glob("*.mcap")) == sorted(
+            f"{e['task']}_r{e['round']}_s{e['seed']}" for e in final)  # one whole recording per trial

@@ -28,7 +28,8 @@ def test_snapshot_writes_three_camera_pngs_and_a_layout_picture(tmp_path: Path,
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--task", "no_such_task"], "no_such_task"),
-    (["--task", "L0_s41_l_pick_cube_in_bowl", "--round", "11"], "--round: expected 1..10, got 11"),
+    (["--task", "L0_s41_l_pick_cube_in_bowl", "--round", "11"],
+     "argument --round: must be an integer in 1..10, got '11'"),
     (["--task", "L0_s41_l_pick_cube_in_bowl", "--width", "0"], "--width"),
 ])
 def test_snapshot_bad_input_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],

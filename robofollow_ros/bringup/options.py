@@ -156,11 +156,64 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
     chosen = with_overrides(profile, trials=trials, policy=choices.policy, output=choices.output, extra=extra,
                             remappings=remaps)
     check_parameters(chosen, f"profile {profile.path} with the options given")
+    check_node_files(chosen, choices, flag)
     return chosen
 
 
 def _float(value: float | None) -> float | None:
     return None if value is None else float(value)
+
+
+def check_node_files(profile: Profile, choices: Choices, flag: Any) -> None:
+    """Read the files the nodes will read -- the driver map, the camera calibration and colour model -- the way
+    the nodes read them, so that a missing or broken one is one line naming the option (or the profile's
+    parameter) and the file before any node starts, not a node dying with a traceback in the graph."""
+    for node in (n for n in DRIVER_NODES if profile.has(n)):
+        driver_file = profile.node(node).parameters.get("driver_config")
+        if driver_file:
+            where = flag("driver_config") if choices.driver_config is not None else \
+                f"profile {profile.path}: node {node}: parameter 'driver_config'"
+            _check_driver_config(Path(str(driver_file)), where)
+    if profile.has("perception_node"):
+        params = profile.node("perception_node").parameters
+        calibration = Path(str(params.get("calibration_dir") or share_path("calibration", "sim")))
+        where = flag("calibration_dir") if choices.calibration_dir is not None else \
+            f"profile {profile.path}: node perception_node: parameter 'calibration_dir'"
+        if not calibration.is_dir():
+            raise ProfileError(f"{where}: {calibration} is not a directory (it holds head.yaml and extrinsics.yaml)")
+        colour_model = Path(str(params["colour_model"])) if params.get("colour_model") else None
+        _check_calibration(calibration, colour_model, where, f"profile {profile.path}: node perception_node: "
+                                                             "parameter 'colour_model'")
+
+
+def _check_driver_config(path: Path, where: str) -> None:
+    from robofollow_ros.rig.driver_config import load_driver_config
+
+    try:
+        load_driver_config(path)
+    except (ValueError, TypeError, AttributeError) as exc:
+        text = _one_line(exc)
+        raise ProfileError(f"{where}: {text if str(path) in text else f'{path}: {text}'}") from None
+
+
+def _check_calibration(calibration: Path, colour_model: Path | None, where: str, colour_where: str) -> None:
+    from robofollow_ros.perception.camera_model import CalibrationError
+    from robofollow_ros.perception.colour_model import ColourModel
+    from robofollow_ros.perception.tracker import perception_from_calibration
+
+    if colour_model is not None:
+        try:
+            ColourModel.load(colour_model)
+        except (CalibrationError, ValueError) as exc:
+            raise ProfileError(f"{colour_where}: {_one_line(exc)}") from None
+    try:
+        perception_from_calibration(calibration, colour_model)
+    except (CalibrationError, ValueError) as exc:
+        raise ProfileError(f"{where}: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 def _launch_flag(name: str) -> str:

@@ -163,9 +163,12 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
     try:
         for spec in profile.nodes:
             out = open(log_dir / f"{spec.executable}.log", "wb") if log_dir else None  # noqa: SIM115
+            # A process group of its own: Ctrl-C at the terminal reaches bringup alone, which stops the nodes
+            # below with SIGTERM. Were they in the terminal's group, a node still importing (the first
+            # seconds) would print a KeyboardInterrupt traceback from inside the import.
             procs[spec.executable] = subprocess.Popen(
                 child_command(spec.module, ["--ros-args", "--params-file", params.name, *remaps]),
-                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env())
+                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env(), process_group=0)
         manager = procs.get(TRIAL_MANAGER)
         deadline: float | None = None
         while not stop.is_set():
@@ -211,10 +214,13 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
 
 
 def _stop_processes(group: list[subprocess.Popen[bytes]]) -> None:
-    """SIGINT (each node stops cleanly on it), then SIGKILL after 10 s, as ``ros2 launch`` escalates."""
+    """SIGTERM, then SIGKILL after 10 s, as ``ros2 launch`` escalates.
+
+    A node turns SIGTERM into a clean stop like SIGINT (``nodes._main.stop_on_signals``), and one still
+    starting, before its handler is set, ends quietly instead of printing a KeyboardInterrupt traceback."""
     for proc in group:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)
     for proc in group:
         try:
             proc.wait(timeout=10)

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 
 from robofollow_ros import __version__
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import CliError, Parser
+from robofollow_ros.exit_status import EXIT_BAD_INPUT
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="robofollow",
         description="Run the RoboFollow and OWDA benchmarks on a dual-arm rig or in SAPIEN.",
     )
@@ -31,10 +36,65 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: How soon an interrupt that came during an import is delivered again.
+_IMPORT_RETRY_S = 0.05
+#: main() is running: an interrupt deferred past its end is dropped (the command has ended anyway).
+_running = threading.Event()
+
+
+def _importing(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _interrupt_outside_imports(signum: int, frame: FrameType | None) -> None:
+    """Python's SIGINT handler (raise ``KeyboardInterrupt``), except during an import: there it is delivered
+    again a moment later.
+
+    Ctrl-C in the first second of a command lands in an import (the subcommands', a handler's rclpy or
+    numpy), and an interrupt raised inside one does not always come out as ``KeyboardInterrupt``: numpy,
+    interrupted while loading its C extension, raises ``ImportError: Importing the numpy C-extensions
+    failed``, a page of traceback. Raised after the import, it is an interrupt like any other (``main``
+    prints one line, status 130), or a command's own handler, set meanwhile, takes it (bringup: 128 + 2)."""
+    if _importing(frame):
+        again = threading.Timer(_IMPORT_RETRY_S, _deliver_again, (signum,))
+        again.daemon = True
+        again.start()
+        return
+    raise KeyboardInterrupt
+
+
+def _deliver_again(signum: int) -> None:
+    if _running.is_set():
+        os.kill(os.getpid(), signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    # Only where Python raises KeyboardInterrupt for Ctrl-C: not where it is ignored (a background job) or
+    # handled by someone else, and not from another thread (a test calling main() in one), which cannot set it.
+    ours = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if ours:
+        signal.signal(signal.SIGINT, _interrupt_outside_imports)
+        _running.set()
     try:
+        return _main(argv)
+    finally:
+        if ours:
+            _running.clear()
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # a bad argument (one line printed, status 2), --help, --version
+            return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
         return int(args.func(args) or 0)
     except CliError as exc:
         print(f"robofollow {args.command}: error: {exc}", file=sys.stderr)

@@ -13,10 +13,11 @@ Three sources, one output format (``perception/colour_model.py``):
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError, print_json
+from robofollow_ros.cli._common import CliError, output_file, print_json, writing
 
 PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
@@ -86,7 +87,7 @@ def _corners(text: str | None) -> list[tuple[float, float]]:
         corners = [tuple(float(v) for v in pair.split(",")) for pair in (text or "").split(";")]
     except ValueError:
         corners = []
-    if len(corners) != 4 or any(len(c) != 2 for c in corners):
+    if len(corners) != 4 or any(len(c) != 2 or not all(math.isfinite(v) for v in c) for c in corners):
         raise CliError(f"--corners: expected four 'u,v' pairs separated by ';', got {text!r}")
     return [(c[0], c[1]) for c in corners]
 
@@ -107,7 +108,7 @@ def _colour(args: argparse.Namespace) -> int:
     except CalibrationError as exc:
         raise CliError(f"--calibration: {exc}") from None
     registry = default_registry()
-    out = args.out or Path(calibration) / COLOUR_MODEL_FILE
+    out = output_file(args.out or Path(calibration) / COLOUR_MODEL_FILE, "--out", make_folder=True)
     counts: dict[str, int] = {}
     try:
         if args.checker is not None:
@@ -129,7 +130,8 @@ def _colour(args: argparse.Namespace) -> int:
             model, counts = learn_from_layouts(captures, camera, source)
     except (ColourCalibrationError, ValueError) as exc:
         raise CliError(f"colour: {exc}") from None
-    model.write(out)
+    with writing(out, "--out"):
+        model.write(out)
     summary = {"out": str(out), "source": model.source, "white_balance": [round(g, 4) for g in model.white_balance],
                "classes": {name: [round(m.hue_deg, 1) for m in modes] for name, modes in model.classes.items()},
                "table": None if model.table is None else [round(v, 4) for v in model.table.mean_linear],

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import SEED, CliError, integer, number, output_file, seconds, writing
 from robofollow_ros.exit_status import EXIT_BAD_INPUT
 
 SOURCES = ("sim", "perception", "ros")
@@ -21,15 +21,17 @@ def add_arguments(cap: argparse.ArgumentParser) -> None:
     cap.add_argument("--scene", required=True)
     cap.add_argument("--layout", required=True,
                      help="layout key, e.g. default or scene2.3 (what should be on the table)")
-    cap.add_argument("--seed", type=int, default=0, help="layout jitter seed (sim and perception sources)")
+    cap.add_argument("--seed", type=SEED, default=0, help="layout jitter seed (sim and perception sources)")
     cap.add_argument("--kind", choices=("object_centric", "action_sequence"), default="object_centric")
     cap.add_argument("--source", choices=SOURCES, default="sim",
                      help="sim: SAPIEN ground truth; perception: the perception pipeline on one rendered head-camera "
                           "frame; ros: the perception node's grounded objects on /robofollow/objects "
                           "(rig or sim graph)")
-    cap.add_argument("--timeout", type=float, default=120.0, help="ros: seconds to wait for every object (default 120)")
-    cap.add_argument("--min-confidence", type=float, default=0.5, help="ros: least grounding confidence (default 0.5)")
-    cap.add_argument("--frames", type=int, default=3,
+    cap.add_argument("--timeout", type=seconds(), default=120.0,
+                     help="ros: seconds to wait for every object (default 120)")
+    cap.add_argument("--min-confidence", type=number(0, 1), default=0.5,
+                     help="ros: least grounding confidence (default 0.5)")
+    cap.add_argument("--frames", type=integer(1, 1000), default=3,
                      help="ros: take the last of this many messages that ground every object, so tracking has "
                           "settled (default 3)")
     cap.add_argument("--id", dest="anchor_id", help="anchor id (default: captured_<scene>_<layout>_<seed|ros>)")
@@ -45,16 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from robofollow_ros.decisions.errors import OwdaError
 
     out = Path(args.out)
-    if args.seed < 0:
-        raise CliError(f"--seed: must be >= 0, got {args.seed}")
-    if args.timeout <= 0:
-        raise CliError(f"--timeout: must be > 0, got {args.timeout}")
-    if args.frames < 1:
-        raise CliError(f"--frames: must be >= 1, got {args.frames}")
-    if not 0.0 <= args.min_confidence <= 1.0:
-        raise CliError(f"--min-confidence: must be in [0, 1], got {args.min_confidence}")
-    if out.is_dir():
-        raise CliError(f"--out: {out} is a directory; give a file name such as anchor.json")
+    output_file(out, "--out", make_folder=True)
     reg = default_registry()
     if args.scene not in reg.layouts:
         raise CliError(f"--scene: unknown scene {args.scene!r}; expected one of {sorted(reg.layouts)}")
@@ -72,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
             anchor = capture(anchor_id, layout, args.seed, args.kind)
     except OwdaError as exc:  # perception did not find an object, a relation the poses contradict, ...
         raise CliError(str(exc), exit_code=EXIT_BAD_INPUT) from None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(anchor.to_dict(), indent=1) + "\n")
+    with writing(out, "--out"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(anchor.to_dict(), indent=1) + "\n")
     families = len(distinct_atomic_pairs(anchor))
     print(f"wrote {out}: {anchor.kind} anchor {anchor.anchor_id} with {len(anchor.candidate_ids)} candidates, "
           f"{families} distinct valid atomic families")

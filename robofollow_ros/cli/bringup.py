@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import MAX_ACTIONS_PER_STEP, MAX_LIMIT, PORT, STEPS, CliError, integer, seconds
 from robofollow_ros.exit_status import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -49,12 +49,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--kwargs", metavar="JSON", help="JSON keyword arguments for the policy factory or client")
     p.add_argument("--scene", help="as robofollow eval: all, or a comma list of scene1..scene4")
     p.add_argument("--levels", help="as robofollow eval: comma list of L0..L3")
-    p.add_argument("--limit", type=int, help="as robofollow eval: keep the first K selected tasks per scene")
+    p.add_argument("--limit", type=integer(1, MAX_LIMIT),
+                   help="as robofollow eval: keep the first K selected tasks per scene")
     p.add_argument("--tasks", help="as robofollow eval: comma list of evaluation task ids")
-    p.add_argument("--rounds", type=int, help="as robofollow eval: rounds per task, 1..10 (default: the profile's)")
-    p.add_argument("--max-steps", type=int, metavar="N", help="policy calls per trial (the step budget)")
-    p.add_argument("--actions-per-step", type=int, metavar="N", help="rows executed per policy call")
-    p.add_argument("--policy-timeout", type=float, metavar="S",
+    p.add_argument("--rounds", type=integer(1, 10),
+                   help="as robofollow eval: rounds per task, 1..10 (default: the profile's)")
+    p.add_argument("--max-steps", type=STEPS, metavar="N", help="policy calls per trial (the step budget)")
+    p.add_argument("--actions-per-step", type=integer(1, MAX_ACTIONS_PER_STEP), metavar="N",
+                   help="rows executed per policy call")
+    p.add_argument("--policy-timeout", type=seconds(), metavar="S",
                    help="as robofollow eval: longest policy call (in-process or remote) before its trial fails, "
                         "seconds (default: the profile's, 300)")
     p.add_argument("--no-render", action="store_true", help="sim: physics only, no camera images")
@@ -67,7 +70,7 @@ def register(subparsers: Any) -> None:
     where.add_argument("--in-process", action="store_true",
                        help="every node in this one process and executor (default for lockstep profiles: sim)")
     p.add_argument("--foxglove-host", metavar="HOST", help="address the live Foxglove server binds (default 127.0.0.1)")
-    p.add_argument("--foxglove-port", type=int, metavar="PORT",
+    p.add_argument("--foxglove-port", type=PORT, metavar="PORT",
                    help="port of the live Foxglove server (default 8765; 0 picks a free one)")
     p.add_argument("--no-foxglove", action="store_true",
                    help="leave out foxglove_node (no live view on ws://127.0.0.1:8765, no MCAP per trial)")

@@ -11,14 +11,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from robofollow_ros.cli._calibrate_colour import register_colour
-from robofollow_ros.cli._common import CliError, print_json
+from robofollow_ros.cli._common import CliError, integer, number, output_file, print_json, writing
 
 CAMERAS = ("head", "left_wrist", "right_wrist")
+#: Squares along a side of a calibration board (a printable one has a handful).
+MAX_BOARD_SQUARES = 100
 
 
 def register(subparsers: Any) -> None:
@@ -44,8 +47,9 @@ def register(subparsers: Any) -> None:
 
     ver = sub.add_parser("sim-verify", help="calibrate the simulated cameras from SAPIEN pictures; compare with truth")
     ver.add_argument("--cameras", default=",".join(CAMERAS), help="comma-separated cameras (default all three)")
-    ver.add_argument("--views", type=int, default=20, metavar="N", help="hand-eye arm poses per camera (default 20)")
-    ver.add_argument("--intrinsic-views", type=int, default=60, metavar="N",
+    ver.add_argument("--views", type=integer(3, 1000), default=20, metavar="N",
+                     help="hand-eye arm poses per camera (default 20)")
+    ver.add_argument("--intrinsic-views", type=integer(3, 1000), default=60, metavar="N",
                      help="board pictures for intrinsics per camera (default 60)")
     ver.add_argument("--out", type=Path, metavar="DIR",
                      help="write the recovered camera_info files, extrinsics.yaml and the recordings here")
@@ -57,8 +61,10 @@ def register(subparsers: Any) -> None:
 def _board_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--board", default="charuco", help="charuco | checkerboard (default charuco)")
     parser.add_argument("--squares", default="5x7", metavar="XxY", help="squares across x down (default 5x7)")
-    parser.add_argument("--square-m", type=float, default=0.03, help="square side, m (default 0.03)")
-    parser.add_argument("--marker-m", type=float, default=0.022, help="ArUco marker side, m (default 0.022)")
+    parser.add_argument("--square-m", type=number(0, 1, low_open=True, unit="m"), default=0.03,
+                        help="square side, m (default 0.03)")
+    parser.add_argument("--marker-m", type=number(0, 1, low_open=True, unit="m"), default=0.022,
+                        help="ArUco marker side, m (default 0.022)")
     parser.add_argument("--dictionary", default="4x4_50", help="ArUco dictionary (default 4x4_50)")
 
 
@@ -69,6 +75,8 @@ def _board(args: argparse.Namespace) -> Any:
         x, y = (int(v) for v in args.squares.lower().split("x"))
     except ValueError:
         raise CliError(f"--squares: expected XxY such as 5x7, got {args.squares!r}") from None
+    if not (3 <= x <= MAX_BOARD_SQUARES and 3 <= y <= MAX_BOARD_SQUARES):
+        raise CliError(f"--squares: each side must be 3..{MAX_BOARD_SQUARES} squares, got {args.squares!r}")
     try:
         return BoardSpec(args.board, x, y, args.square_m, args.marker_m, args.dictionary)
     except BoardError as exc:
@@ -82,6 +90,7 @@ def _check_camera(name: str, flag: str = "--camera") -> None:
 
 def _intrinsics(args: argparse.Namespace) -> int:
     _check_camera(args.camera)
+    output_file(args.out, "--out", make_folder=True)
     from robofollow_ros.contract import CAMERA_FRAMES
     from robofollow_ros.perception.calib_record import RecordingError, intrinsics_from_images
     from robofollow_ros.perception.calib_solve import CalibrationSolveError, camera_info_dict
@@ -99,8 +108,9 @@ def _intrinsics(args: argparse.Namespace) -> int:
     import yaml
 
     info = camera_info_dict(args.camera, f"{CAMERA_FRAMES[args.camera]}_optical", size, k, dist)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(yaml.safe_dump(info, sort_keys=False, default_flow_style=None), encoding="utf-8")
+    with writing(args.out, "--out"):
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(yaml.safe_dump(info, sort_keys=False, default_flow_style=None), encoding="utf-8")
     summary = {"camera": args.camera, "out": str(args.out), "views_used": used, "pictures": len(paths),
                "rms_px": round(rms, 4), "fx": round(float(k[0, 0]), 3), "cx": round(float(k[0, 2]), 3),
                "cy": round(float(k[1, 2]), 3)}
@@ -116,6 +126,7 @@ def _extrinsics(args: argparse.Namespace) -> int:
     from robofollow_ros.perception.calib_solve import CalibrationSolveError
     from robofollow_ros.perception.camera_model import CalibrationError, _load_yaml, _matrix
 
+    existing = _existing_yaml(output_file(args.out, "--out", make_folder=True), "--out")  # refused now, not later
     try:
         recording = read_recording(args.recording)
         info = _load_yaml(args.camera_info)
@@ -124,8 +135,9 @@ def _extrinsics(args: argparse.Namespace) -> int:
         solution = solve_recording(recording, known_intrinsics=(k, dist))
     except (RecordingError, BoardError, CalibrationError, CalibrationSolveError) as exc:
         raise CliError(str(exc)) from None
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    _merge_extrinsic(args.out, solution)
+    with writing(args.out, "--out"):
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        _merge_extrinsic(args.out, solution, existing)
     summary = {"camera": solution.camera, "parent_frame": solution.parent_frame, "out": str(args.out),
                "views_used": solution.views_used, "views": solution.views_total,
                "reprojection_px": round(solution.reprojection_px, 4)}
@@ -133,13 +145,22 @@ def _extrinsics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _merge_extrinsic(path: Path, solution: Any) -> None:
+def _existing_yaml(path: Path, flag: str) -> dict[str, Any]:
+    """The mapping an output YAML that the command merges into holds ({} when it is absent or empty); one that
+    cannot be read (not UTF-8, not YAML, not a mapping, a directory) is refused naming ``flag`` and the file."""
+    from robofollow_ros.yamlio import read_yaml_mapping
+
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return {}
+    return read_yaml_mapping(path, flag, CliError)
+
+
+def _merge_extrinsic(path: Path, solution: Any, existing: dict[str, Any]) -> None:
     import yaml
 
     from robofollow_ros.perception.calib_solve import transform_entry
 
-    existing = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
-    merged = {**(existing if isinstance(existing, dict) else {}),
+    merged = {**existing,
               solution.camera: transform_entry(solution.parent_frame, solution.child_frame, solution.pose)}
     header = "# Written by `robofollow calibrate`; optical frames: +z forward, +x right, +y down.\n"
     path.write_text(header + yaml.safe_dump(merged, sort_keys=False, default_flow_style=None), encoding="utf-8")
@@ -151,17 +172,19 @@ def _sim_verify(args: argparse.Namespace) -> int:
         raise CliError("--cameras: name at least one camera")
     for camera in cameras:
         _check_camera(camera, "--cameras")
-    if args.views < 3:
-        raise CliError(f"--views: need at least 3, got {args.views}")
-    if args.intrinsic_views < 3:
-        raise CliError(f"--intrinsic-views: need at least 3, got {args.intrinsic_views}")
     from robofollow_ros.perception.calib_verify import TOLERANCE_DEG, TOLERANCE_M, verify_camera, write_solutions
+
+    if args.out is not None:
+        if args.out.exists() and not args.out.is_dir():
+            raise CliError(f"--out: {args.out} exists and is not a directory")
+        _existing_yaml(args.out / "extrinsics.yaml", "--out")  # merged into at the end: refused now if unreadable
 
     with tempfile.TemporaryDirectory(prefix="robofollow_calib_") as tmp:
         work = args.out if args.out is not None else Path(tmp)
-        checks = [verify_camera(camera, work, args.views, args.intrinsic_views) for camera in cameras]
-        if args.out is not None:
-            write_solutions(args.out, [c.solution for c in checks])
+        with writing(work, "--out") if args.out is not None else contextlib.nullcontext():
+            checks = [verify_camera(camera, work, args.views, args.intrinsic_views) for camera in cameras]
+            if args.out is not None:
+                write_solutions(args.out, [c.solution for c in checks])
     report = {"tolerance_m": TOLERANCE_M, "tolerance_deg": TOLERANCE_DEG, "ok": all(c.ok for c in checks),
               "cameras": [c.summary() for c in checks]}
     if args.json:

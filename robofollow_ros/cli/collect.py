@@ -7,16 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import WORKERS, CliError, image_size, integer
 from robofollow_ros.exit_status import EXIT_OUTPUT_UNUSABLE
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise CliError(f"--image-size: {text!r} is not WIDTHxHEIGHT (e.g. 320x240)") from None
-    return width, height
 
 
 def register(subparsers: Any) -> None:
@@ -30,12 +22,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--split", choices=("train", "eval"), default="train",
                    help="training tasks (instruction variants in turn) or evaluation tasks (default train)")
     p.add_argument("--tasks", help="comma list of task ids of that split (default: all)")
-    p.add_argument("--episodes-per-task", type=int, default=1, help="episodes per task, each a fresh seed")
-    p.add_argument("--fps", type=int, default=10, help="control and recording rate: 5, 10, 25 or 50 (default 10)")
-    p.add_argument("--image-size", default="320x240", help="camera size WIDTHxHEIGHT (default 320x240)")
+    p.add_argument("--episodes-per-task", type=integer(1, 100_000), default=1,
+                   help="episodes per task, each a fresh seed")
+    p.add_argument("--fps", type=integer(1, 100), default=10,
+                   help="control and recording rate: 5, 10, 25 or 50 (default 10)")
+    p.add_argument("--image-size", type=image_size, default="320x240",
+                   help="camera size WIDTHxHEIGHT (default 320x240)")
     p.add_argument("--vcodec", choices=("libsvtav1", "h264"), default="libsvtav1",
                    help="video codec (default libsvtav1, as LeRobot records)")
-    p.add_argument("--workers", type=int, default=1, help="parallel worker processes (default 1)")
+    p.add_argument("--workers", type=WORKERS, default=1, help="parallel worker processes (default 1)")
     p.add_argument("--resume", action="store_true", help="continue a killed collection in --output")
     p.set_defaults(func=_collect)
 
@@ -47,7 +42,7 @@ def _collect(args: argparse.Namespace) -> int:
     from robofollow_ros.datasets.video import VideoSettings
     from robofollow_ros.rundir import OutputUnusableError
 
-    width, height = parse_size(args.image_size)
+    width, height = args.image_size
     if args.fps not in FPS_CHOICES:
         raise CliError(f"--fps: {args.fps} is not one of {', '.join(map(str, FPS_CHOICES))}")
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else ()

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import WORKERS, CliError, integer
 
 
 def register(subparsers: Any) -> None:
@@ -22,8 +22,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output", type=Path, help="new or empty directory (default results/demo-<time>)")
     p.add_argument("--no-render", action="store_true", help="dry run without camera images")
     p.add_argument("--skip-ros", action="store_true", help="only the headless mirage part")
-    p.add_argument("--per-group", type=int, default=2, help="mirage: tasks per scene and level (default 2)")
-    p.add_argument("--workers", type=int, default=2, help="mirage: parallel worker processes (default 2)")
+    p.add_argument("--per-group", type=integer(1, 1000), default=2,
+                   help="mirage: tasks per scene and level (default 2)")
+    p.add_argument("--workers", type=WORKERS, default=2, help="mirage: parallel worker processes (default 2)")
     p.set_defaults(func=_demo)
 
 

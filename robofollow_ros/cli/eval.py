@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import MAX_ACTIONS_PER_STEP, MAX_LIMIT, STEPS, WORKERS, CliError, integer, seconds
 from robofollow_ros.exit_status import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -29,24 +29,25 @@ def register(subparsers: Any) -> None:
     p.add_argument("--kwargs", default="{}", help="JSON keyword arguments for the policy factory or client")
     p.add_argument("--scene", default="all", help="all, or a comma list of scene1..scene4 (default all)")
     p.add_argument("--levels", default="L0,L1,L2,L3", help="comma list of L0..L3 (default all)")
-    p.add_argument("--rounds", type=int, default=10, help="rounds per task, 1..10 (default 10)")
-    p.add_argument("--limit", type=int, help="keep the first K selected tasks per scene")
+    p.add_argument("--rounds", type=integer(1, 10), default=10, help="rounds per task, 1..10 (default 10)")
+    p.add_argument("--limit", type=integer(1, MAX_LIMIT), help="keep the first K selected tasks per scene")
     p.add_argument("--tasks", help="comma list of evaluation task ids")
-    p.add_argument("--max-steps", type=int, default=10, help="policy calls per trial (default 10)")
-    p.add_argument("--actions-per-step", type=int, default=50, help="rows executed per call (default 50)")
+    p.add_argument("--max-steps", type=STEPS, default=10, help="policy calls per trial (default 10)")
+    p.add_argument("--actions-per-step", type=integer(1, MAX_ACTIONS_PER_STEP), default=50,
+                   help="rows executed per call (default 50)")
     render = p.add_mutually_exclusive_group()
     render.add_argument("--render", dest="render", action="store_true", help="render the three cameras (default)")
     render.add_argument("--no-render", dest="render", action="store_false", help="physics only, no images")
     p.set_defaults(render=True)
     p.add_argument("--stepper", choices=("topp", "direct"), default="topp", help="how each row is executed")
-    p.add_argument("--workers", type=int, help="parallel workers: processes (local, default 1) or Ray actors "
+    p.add_argument("--workers", type=WORKERS, help="parallel workers: processes (local, default 1) or Ray actors "
                                                 "(ray, default one per CPU of the cluster)")
     p.add_argument("--backend", choices=("local", "ray", "inline"), default="local",
                    help="local: supervised worker processes (default); ray: Ray actors on a cluster; "
                         "inline: in this process (debuggers)")
     p.add_argument("--ray-address", metavar="ADDR",
                    help="Ray cluster to join: auto, HOST:6379 or ray://HOST:10001 (default: start Ray here)")
-    p.add_argument("--policy-timeout", type=float, default=300.0, metavar="S",
+    p.add_argument("--policy-timeout", type=seconds(), default=300.0, metavar="S",
                    help="bound of every policy call, in-process or remote; an overrun fails the trial (default 300)")
     p.add_argument("--output", required=True, type=Path, help="new or empty run directory")
     p.add_argument("--resume", action="store_true", help="continue a killed run in --output")

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import CliError, integer
 from robofollow_ros.exit_status import EXIT_OUTPUT_UNUSABLE
 
 
@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("bags", nargs="+", type=Path, metavar="BAG", help="rosbag2 directories or .mcap files")
     p.add_argument("--output", required=True, type=Path, help="new or empty dataset directory")
-    p.add_argument("--fps", type=int, default=10, help="frames per second of the dataset (default 10)")
+    p.add_argument("--fps", type=integer(1, 100), default=10, help="frames per second of the dataset (default 10)")
     p.add_argument("--task", help="instruction for bags that carry none (teleop sessions)")
     p.add_argument("--vcodec", choices=("libsvtav1", "h264"), default="libsvtav1", help="video codec")
     p.set_defaults(func=_export)
@@ -32,12 +32,12 @@ def _export(args: argparse.Namespace) -> int:
     from robofollow_ros.datasets.video import VideoSettings
     from robofollow_ros.datasets.writer import assemble
 
-    if not 1 <= args.fps <= 100:
-        raise CliError(f"--fps: {args.fps} is outside 1..100")
     for bag in args.bags:
         if not bag.exists():
             raise CliError(f"BAG: {bag} does not exist")
     out: Path = args.output
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--output: {out} exists and is not a directory; give a new or empty directory")
     if out.exists() and any(out.iterdir()):
         raise CliError(f"--output: {out} is not empty")
     video = VideoSettings(args.vcodec)

@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.cli import _owda_capture
-from robofollow_ros.cli._common import CliError, print_json
+from robofollow_ros.cli._common import SEED, CliError, integer, print_json, seconds, writing
 from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OUTPUT_UNUSABLE, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
+
+#: ``owda generate --anchors``: atomic families per anchor file.
+DEFAULT_PER_ANCHOR = 8
 
 
 def register(subparsers: Any) -> None:
@@ -18,10 +21,11 @@ def register(subparsers: Any) -> None:
 
     gen = sub.add_parser("generate",
                          help="build the default suite (85 anchors, 988 atomic + 102 compositional families)")
-    gen.add_argument("--seed", type=int, default=0, help="suite seed (default 0); the same seed gives the same suite")
+    gen.add_argument("--seed", type=SEED, default=0, help="suite seed (default 0); the same seed gives the same suite")
     gen.add_argument("--anchors", type=Path, nargs="+", metavar="FILE",
                      help="instead of the default suite: atomic families on these anchor files (owda capture)")
-    gen.add_argument("--per-anchor", type=int, default=8, help="with --anchors: families per anchor (default 8)")
+    gen.add_argument("--per-anchor", type=integer(1, 10_000),
+                     help=f"with --anchors: families per anchor (default {DEFAULT_PER_ANCHOR})")
     gen.add_argument("--out", type=Path, required=True, metavar="DIR")
     gen.add_argument("--json", action="store_true", help="print the counts as JSON")
     gen.set_defaults(func=_generate)
@@ -36,8 +40,8 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--model", required=True, metavar="SPEC",
                     help="reference | ignore:N|E|Q|T | openai:URL?model=NAME (OpenAI-compatible chat endpoint)")
     ev.add_argument("--output", type=Path, required=True, metavar="DIR")
-    ev.add_argument("--timeout", type=float, default=120.0, help="seconds per model request (default 120)")
-    ev.add_argument("--bootstrap-seed", type=int, default=0)
+    ev.add_argument("--timeout", type=seconds(), default=120.0, help="seconds per model request (default 120)")
+    ev.add_argument("--bootstrap-seed", type=SEED, default=0)
     ev.add_argument("--json", action="store_true", help="print metrics.json")
     ev.set_defaults(func=_eval)
 
@@ -87,14 +91,18 @@ def _generate(args: argparse.Namespace) -> int:
 
     if args.out.exists() and not args.out.is_dir():
         raise CliError(f"--out: {args.out} exists and is not a directory")
+    if args.per_anchor is not None and not args.anchors:
+        raise CliError(f"--per-anchor: {args.per_anchor} applies only with --anchors (the default suite sets its own)")
+    per_anchor = DEFAULT_PER_ANCHOR if args.per_anchor is None else args.per_anchor
     try:
         if args.anchors:
-            suite = generate_on_anchors([_anchor_file(p) for p in args.anchors], args.per_anchor, args.seed)
+            suite = generate_on_anchors([_anchor_file(p, "--anchors") for p in args.anchors], per_anchor, args.seed)
         else:
             suite = generate_suite(args.seed)
     except OwdaError as exc:  # a seed or anchor that cannot support the families: say so, write nothing
         raise CliError(f"--{'anchors' if args.anchors else 'seed'}: {exc}") from None
-    write_suite(suite, args.out)
+    with writing(args.out, "--out"):
+        write_suite(suite, args.out)
     counts = suite.counts()
     if args.json:
         print_json(counts)
@@ -103,17 +111,17 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _anchor_file(path: Path) -> Any:
+def _anchor_file(path: Path, flag: str) -> Any:
     from robofollow_ros.decisions.anchors import Anchor
     from robofollow_ros.decisions.errors import OwdaError
     from robofollow_ros.jsonlimits import JsonLimitError, loads_bounded
 
     if not path.is_file():
-        raise CliError(f"--anchors: {path} is not a file")
+        raise CliError(f"{flag}: {path} is not a file")
     try:
         return Anchor.from_dict(loads_bounded(path.read_bytes()))
     except (JsonLimitError, ValueError, OwdaError, TypeError, AttributeError) as exc:
-        raise CliError(f"--anchors: {path}: {exc}") from None
+        raise CliError(f"{flag}: {path}: {exc}") from None
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -143,8 +151,6 @@ def _eval(args: argparse.Namespace) -> int:
     if args.output.exists() and not args.output.is_dir():
         raise CliError(f"--output: {args.output} exists and is not a directory")
     suite = _load(args.suite)
-    if args.timeout <= 0:
-        raise CliError(f"--timeout: must be > 0, got {args.timeout}")
     try:
         decider = load_decider(args.model, timeout_s=args.timeout)
     except OwdaError as exc:
@@ -208,7 +214,7 @@ def _execute(args: argparse.Namespace) -> int:
     from robofollow_ros.decisions.execute import execute_in_sim
 
     if args.anchor_file is not None:
-        anchors = {a.anchor_id: a for a in [_anchor_file(args.anchor_file)]}
+        anchors = {a.anchor_id: a for a in [_anchor_file(args.anchor_file, "--anchor-file")]}
     elif args.suite is not None:
         anchors = {a.anchor_id: a for a in _load(args.suite).anchors}
     else:

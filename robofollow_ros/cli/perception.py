@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError, print_json
+from robofollow_ros.cli._common import STEPS, CliError, integer, output_file, print_json, writing
 
 SCENES = ("all", "scene1", "scene2", "scene3", "scene4")
 
@@ -21,8 +21,9 @@ def register(subparsers: Any) -> None:
     sub = perception.add_subparsers(dest="perception_command", metavar="ACTION", required=True)
     ev = sub.add_parser("eval", help="render layouts in SAPIEN, run perception, compare with ground truth")
     ev.add_argument("--scene", default="all", help=f"one of {', '.join(SCENES)} (default all)")
-    ev.add_argument("--rounds", type=int, default=1, metavar="N", help="seeds per task, rounds 1..N (default 1)")
-    ev.add_argument("--tasks-per-layout", type=int, default=1, metavar="N",
+    ev.add_argument("--rounds", type=integer(1, 10), default=1, metavar="N",
+                    help="seeds per task, rounds 1..N (default 1)")
+    ev.add_argument("--tasks-per-layout", type=integer(1, 1000), default=1, metavar="N",
                     help="evaluation tasks played per layout (default 1)")
     ev.add_argument("--policy", default="oracle", metavar="SPEC",
                     help="policy that plays each trial while perception watches (default oracle)")
@@ -30,9 +31,10 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--oracle-agreement", action="store_true",
                     help="also score each trial from perception poses and compare with ground-truth scoring "
                          "(needs a policy; reported whenever one plays)")
-    ev.add_argument("--max-trials", type=int, metavar="N", help="stop after N trials (a quick look)")
-    ev.add_argument("--every", type=int, default=2, metavar="K", help="perceive after every K executed rows")
-    ev.add_argument("--max-steps", type=int, default=10, metavar="N", help="policy calls per trial (default 10)")
+    ev.add_argument("--max-trials", type=integer(1, 100_000), metavar="N", help="stop after N trials (a quick look)")
+    ev.add_argument("--every", type=integer(1, 1000), default=2, metavar="K",
+                    help="perceive after every K executed rows")
+    ev.add_argument("--max-steps", type=STEPS, default=10, metavar="N", help="policy calls per trial (default 10)")
     ev.add_argument("--no-depth", action="store_true", help="table-plane mode: RGB only")
     ev.add_argument("--calibration", type=Path, metavar="DIR",
                     help="camera_info + extrinsics (+ colour.yaml) directory (default calibration/sim)")
@@ -50,20 +52,16 @@ def register(subparsers: Any) -> None:
 def _eval(args: argparse.Namespace) -> int:
     if args.scene not in SCENES:
         raise CliError(f"--scene: expected one of {', '.join(SCENES)}, got {args.scene!r}")
-    for flag, value in (("--rounds", args.rounds), ("--tasks-per-layout", args.tasks_per_layout),
-                        ("--every", args.every), ("--max-steps", args.max_steps)):
-        if value < 1:
-            raise CliError(f"{flag}: must be >= 1, got {value}")
-    if args.max_trials is not None and args.max_trials < 1:
-        raise CliError(f"--max-trials: must be >= 1, got {args.max_trials}")
-    if args.rounds > 10:
-        raise CliError(f"--rounds: the benchmark has 10 rounds, got {args.rounds}")
     if args.static and args.oracle_agreement:
         raise CliError("--oracle-agreement: needs a policy to play the trials; drop --static")
     if args.perturb is None and (args.plot is not None or args.markdown is not None):
         raise CliError("--plot/--markdown: only with --perturb")
     if args.perturb is not None and (args.no_depth or args.oracle_agreement):
         raise CliError("--perturb: scores perception with depth; drop --no-depth and --oracle-agreement")
+    if args.plot is not None:
+        output_file(args.plot, "--plot")
+    if args.markdown is not None:
+        output_file(args.markdown, "--markdown", make_folder=True)
     policy = None if args.static else ("oracle" if args.oracle_agreement else args.policy)
 
     from robofollow_ros.perception.camera_model import CalibrationError, CameraModel
@@ -132,10 +130,12 @@ def _perturbed(args: argparse.Namespace, trials: list[Any], camera: Any, colour:
     report["rounds"] = args.rounds
     table = markdown_table(report)
     if args.plot is not None:
-        plot(report, args.plot)
+        with writing(args.plot, "--plot"):
+            plot(report, args.plot)
     if args.markdown is not None:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(table + "\n", encoding="utf-8")
+        with writing(args.markdown, "--markdown"):
+            args.markdown.parent.mkdir(parents=True, exist_ok=True)
+            args.markdown.write_text(table + "\n", encoding="utf-8")
     if args.json:
         print_json(report)
     else:

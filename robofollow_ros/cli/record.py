@@ -2,7 +2,8 @@
 
 For teleoperated sessions and anything else that is not a benchmark trial: the same topics, types
 and format as the per-trial recordings (``docs/foxglove.md``), from start until Ctrl-C / SIGTERM or
-``--duration``; optionally served live in Foxglove at the same time (``--serve``).
+``--duration``; optionally served live in Foxglove at the same time (``--serve``). Either way the file is
+closed whole; the exit status is 0, except when a signal cut a ``--duration`` short (128 + the signal).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import PORT, CliError, number, seconds
 from robofollow_ros.exit_status import EXIT_OK, EXIT_OUTPUT_UNUSABLE, EXIT_PORT_IN_USE
 
 
@@ -25,11 +26,12 @@ def register(subparsers: Any) -> None:
                     "objects, trial and score if any, /rosout) and write them as a rosbag2-compatible MCAP until "
                     "Ctrl-C, SIGTERM or --duration.")
     p.add_argument("output", metavar="FILE", type=Path, help="the recording to write, e.g. runs/teleop.mcap")
-    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: until Ctrl-C)")
+    p.add_argument("--duration", type=seconds(), metavar="S", help="stop after S seconds (default: until Ctrl-C)")
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     p.add_argument("--serve", action="store_true", help="also serve the graph live in Foxglove")
-    p.add_argument("--port", type=int, default=8765, metavar="PORT", help="Foxglove port with --serve (0: a free one)")
-    p.add_argument("--camera-max-hz", type=float, default=15.0, metavar="HZ", help="JPEG rate cap per camera")
+    p.add_argument("--port", type=PORT, default=8765, metavar="PORT", help="Foxglove port with --serve (0: a free one)")
+    p.add_argument("--camera-max-hz", type=number(0, 1000, low_open=True, unit="Hz"), default=15.0, metavar="HZ",
+                   help="JPEG rate cap per camera")
     p.set_defaults(func=_record)
 
 
@@ -38,14 +40,10 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError(f"FILE: {args.output} must end in .mcap")
     if args.output.exists() and not args.overwrite:
         raise CliError(f"FILE: {args.output} exists (pass --overwrite to replace it)")
-    if args.duration is not None and not args.duration > 0:
-        raise CliError(f"--duration: must be > 0, got {args.duration}")
-    if not 0 <= args.port <= 65535:
-        raise CliError(f"--port: {args.port} is outside 0..65535")
-    if not args.camera_max_hz > 0:
-        raise CliError(f"--camera-max-hz: must be > 0, got {args.camera_max_hz}")
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
+    except (NotADirectoryError, FileExistsError):  # a file where a folder of FILE should be: the path is wrong
+        raise CliError(f"FILE: {args.output.parent} cannot be a folder: a part of that path is a file") from None
     except OSError as exc:
         raise CliError(f"FILE: cannot create {args.output.parent} ({exc.strerror})", EXIT_OUTPUT_UNUSABLE) from None
 
@@ -58,6 +56,7 @@ def _record(args: argparse.Namespace) -> int:
     from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
 
+    from robofollow_ros.nodes._main import shutdown_executor
     from robofollow_ros.nodes.foxglove_node import FoxgloveNode
 
     stop = threading.Event()
@@ -71,6 +70,7 @@ def _record(args: argparse.Namespace) -> int:
     context = Context()
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     node = None
+    unwritable: OSError | None = None
     executor = MultiThreadedExecutor(num_threads=2, context=context)
     try:
         try:
@@ -86,13 +86,26 @@ def _record(args: argparse.Namespace) -> int:
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             executor.spin_once(timeout_sec=0.1)
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         if node is not None:
             executor.remove_node(node)
-        executor.shutdown(timeout_sec=10.0)
+        # Drain the thread pool before shutting the executor down: rclpy's own shutdown destroys its guard
+        # condition under callbacks still running, which printed "The following exception was never
+        # retrieved: cannot use Destroyable because destruction was requested" after every recording.
+        shutdown_executor(executor, timeout_sec=10.0)
         if node is not None:
-            node.destroy_node()  # closes the file: summary, footer and the rosbag2 record
+            try:
+                node.destroy_node()  # closes the file: summary, footer and the rosbag2 record
+            except OSError as exc:  # a write failed (full, read-only): monitoring.bagfile names the OS error
+                unwritable = exc
         rclpy.shutdown(context=context)
+        for s, handler in previous.items():  # only now: a second Ctrl-C must not cut the file's closing short
+            signal.signal(s, handler)
+    if unwritable is not None:
+        raise CliError(f"FILE: cannot write {args.output} ({unwritable.strerror or unwritable}); the recording "
+                       "ends where the write failed", EXIT_OUTPUT_UNUSABLE)
+    if received and args.duration is not None:  # cut short: the recording is shorter than asked for
+        print(f"stopped by signal {received[0]} before --duration {args.duration:g} s elapsed; wrote {args.output}",
+              flush=True)
+        return 128 + received[0]
     print(f"wrote {args.output}", flush=True)
     return EXIT_OK

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError, print_json
+from robofollow_ros.cli._common import MAX_SECONDS, CliError, number, output_file, print_json, writing
 
 
 def register(subparsers: Any) -> None:
@@ -18,7 +18,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the replay (with the results.json entry) as JSON")
     p.add_argument("--picture", type=Path, metavar="PNG",
                    help="also draw the three cameras and the scene from above (what the Foxglove layout shows)")
-    p.add_argument("--at", type=float, metavar="S", help="with --picture: seconds after the recording's start "
+    p.add_argument("--at", type=number(0, MAX_SECONDS, unit="seconds"), metavar="S",
+                   help="with --picture: seconds after the recording's start "
                    "(default: its end)")
     p.set_defaults(func=_replay)
 
@@ -26,13 +27,17 @@ def register(subparsers: Any) -> None:
 def _replay(args: argparse.Namespace) -> int:
     from robofollow_ros.monitoring.replay import RecordingError, comparable, read_recording, rescore
 
+    if args.at is not None and args.picture is None:
+        raise CliError(f"--at: needs --picture, got --at {args.at:g} alone")
+    if args.picture is not None:
+        if args.picture.suffix != ".png":
+            raise CliError(f"--picture: {args.picture} must end in .png")
+        output_file(args.picture, "--picture")
     try:
         rec = read_recording(args.file)
         result = rescore(rec)
     except RecordingError as exc:
         raise CliError(f"FILE: {exc}") from None
-    if args.at is not None and (args.picture is None or args.at < 0):
-        raise CliError(f"--at: needs --picture and a time >= 0, got {args.at}")
     if args.picture is not None:
         _picture(args, rec.trial or args.file.stem)
     matches = None
@@ -63,10 +68,9 @@ def _replay(args: argparse.Namespace) -> int:
 def _picture(args: argparse.Namespace, title: str) -> None:
     from robofollow_ros.monitoring.picture import read_moment, render
 
-    if args.picture.suffix != ".png":
-        raise CliError(f"--picture: {args.picture} must end in .png")
     try:
         moment = read_moment(args.file, args.at)
     except Exception as exc:  # a truncated file has no summary to seek in
         raise CliError(f"FILE: {args.file}: cannot draw it ({type(exc).__name__}: {exc})") from None
-    render(moment, args.picture, title=title)
+    with writing(args.picture, "--picture"):
+        render(moment, args.picture, title=title)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError, print_json
+from robofollow_ros.cli._common import SEED, CliError, integer, output_file, print_json, writing
 
 
 def register(subparsers: Any) -> None:
@@ -17,8 +17,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--compare-runs", nargs=2, metavar=("RUN_A", "RUN_B"), type=Path,
                    help="compare two runs of the same trials, paired by (task, seed): IS/ES differences with "
                         "paired-bootstrap 95%% intervals and an exact McNemar test on completion")
-    p.add_argument("--bootstrap", type=int, default=10_000, metavar="N", help="bootstrap resamples (default 10000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--bootstrap", type=integer(1, 1_000_000), default=10_000, metavar="N",
+                   help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--compare", nargs="+", default=[], metavar="MODEL",
                    help="published model ids or names from results.csv (e.g. PI05 PI0)")
     p.add_argument("--png", metavar="PATH", help="where to write the plot (default RUN_DIR/report.png; with "
@@ -42,6 +43,9 @@ def _report(args: argparse.Namespace) -> int:
     results_path = run_dir / "results.json"
     if not results_path.is_file():
         raise CliError(f"RUN_DIR: {run_dir} has no results.json")
+    png = Path(args.png) if args.png else run_dir / "report.png"
+    if not args.no_plot:
+        output_file(png, "--png")
     try:
         trials = json.loads(results_path.read_text(encoding="utf-8"))
         summary = summarize(trials)
@@ -52,9 +56,9 @@ def _report(args: argparse.Namespace) -> int:
         models = {m: published_table(m) for m in args.compare}
     except KeyError as exc:
         raise CliError(str(exc.args[0])) from None
-    png = Path(args.png) if args.png else run_dir / "report.png"
     if not args.no_plot:
-        plot_comparison(png, table, models, run_label=run_dir.name)
+        with writing(png, "--png"):
+            plot_comparison(png, table, models, run_label=run_dir.name)
     if args.json:
         print_json({"run": table, "models": models, "png": None if args.no_plot else str(png)})
         return 0
@@ -78,16 +82,17 @@ def _compare_runs(args: argparse.Namespace) -> int:
 
     run_a, run_b = args.compare_runs
     names = (str(run_a), str(run_b))
-    if args.bootstrap < 1:
-        raise CliError(f"--bootstrap: must be >= 1, got {args.bootstrap}")
+    png = Path(args.png) if args.png else Path(f"compare_{run_a.name}_vs_{run_b.name}.png")
+    if not args.no_plot:
+        output_file(png, "--png")
     try:
         cells = compare_runs(load_run_trials(run_a), load_run_trials(run_b), n_resamples=args.bootstrap,
                              seed=args.seed, names=names)
     except (ValueError, KeyError, TypeError) as exc:
         raise CliError(str(exc).splitlines()[0]) from None
-    png = Path(args.png) if args.png else Path(f"compare_{run_a.name}_vs_{run_b.name}.png")
     if not args.no_plot:
-        plot_comparison(png, cells, names)
+        with writing(png, "--png"):
+            plot_comparison(png, cells, names)
     if args.json:
         print_json({**comparison_json(cells, names), "png": None if args.no_plot else str(png)})
         return 0

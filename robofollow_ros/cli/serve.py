@@ -20,7 +20,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import PORT, CliError, integer, number, seconds
 from robofollow_ros.exit_status import EXIT_PORT_IN_USE
 
 PROTOCOLS = ("robofollow", "openpi")
@@ -36,19 +36,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--kwargs", default="{}", metavar="JSON", help="keyword arguments for the policy factory")
     p.add_argument("--protocol", choices=PROTOCOLS, default="robofollow")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    p.add_argument("--port", type=int, default=8999, help="port to bind; 0 picks a free one (default 8999)")
-    p.add_argument("--policy-timeout", type=float, default=300.0, metavar="S",
+    p.add_argument("--port", type=PORT, default=8999, help="port to bind; 0 picks a free one (default 8999)")
+    p.add_argument("--policy-timeout", type=seconds(), default=300.0, metavar="S",
                    help="seconds a policy call may take before the caller gets an error (default 300)")
-    p.add_argument("--max-connections", type=int, default=64, metavar="N",
+    p.add_argument("--max-connections", type=integer(1, 10_000), default=64, metavar="N",
                    help="connections served at once; the next one is refused with a message (default 64)")
-    p.add_argument("--idle-timeout", type=float, default=1800.0, metavar="S",
+    p.add_argument("--idle-timeout", type=seconds(), default=1800.0, metavar="S",
                    help="seconds a connection may wait between requests before it is closed (default 1800)")
-    p.add_argument("--frame-timeout", type=float, default=60.0, metavar="S",
+    p.add_argument("--frame-timeout", type=seconds(), default=60.0, metavar="S",
                    help="seconds a request may take to arrive once it started (a deadline; default 60)")
-    p.add_argument("--batch-size", type=int, default=1, metavar="N",
+    p.add_argument("--batch-size", type=integer(1, 1024), default=1, metavar="N",
                    help="batch up to N concurrent predicts into one predict_batch call; needs a shareable "
                         "policy with predict_batch (default 1: no batching)")
-    p.add_argument("--batch-wait-ms", type=float, default=5.0, metavar="MS",
+    p.add_argument("--batch-wait-ms", type=number(0, 10_000, unit="ms"), default=5.0, metavar="MS",
                    help="longest a request waits for others to join its batch (default 5)")
     p.add_argument("--debug", action="store_true", help="include full server tracebacks in error replies")
     p.set_defaults(func=_serve)
@@ -62,19 +62,6 @@ def _parse_kwargs(text: str) -> dict[str, Any]:
     if not isinstance(kwargs, dict):
         raise CliError(f"--kwargs: {text!r} must be a JSON object")
     return kwargs
-
-
-def _check_limits(args: argparse.Namespace) -> None:
-    if not 0 <= args.port <= 65535:
-        raise CliError(f"--port: {args.port} is outside 0..65535")
-    for flag, value in (("--policy-timeout", args.policy_timeout), ("--idle-timeout", args.idle_timeout),
-                        ("--frame-timeout", args.frame_timeout)):
-        if not value > 0:
-            raise CliError(f"{flag}: {value} must be positive")
-    if args.max_connections < 1:
-        raise CliError(f"--max-connections: {args.max_connections} must be at least 1")
-    if args.batch_size < 1:
-        raise CliError(f"--batch-size: {args.batch_size} must be at least 1")
 
 
 def _sessions(args: argparse.Namespace, kwargs: dict[str, Any]) -> tuple[Any, Any]:
@@ -115,7 +102,6 @@ def _sessions(args: argparse.Namespace, kwargs: dict[str, Any]) -> tuple[Any, An
 
 
 def _serve(args: argparse.Namespace) -> int:
-    _check_limits(args)
     kwargs = _parse_kwargs(args.kwargs)
     sessions, shared = _sessions(args, kwargs)
     limits = {"debug": args.debug, "idle_timeout_s": args.idle_timeout, "frame_timeout_s": args.frame_timeout,

@@ -6,7 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError, print_json
+from robofollow_ros.cli._common import MAX_PIXELS, SEED, CliError, integer, output_file, print_json, writing
+
+#: A camera picture's width or height.
+pixels = integer(1, MAX_PIXELS, unit="pixels")
 
 
 def register(subparsers: Any) -> None:
@@ -15,18 +18,18 @@ def register(subparsers: Any) -> None:
 
     snap = sub.add_parser("snapshot", help="write the three camera PNGs and a labelled top-down layout picture")
     snap.add_argument("--task", required=True, metavar="ID", help="evaluation or training task id")
-    snap.add_argument("--round", type=int, default=1, metavar="R", help="evaluation round 1..10 (default 1)")
-    snap.add_argument("--seed", type=int, help="trial seed (overrides --round; required for training tasks)")
+    snap.add_argument("--round", type=integer(1, 10), default=1, metavar="R", help="evaluation round 1..10 (default 1)")
+    snap.add_argument("--seed", type=SEED, help="trial seed (overrides --round; required for training tasks)")
     snap.add_argument("--out", required=True, type=Path, metavar="DIR")
-    snap.add_argument("--width", type=int, default=320)
-    snap.add_argument("--height", type=int, default=240)
+    snap.add_argument("--width", type=pixels, default=320)
+    snap.add_argument("--height", type=pixels, default=240)
     snap.add_argument("--rig", type=Path, help="rig YAML (default config/robot/rig.yaml)")
     snap.set_defaults(func=_snapshot)
 
     calib = sub.add_parser("calibration", help="write camera_info YAMLs and extrinsics of the simulated cameras")
     calib.add_argument("--out", required=True, type=Path, metavar="DIR")
-    calib.add_argument("--width", type=int, default=320)
-    calib.add_argument("--height", type=int, default=240)
+    calib.add_argument("--width", type=pixels, default=320)
+    calib.add_argument("--height", type=pixels, default=240)
     calib.add_argument("--rig", type=Path, help="rig YAML (default config/robot/rig.yaml)")
     calib.set_defaults(func=_calibration)
 
@@ -41,14 +44,7 @@ def _load_rig(path: Path | None) -> Any:
     try:
         return load_rig_config(path)
     except RigConfigError as exc:
-        raise CliError(str(exc)) from None
-
-
-def _check_size(width: int, height: int) -> None:
-    if width <= 0 or width > 4096:
-        raise CliError(f"--width: expected 1..4096 pixels, got {width}")
-    if height <= 0 or height > 4096:
-        raise CliError(f"--height: expected 1..4096 pixels, got {height}")
+        raise CliError(f"--rig: {exc}" if path is not None else str(exc)) from None
 
 
 def _snapshot(args: argparse.Namespace) -> int:
@@ -67,7 +63,6 @@ def _snapshot(args: argparse.Namespace) -> int:
         seed = task.seed(args.round)
     else:
         raise CliError(f"--seed: training task {args.task!r} has no evaluation seeds; pass --seed")
-    _check_size(args.width, args.height)
     if args.out.exists() and not args.out.is_dir():
         raise CliError(f"--out: {str(args.out)!r} exists and is not a directory")
     rig = _load_rig(args.rig)
@@ -80,27 +75,30 @@ def _snapshot(args: argparse.Namespace) -> int:
 
     world = SimWorld(render=True, cameras=CameraSettings(args.width, args.height), rig=rig)
     world.reset(task, seed)
-    args.out.mkdir(parents=True, exist_ok=True)
     files = snapshot_files(args.out)
-    for camera, images in world.render_images().items():
-        write_png(files[camera], images["rgb"])
     frame = world.scorer_frame()
     assert world.layout is not None
-    plot_layout(files["layout"], world.layout, frame["objects"],
-                {n: yaw_of(q) for n, q in frame["object_quats"].items()},
-                {"left": frame["ee_left"], "right": frame["ee_right"]},
-                f"{task.scene} / {world.layout.key} / {task.task_id} / seed {seed}")
+    with writing(args.out, "--out"):
+        args.out.mkdir(parents=True, exist_ok=True)
+        for camera, images in world.render_images().items():
+            write_png(files[camera], images["rgb"])
+        plot_layout(files["layout"], world.layout, frame["objects"],
+                    {n: yaw_of(q) for n, q in frame["object_quats"].items()},
+                    {"left": frame["ee_left"], "right": frame["ee_right"]},
+                    f"{task.scene} / {world.layout.key} / {task.task_id} / seed {seed}")
     print_json({"task": task.task_id, "scene": task.scene, "layout": world.layout.key, "seed": seed,
                 "files": {k: str(v) for k, v in files.items()}})
     return 0
 
 
 def _calibration(args: argparse.Namespace) -> int:
-    _check_size(args.width, args.height)
+    if args.out.exists() and not args.out.is_dir():
+        raise CliError(f"--out: {str(args.out)!r} exists and is not a directory")
     rig = _load_rig(args.rig)
     from robofollow_ros.robot.calibration import write_rig_calibration
 
-    written = write_rig_calibration(args.out, rig, args.width, args.height)
+    with writing(args.out, "--out"):
+        written = write_rig_calibration(args.out, rig, args.width, args.height)
     print_json({"files": [str(p) for p in written]})
     return 0
 
@@ -108,5 +106,8 @@ def _calibration(args: argparse.Namespace) -> int:
 def _urdf(args: argparse.Namespace) -> int:
     from robofollow_ros.robot.rig_urdf import write_rig_urdf
 
-    print_json({"urdf": str(write_rig_urdf(args.out))})
+    output_file(args.out, "--out", make_folder=True)
+    with writing(args.out, "--out"):
+        written = write_rig_urdf(args.out)
+    print_json({"urdf": str(written)})
     return 0

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import CliError
+from robofollow_ros.cli._common import SEED, CliError, image_size, integer, number
 from robofollow_ros.exit_status import EXIT_OUTPUT_UNUSABLE
 
 
@@ -20,25 +20,27 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--dataset", required=True, type=Path, help="a LeRobot v3.0 dataset (robofollow collect)")
     p.add_argument("--output", required=True, type=Path, help="checkpoint file to write")
-    p.add_argument("--steps", type=int, default=20_000, help="optimizer steps in total (default 20000)")
-    p.add_argument("--batch", type=int, default=64, help="batch size (default 64)")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default 1e-3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of weights, batches and augmentation (default 0)")
-    p.add_argument("--checkpoint-every", type=int, default=1000, help="steps between checkpoints (default 1000)")
-    p.add_argument("--chunk", type=int, default=50, help="future actions predicted per call (default 50)")
-    p.add_argument("--image-size", default="64x48", help="network input per camera, WIDTHxHEIGHT (default 64x48)")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    p.add_argument("--steps", type=integer(1, 10_000_000), default=20_000,
+                   help="optimizer steps in total (default 20000)")
+    p.add_argument("--batch", type=integer(1, 4096), default=64, help="batch size (default 64)")
+    p.add_argument("--lr", type=number(0, 10, low_open=True), default=1e-3, help="peak learning rate (default 1e-3)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of weights, batches and augmentation (default 0)")
+    p.add_argument("--checkpoint-every", type=integer(1, 10_000_000), default=1000,
+                   help="steps between checkpoints (default 1000)")
+    p.add_argument("--chunk", type=integer(1, 1000), default=50, help="future actions predicted per call (default 50)")
+    p.add_argument("--image-size", type=image_size, default="64x48",
+                   help="network input per camera, WIDTHxHEIGHT (default 64x48)")
+    p.add_argument("--threads", type=integer(1, 256), default=2, help="torch CPU threads (default 2)")
     p.add_argument("--resume", action="store_true", help="continue the training saved in --output")
     p.set_defaults(func=_train)
 
 
 def _train(args: argparse.Namespace) -> int:
-    from robofollow_ros.cli.collect import parse_size
     from robofollow_ros.datasets.reader import DatasetError
     from robofollow_ros.learning.train import TrainConfig, train
     from robofollow_ros.policy.learned.checkpoint import CheckpointError
 
-    width, height = parse_size(args.image_size)
+    width, height = args.image_size
     try:
         config = TrainConfig(dataset=args.dataset, output=args.output, steps=args.steps, batch=args.batch, lr=args.lr,
                              seed=args.seed, checkpoint_every=args.checkpoint_every, image_width=width,

@@ -34,6 +34,7 @@ from robofollow_ros.evaluation.worker_errors import (
     oom_kills,
     start_failure,
 )
+from robofollow_ros.rundir.errors import is_unusable
 
 
 def _die_with_parent() -> None:
@@ -65,6 +66,12 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
                 return
             try:
                 outcome = worker.run(key)
+            except OSError as exc:
+                if is_unusable(exc):  # the run's output (a --record MCAP) cannot take writes: not a bug
+                    conn.send(("unusable", key, exc.errno, exc.strerror, exc.filename))
+                else:
+                    conn.send(("error", key, traceback.format_exc()))
+                return
             except Exception:  # a simulator or scorer error: a bug, the run stops with its traceback
                 conn.send(("error", key, traceback.format_exc()))
                 return
@@ -146,6 +153,9 @@ class LocalPool:
             elif kind == "error":
                 self.close()
                 raise RuntimeError(f"worker failed on trial {message[1].trial_id}:\n{message[2]}")
+            elif kind == "unusable":  # the driver reports it as the run directory's (exit 5); the trial is lost
+                self.close()
+                raise OSError(message[2], message[3], message[4])
         if slot.proc.is_alive():
             return
         slot.proc.join(5)

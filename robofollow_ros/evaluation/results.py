@@ -17,12 +17,14 @@ The directory itself (lock, atomic files, unusable output, the resume check) is 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import platform
+import sqlite3
 import traceback
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
@@ -163,13 +165,20 @@ class RunWriter:
     def _continue(self, directory: RunDirectory, arguments: Mapping[str, Any]) -> None:
         self.directory, self.run_dir = directory, directory.path
         try:
-            self.run = run = directory.read_json(RUN_FILE)
-            self.run_id = run["run_id"]
+            self.run = run = directory.read_json(RUN_FILE)  # a JSON object: the identity check read it
+            self.run_id = run.get("run_id")
+            if not isinstance(self.run_id, str) or not self.run_id:
+                raise RunDirError(f"--output: {directory.path / RUN_FILE} has no run_id (got {self.run_id!r}); it "
+                                  "is not a run this evaluator wrote, so it cannot be continued")
             self._positions = plan_positions(run)
             with directory.errors():
-                self.store = directory.store()
-            self.results = sorted(self.store.trials(run_ids=[self.run_id]), key=self._position)
-            self._keys = {(e["task"], int(e["round"])) for e in self.results}
+                self.store = directory.store(run_id=self.run_id, run_record=RUN_FILE)
+            try:
+                self.results = sorted(self.store.trials(run_ids=[self.run_id]), key=self._position)
+                self._keys = {(e["task"], int(e["round"])) for e in self.results}
+            except (ValueError, KeyError, TypeError) as exc:
+                raise RunDirError(f"--output: {self.store.path} holds a trial of run {self.run_id} that cannot be "
+                                  f"read ({type(exc).__name__}: {exc}); the run cannot be continued") from None
             run.update(status="running", completed_trials=len(self.results))
             run.setdefault("resumed_utc", []).append(utc_now())
             run["resume_arguments"] = dict(arguments)
@@ -216,6 +225,17 @@ class RunWriter:
         with self.directory.errors(len(self.results)):
             self.directory.write_json(RESULTS_FILE, self.results)
         return entry
+
+    @contextlib.contextmanager
+    def output_errors(self) -> Iterator[None]:
+        """Around work that writes into the run directory besides this writer (the workers' ``--record`` MCAP
+        files): an output that cannot take writes (full, read-only) is :class:`OutputUnusableError` in one
+        line, saying how many trials are kept; any other error passes unchanged."""
+        try:
+            yield
+        except (OSError, sqlite3.Error):
+            with self.directory.errors(len(self.results)):
+                raise
 
     def add_recording(self, trial_id: str, data: bytes) -> None:
         """Keep a trial's MCAP recording (``--record`` on Ray, where it travelled back) in ``mcap/``."""

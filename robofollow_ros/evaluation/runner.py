@@ -177,18 +177,21 @@ def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutco
         progress = Progress(len(keys), stream=stream, already_done=len(keys) - len(todo))
         backend = make_backend(config)
         try:
-            for outcome in backend.results(todo):
-                key, result = outcome.key, outcome.result
-                if writer.recorded(key.task_id, key.round):
-                    continue  # delivered twice: a run holds each trial once
-                if outcome.recording is not None:
-                    writer.add_recording(key.trial_id, outcome.recording)
-                writer.record_trial(result, task=registry.eval_task(key.task_id), round_index=key.round, seed=key.seed)
-                if "policy_error" in result:
-                    failed.append((key.trial_id, str(result["policy_error"]).splitlines()[0]))
-                progress.advance(failed="policy_error" in result,
-                                 note=f"{key.task_id[:48]} IS {result['intent_score']:.2f} "
-                                      f"ES {result['exec_score']:.2f}")
+            # --record: the workers write MCAP files into the run directory; a full disk there is exit 5 too
+            with writer.output_errors():
+                for outcome in backend.results(todo):
+                    key, result = outcome.key, outcome.result
+                    if writer.recorded(key.task_id, key.round):
+                        continue  # delivered twice: a run holds each trial once
+                    if outcome.recording is not None:
+                        writer.add_recording(key.trial_id, outcome.recording)
+                    writer.record_trial(result, task=registry.eval_task(key.task_id), round_index=key.round,
+                                        seed=key.seed)
+                    if "policy_error" in result:
+                        failed.append((key.trial_id, str(result["policy_error"]).splitlines()[0]))
+                    progress.advance(failed="policy_error" in result,
+                                     note=f"{key.task_id[:48]} IS {result['intent_score']:.2f} "
+                                          f"ES {result['exec_score']:.2f}")
         finally:
             backend.close()
     return RunOutcome(Path(config.output), len(todo), len(keys) - len(todo), failed, writer.summary(),

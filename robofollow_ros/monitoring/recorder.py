@@ -104,6 +104,14 @@ class TrialObserver:
         self.log.trial(trial_state(self.trial_id, task, seed, "running", self.round_index), time_ns=now)
         self.channels.send(topics.INSTRUCTION, rosmsg.string(task.instruction), now)
         self.channels.log_line("info", f"trial {self.trial_id} started: {task.instruction}", time_ns=now)
+        self._check()
+
+    def _check(self) -> None:
+        """A write of this trial's recording failed (a full disk ...): stop the trial now with that ``OSError``,
+        rather than run it to its end for a recording that cannot be finished."""
+        recording = self.channels.recording
+        if recording is not None:
+            recording.check()
 
     def on_frame(self, index: int, frame: Mapping[str, Any], live: Mapping[str, Any]) -> None:
         task = self._require_task()
@@ -121,6 +129,7 @@ class TrialObserver:
         poses = {n: (xyz, frame.get("object_quats", {}).get(n, (1.0, 0.0, 0.0, 0.0)))
                  for n, xyz in frame.get("objects", {}).items()}
         self.channels.send(topics.OBJECTS, object_markers(poses, now), now)
+        self._check()
 
     def on_command(self, row: Any) -> None:
         """The 14-value row about to be executed (``/robofollow/joint_command``)."""

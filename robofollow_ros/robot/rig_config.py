@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from robofollow_ros.contract import ARMS, CAMERA_NAMES
 from robofollow_ros.paths import share_path
+from robofollow_ros.yamlio import read_yaml_mapping
 
 DEFAULT_RIG_CONFIG = share_path("config", "robot", "rig.yaml")
 
@@ -59,13 +59,17 @@ def _require(data: dict[str, Any], key: str, source: Path) -> Any:
     return data[key]
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and bool(np.isfinite(value))
+
+
 def _positive(value: Any, field: str, source: Path) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise RigConfigError(f"{source}: field {field!r} must be a number, got {value!r}") from None
-    if not number > 0:
-        raise RigConfigError(f"{source}: field {field!r} must be > 0, got {value!r}")
+    if not (np.isfinite(number) and number > 0):
+        raise RigConfigError(f"{source}: field {field!r} must be a finite number > 0, got {value!r}")
     return number
 
 
@@ -89,15 +93,13 @@ def load_rig_config(path: Path | str | None = None) -> RigConfig:
     source = Path(path) if path is not None else DEFAULT_RIG_CONFIG
     if not source.is_file():
         raise RigConfigError(f"rig config: no such file {str(source)!r}")
-    data = yaml.safe_load(source.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise RigConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    data = read_yaml_mapping(source, "rig config", RigConfigError)
     urdf = (source.parent / str(_require(data, "urdf", source))).resolve()
     if not urdf.is_file():
         raise RigConfigError(f"{source}: field 'urdf' names a missing file {str(urdf)!r}")
     home: dict[str, tuple[float, ...]] = {}
     for arm, values in _per_arm(data, "home", source).items():
-        if not isinstance(values, list) or len(values) != 6:
+        if not isinstance(values, list) or len(values) != 6 or not all(_is_number(v) for v in values):
             raise RigConfigError(f"{source}: field 'home.{arm}' must list 6 joint angles, got {values!r}")
         home[arm] = tuple(float(v) for v in values)
     cameras = _require(data, "camera_links", source)

@@ -10,7 +10,9 @@ them get the same guarantees from one implementation:
 * files are replaced atomically (``atomic``), and "cannot write" errors of the OS or SQLite become
   one :class:`OutputUnusableError` line inside :meth:`RunDirectory.errors`, so a full disk loses
   nothing recorded and ``--resume`` continues once there is room;
-* resuming checks the identity the directory recorded (``identity``) and refuses another run's.
+* resuming checks the identity the directory recorded (``identity``) and refuses another run's; an existing
+  store is looked at, read only, before it is opened, and one that is damaged, not a RoboFollow store, or
+  another run's (:meth:`RunDirectory.store`'s ``run_id``) is refused naming it (exit 2), changing nothing.
 
 What each command writes, and what resuming means for it beyond the identity check (eval rebuilds
 ``results.json`` from SQLite, collect skips staged episodes, owda skips answered instances), stays
@@ -20,16 +22,17 @@ with the command.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from robofollow_ros.rundir.atomic import json_bytes, read_json, sweep_temporaries, write_bytes_atomic
-from robofollow_ros.rundir.errors import RESUME_WITH_FLAG, NotEmptyError, RunDirError, output_errors
+from robofollow_ros.rundir.errors import RESUME_WITH_FLAG, NotEmptyError, RunDirError, is_unusable, output_errors
 from robofollow_ros.rundir.identity import Identity
 from robofollow_ros.rundir.layout import STORE_FILE, meaningful_entries
 from robofollow_ros.rundir.lock import RunDirLock
-from robofollow_ros.rundir.store import RunStore
+from robofollow_ros.rundir.store import RunStore, stored_runs
 
 
 class RunDirectory:
@@ -83,7 +86,10 @@ class RunDirectory:
     @classmethod
     def _locked(cls, path: Path, resume_hint: str = RESUME_WITH_FLAG) -> RunDirectory:
         with output_errors(path, resume_hint=resume_hint):
-            path.mkdir(parents=True, exist_ok=True)
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except (NotADirectoryError, FileExistsError):  # a file where one of its folders should be
+                raise RunDirError(f"run_dir: {path} cannot be a directory: a part of that path is a file") from None
             lock = RunDirLock(path).acquire()
         directory = cls(path, lock, resume_hint)
         with directory._closed_on_error(), directory.errors():
@@ -110,9 +116,29 @@ class RunDirectory:
     def read_json(self, name: str) -> Any:
         return read_json(self.path / name)
 
-    def store(self, path: str | Path | None = None) -> RunStore:
-        """The SQLite store (``results.sqlite`` here, or a shared file elsewhere), closed with the directory."""
-        store = RunStore(path or self.path / STORE_FILE)
+    def store(self, path: str | Path | None = None, *, run_id: str | None = None,
+              run_record: str = "run.json") -> RunStore:
+        """The SQLite store (``results.sqlite`` here, or a shared file elsewhere), closed with the directory.
+
+        An existing store is looked at first, read only, and refused with :class:`RunDirError` (nothing is
+        changed) when it is damaged or not a store this package wrote, or -- given ``run_id``, the run that
+        ``run_record`` here says this is -- when it holds other runs but not this one: resuming into it would
+        mix two runs' trials in one store. Inside :meth:`errors` a store that cannot be opened is exit 5."""
+        target = Path(path or self.path / STORE_FILE)
+        if target.is_file():
+            try:
+                held = stored_runs(target)
+            except sqlite3.DatabaseError as exc:
+                if is_unusable(exc):
+                    raise
+                raise RunDirError(f"--output: {target} is damaged or not a RoboFollow results store ({exc}); the run "
+                                  "cannot be continued from it: keep it aside and choose another --output") from None
+            if run_id is not None and held and run_id not in held:
+                record = self.path / run_record
+                raise RunDirError(f"--output: {target} holds run {', '.join(sorted(held))}, but {record} is run "
+                                  f"{run_id}: they are not one run, and resuming would mix their trials; "
+                                  "put the run's own store back or choose another --output")
+        store = RunStore(target)
         self._stores.append(store)
         return store
 

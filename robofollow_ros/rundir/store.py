@@ -188,6 +188,21 @@ class _Tx:
         self.conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
 
 
+def stored_runs(path: Path) -> set[str]:
+    """The run ids an existing store holds (its runs and its trials); it is only read, never created.
+
+    Raises ``sqlite3.DatabaseError`` for a file that is not a store this package wrote: not SQLite, damaged
+    (``PRAGMA quick_check`` fails), or another program's database without our tables. (Opened read-write
+    but only read: a read-only connection to a WAL database leaves its ``-shm`` file behind.)"""
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=rw", uri=True)) as conn:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError(f"database disk image is malformed: {problems[0]}")
+        rows = conn.execute("SELECT run_id FROM runs UNION SELECT run_id FROM trials").fetchall()
+        conn.execute("SELECT trial_index, task, round, result_json FROM trials LIMIT 0")
+    return {str(row[0]) for row in rows}
+
+
 def stored_trials(path: Path) -> int:
     """Trials in a store file, 0 when it is absent or has no trials table yet (read only, never creates it)."""
     if not path.is_file():
