@@ -108,5 +108,6 @@ def test_a_bad_policy_timeout_is_one_line_naming_the_flag(tmp_path, value):
                            str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
     assert done.returncode == EXIT_BAD_INPUT, done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"robofollow bringup: error: --policy-timeout: must be a positive number of seconds, got {float(value):g}"]
+        "robofollow bringup: error: argument --policy-timeout: must be a number > 0 and <= 604800 seconds, "
+        f"got {value!r} (see robofollow bringup --help)"]
     assert not (tmp_path / "run").exists()
