@@ -19,7 +19,7 @@ import yaml
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 
-from robofollow_ros.contract import CAMERA_OPTICAL_FRAMES, JOINT_NAMES
+from robofollow_ros.contract import CAMERA_OPTICAL_FRAMES, JOINT_NAMES, TRIAL_ID_KEY
 from robofollow_ros.monitoring import topics
 from robofollow_ros.monitoring.channels import MonitorSettings, TrialChannels
 from robofollow_ros.monitoring.recorder import TrialRecorder
@@ -216,8 +216,10 @@ def test_scene_score_and_states_are_what_the_panels_read(recording: Any, registr
     assert status[4].message == "incomplete"
     scores = [json.loads(m.data) for m in by_topic[topics.SCORE]]
     assert scores[-1]["final"] is True and [s["frame"] for s in scores[:-1]] == list(range(len(frames)))
-    phases = [json.loads(m.data)["phase"] for m in by_topic[topics.TRIAL]]
-    assert phases == ["running", "done"]
+    states = [json.loads(m.data) for m in by_topic[topics.TRIAL]]
+    assert [s["phase"] for s in states] == ["running", "done"]
+    assert [s[TRIAL_ID_KEY] for s in states] == ["t", "t"]  # named as the trial manager names a trial
+    assert status[0].hardware_id == "t"
     assert any("started" in m.msg for m in by_topic[topics.ROSOUT])
 
 

@@ -8,8 +8,8 @@ one recorded by ``robofollow``. Topics (standard interfaces only, DESIGN.md "ROS
   commands) → the next frame's state, RoboFollow's own convention for training pairs
 - ``/cameras/<camera>/image_raw/compressed`` (sensor_msgs/CompressedImage) or
   ``/cameras/<camera>/image_raw`` (sensor_msgs/Image, rgb8/bgr8)
-- ``/robofollow/trial`` (std_msgs/String, JSON with ``id``, ``phase``, ``instruction``): one
-  episode per trial, its ``running`` phase; without it, the whole bag is one episode
+- ``/robofollow/trial`` (std_msgs/String, JSON with ``id`` (``contract.TRIAL_ID_KEY``), ``phase``,
+  ``instruction``): one episode per trial, its ``running`` phase; without it, the whole bag is one episode
 - ``/robofollow/instruction`` (std_msgs/String): the task when trials do not name one
 
 Frames are resampled at ``fps`` on the time the data refer to: each message's header stamp (the
@@ -41,9 +41,10 @@ from robofollow_ros.contract import (
     TOPIC_INSTRUCTION,
     TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
+    TOPIC_TRIAL,
+    TRIAL_ID_KEY,
 )
 
-TOPIC_TRIAL = "/robofollow/trial"
 RUNNING = "running"
 
 
@@ -175,16 +176,16 @@ def spans(streams: dict[str, Stream], task: str | None, path: Path) -> list[tupl
         ends: dict[Any, dict[str, Any]] = {}  # the trial manager's end stamp comes with the scoring phase
         for value in trial.values:
             if isinstance(value.get("end_stamp_ns"), int):
-                ends.setdefault(value.get("id"), value)
+                ends.setdefault(value.get(TRIAL_ID_KEY), value)
         current: dict[str, Any] | None = None
         for t, value in zip(trial.received, trial.values, strict=True):
-            if current is not None and (value.get("id") != current["id"] or value.get("phase") != RUNNING):
+            if current is not None and (value.get(TRIAL_ID_KEY) != current["id"] or value.get("phase") != RUNNING):
                 end = stamp(ends.get(current["id"], {}), "end_stamp_ns", t)
                 out.append((current["t"], end, current["instruction"], str(current["id"])))
                 current = None
             if value.get("phase") == RUNNING and current is None:
                 words = value.get("instruction") or (instruction.at(t) if instruction else None) or task
-                current = {"t": stamp(value, "start_stamp_ns", t), "id": value.get("id"), "instruction": words}
+                current = {"t": stamp(value, "start_stamp_ns", t), "id": value.get(TRIAL_ID_KEY), "instruction": words}
         if current is not None:
             out.append((current["t"], state.times[-1], current["instruction"], str(current["id"])))
     else:
@@ -217,5 +218,6 @@ def episodes_from_bag(path: Path, fps: int, task: str | None = None) -> Iterator
         if len(set(sizes.values())) != 1:
             raise BagError(f"{path}: cameras differ in size {sizes}; a dataset has one size per feature")
         yield BagEpisode(words, state[:-1], action, images,
-                         {"source": "ros2-bag", "bag": str(path), "episode": label, "start_ns": first,
+                         {"source": "ros2-bag", "bag": str(path), "episode": label,
+                          "trial": label if "trial" in streams else None, "start_ns": first,
                           "frames": len(times) - 1, "action_from": "command" if command is not None else "next state"})

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.benchmark import EvalTask, Registry, default_registry
-from robofollow_ros.contract import CAMERA_NAMES, CAMERA_OBS_KEYS
+from robofollow_ros.contract import CAMERA_NAMES, CAMERA_OBS_KEYS, TRIAL_ID_KEY
 from robofollow_ros.monitoring import rosmsg, topics
 from robofollow_ros.monitoring.channels import MonitorSettings, TrialChannels
 from robofollow_ros.monitoring.robot import RobotModel
@@ -35,8 +35,9 @@ from robofollow_ros.monitoring.trial_log import TrialLog
 
 def trial_state(trial_id: str, task: EvalTask, seed: int | None, phase: str,
                 round_index: int | None = None) -> dict[str, Any]:
-    """The trial-state JSON of ``/robofollow/trial`` (docs/foxglove.md)."""
-    return {"trial": trial_id, "scene": task.scene, "level": task.level, "task": task.task_id,
+    """The trial-state JSON of ``/robofollow/trial`` (docs/foxglove.md), the trial named as the trial manager
+    names it (``contract.TRIAL_ID_KEY``)."""
+    return {TRIAL_ID_KEY: trial_id, "scene": task.scene, "level": task.level, "task": task.task_id,
             "instruction": task.instruction, "round": round_index, "seed": seed, "phase": phase}
 
 

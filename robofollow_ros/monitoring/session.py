@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.benchmark import Registry, UnknownTaskError, default_registry
+from robofollow_ros.contract import TRIAL_ID_KEY
 from robofollow_ros.monitoring.channels import TrialChannels
 from robofollow_ros.monitoring.scene import SceneBuilder
 from robofollow_ros.monitoring.trial_log import TrialLog
@@ -66,7 +67,7 @@ class LiveSession:
 
     # -- trial state -------------------------------------------------------------------------------
     def on_trial(self, state: Mapping[str, Any]) -> None:
-        trial_id = state.get("id") or state.get("trial")
+        trial_id = state.get(TRIAL_ID_KEY)
         if trial_id is not None and str(trial_id) != self.trial_id:
             if self._held or self._awaiting_tail():
                 self._hold("trial", state)
@@ -74,9 +75,7 @@ class LiveSession:
             self._begin(str(trial_id), state)
         if isinstance(state.get("end_stamp_ns"), int):
             self._end_stamp = int(state["end_stamp_ns"])
-        out = dict(state)
-        out.setdefault("trial", trial_id)
-        self.log.trial(out)
+        self.log.trial(state)
         phase = state.get("phase")
         if phase is not None:
             self.channels.log_line("info", f"trial {trial_id}: phase {phase}")
