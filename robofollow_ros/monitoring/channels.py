@@ -163,10 +163,15 @@ class TrialChannels:
             recording.count(topic, now)
 
     def close_recording(self) -> Path | None:
-        recording, self.recording = self.recording, None
+        """Finish the open recording; only then does ``recording`` read None (a reader waiting for that
+        finds the file complete)."""
+        recording = self.recording
         if recording is None:
             return None
-        recording.close()
+        try:
+            recording.close()
+        finally:
+            self.recording = None
         return recording.path
 
     def latched(self, topic: str | None = None) -> list[tuple[str, str, bytes]]:
