@@ -142,12 +142,12 @@ class TrialChannels:
         self._camera_due_ns.clear()
         self._camera_last_ns.clear()
 
-    def open_recording(self, path: Path) -> BagRecording:
+    def open_recording(self, path: Path, custom_data: Mapping[str, str] | None = None) -> BagRecording:
         """Start a new trial recording; it gets the latched messages (robot model, static TF) first, and its
-        cameras start with it."""
+        cameras start with it. ``custom_data`` goes into the bag's metadata (``monitoring.rates``)."""
         self.close_recording()
         self.restart_schedules()
-        recording = BagRecording.open(path, self.record.context)
+        recording = BagRecording.open(path, self.record.context, custom_data)
         for topic, type_name in self.record.types.items():
             recording.declare(topic, type_name, self.record.qos[topic])
         self.recording = recording
