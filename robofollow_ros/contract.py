@@ -48,6 +48,9 @@ TOPIC_INSTRUCTION: Final = "/robofollow/instruction"
 TOPIC_OBJECTS: Final = "/robofollow/objects"
 TOPIC_SCORE: Final = "/robofollow/score"
 TOPIC_TRIAL: Final = "/robofollow/trial"
+#: The field of the ``/robofollow/trial`` JSON that names the trial: the trial manager and the headless
+#: recorder write it, every reader of a trial state (recorders, replay, ``export-lerobot``) reads it.
+TRIAL_ID_KEY: Final = "id"
 #: Every frame the stage monitor scored (JSON ``{"trial", "task", "index", "frame"}``): replay re-scores these.
 TOPIC_FRAME: Final = "/robofollow/frame"
 #: The rig's URDF as a latched ``std_msgs/String`` (robot_state_publisher's topic), for RViz and Foxglove.

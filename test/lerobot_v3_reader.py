@@ -4,7 +4,9 @@ It imports nothing from robofollow_ros: it follows LeRobot's documented layout a
 loading logic (lerobot.datasets: meta/info.json, tasks read with pandas as an index called "task",
 episode rows giving index ranges and per-camera video time ranges, a frame of episode e at
 ``from_timestamp + timestamp`` within 1e-4 s) and prints a JSON report of what it found and every
-inconsistency. Usage: ``python lerobot_v3_reader.py DATASET_ROOT``.
+inconsistency. Usage: ``python lerobot_v3_reader.py DATASET_ROOT [ARRAYS.npz]``; with ARRAYS.npz it also saves
+what it read frame by frame: the state, action and episode_index columns and, per video key, every episode's
+decoded frames in row order (every 4th pixel), for tests that check the content.
 """
 
 import json
@@ -25,8 +27,9 @@ DEFAULTS = {"timestamp": "float32", "frame_index": "int64", "episode_index": "in
 STAT_NAMES = {"min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99"}
 
 
-def main(root: Path) -> dict:
+def main(root: Path, arrays: Path | None = None) -> dict:
     errors = []
+    pictures: dict[str, list[np.ndarray]] = {}
     info = json.loads((root / "meta/info.json").read_text())
     errors += [f"info.json: missing {k}" for k in INFO_KEYS if k not in info]
     if info.get("codebase_version") != "v3.0":
@@ -86,18 +89,22 @@ def main(root: Path) -> dict:
             if path not in decoded:
                 with av.open(str(path)) as container:
                     stream = container.streams.video[0]
-                    decoded[path] = [(float(f.pts * f.time_base), f.to_ndarray(format="rgb24").shape)
+                    decoded[path] = [(float(f.pts * f.time_base), f.to_ndarray(format="rgb24"))
                                      for f in container.decode(stream)]
             start, stop = float(ep[f"videos/{key}/from_timestamp"]), float(ep[f"videos/{key}/to_timestamp"])
-            inside = [(t, s) for t, s in decoded[path] if start - TOLERANCE_S <= t < stop - TOLERANCE_S]
+            inside = [(t, f) for t, f in decoded[path] if start - TOLERANCE_S <= t < stop - TOLERANCE_S]
             report_videos[key].append(len(inside))
+            pictures.setdefault(key, []).extend(f[::4, ::4] for _, f in inside)
             shape = list(features[key]["shape"])
-            if any(list(s) != shape for _, s in inside):
+            if any(list(f.shape) != shape for _, f in inside):
                 errors.append(f"episode {e} {key}: frame shape differs from {shape}")
             times = np.array([t for t, _ in inside])
             wanted = start + columns["timestamp"][lo:hi].astype(np.float64)
             if len(times) != length or (len(times) and np.abs(times - wanted).max() > TOLERANCE_S):
                 errors.append(f"episode {e} {key}: {len(times)} frames decoded in [{start}, {stop}) for {length} rows")
+    if arrays is not None:
+        np.savez_compressed(arrays, **{k: columns[k] for k in ("observation.state", "action", "episode_index")
+                                       if k in columns}, **{k: np.stack(v) for k, v in pictures.items() if v})
     stats = json.loads((root / "meta/stats.json").read_text())
     for key, ft in features.items():
         if key not in stats or set(stats[key]) != STAT_NAMES:
@@ -115,4 +122,4 @@ def main(root: Path) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(Path(sys.argv[1]))))
+    print(json.dumps(main(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else None)))

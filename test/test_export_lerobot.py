@@ -31,7 +31,9 @@ def picture(t: float, width: int = 64, height: int = 48) -> np.ndarray:
     return img
 
 
-def write_bag(path: Path, trials: bool, seconds: float = 4.0) -> None:
+def write_bag(path: Path, trials: bool, seconds: float = 4.0, head_from: float = 0.0) -> None:
+    """Joints and commands at 50 Hz, cameras at 15 Hz (the head camera only from ``head_from`` s on), and
+    with ``trials`` two trials: "a" running 0.5..1.7 s, "b" 2.0..3.5 s."""
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
@@ -66,7 +68,7 @@ def write_bag(path: Path, trials: bool, seconds: float = 4.0) -> None:
         for k in range(int(seconds * 15)):  # cameras at 15 Hz
             t = 0.005 + k / 15
             jpeg = cv2.imencode(".png", cv2.cvtColor(picture(t), cv2.COLOR_RGB2BGR))[1]
-            for conn in (c_head, c_left):
+            for conn in (c_head, c_left) if t >= head_from else (c_left,):
                 events.append((t, conn, Compressed(header=header(t), format="png", data=jpeg.reshape(-1))))
             events.append((t, c_right, Image(header=header(t), height=48, width=64, encoding="rgb8", is_bigendian=0,
                                              step=64 * 3, data=picture(t).reshape(-1))))
@@ -115,6 +117,23 @@ def test_a_teleop_bag_without_trials_is_one_episode_with_the_instruction_topic(t
     assert report["tasks"] == ["Use your left arm to pick up the red cube."]
 
 
+def test_an_episode_whose_camera_starts_late_is_refused_not_cut_short(tmp_path: Path) -> None:
+    """A camera that covers less than 90 % of a trial's frames (its first image came late) is one line naming the
+    bag, the trial and the camera, exit 2 -- not an episode silently shorter than the trial."""
+    write_bag(tmp_path / "late", trials=True, head_from=1.4)  # trial a: frames 0.5..1.6 s, the head from 1.405 s
+    proc = export(str(tmp_path / "late"), "--output", str(tmp_path / "ds"))
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert str(tmp_path / "late") in proc.stderr and "trial a" in proc.stderr and "head" in proc.stderr
+    assert "2 of 12 frames" in proc.stderr
+    assert not (tmp_path / "ds" / "meta" / "info.json").exists()
+
+    from robofollow_ros.datasets.bags import episodes_from_bag
+
+    write_bag(tmp_path / "slightly_late", trials=True, head_from=0.5)  # from 0.538 s: 11 of 12 frames
+    lengths = [ep.state.shape[0] for ep in episodes_from_bag(tmp_path / "slightly_late", 10)]
+    assert lengths == [11, 15]
+
+
 def test_bad_bags_are_one_line_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "junk.mcap").write_bytes(b"not a bag")
     proc = export(str(tmp_path / "junk.mcap"), "--output", str(tmp_path / "ds"))
@@ -123,36 +142,55 @@ def test_bad_bags_are_one_line_and_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
-def test_a_rendered_eval_recording_exports_in_robot_time(tmp_path: Path, registry) -> None:  # type: ignore[no-untyped-def]
-    """``eval --record`` → ``export-lerobot`` → the independent reader. The recording runs on the trial's
-    clock (sim time: it stands still while rendering and the policy run), so the episode is as long as the
-    trial took the robot, and each frame holds the joint state the recording carries at that time."""
+def test_a_control_rate_eval_recording_exports_like_a_collected_demonstration(tmp_path: Path, registry) -> None:  # type: ignore[no-untyped-def]
+    """``eval --record --record-rate 10`` → ``export-lerobot`` → the independent reader. The recording samples the
+    trial every 0.1 s of robot time (sim time: it stands still while rendering and the policy run): the joint
+    states, the set-point the stepper drove the arms to, and the three cameras at that state. So each frame's
+    images are of its own state (no frame held over from a policy call), and each action is the next frame's
+    set-point, as ``robofollow collect`` records them (not the policy's far waypoint)."""
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import Stores, get_typestore
 
     task = "L0_pickup_red_cylinder"
     proc = subprocess.run([*ROBOFOLLOW, "eval", "--policy", "oracle", "--tasks", task, "--rounds", "1",
                            "--max-steps", "1", "--actions-per-step", "8", "--output", str(tmp_path / "run"),
-                           "--record"], capture_output=True, text=True, timeout=600)
+                           "--record", "--record-rate", "10"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     bag = next((tmp_path / "run" / "mcap").glob("*.mcap"))
     proc = export(str(bag), "--output", str(tmp_path / "ds"))
     assert proc.returncode == 0, proc.stderr
 
-    stamps, states = [], []
+    stamps, states, heads = [], [], []
+    head_topic = "/cameras/head/image_raw/compressed"
     with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
-        for conn, _t, raw in reader.messages(connections=[c for c in reader.connections if c.topic == "/joint_states"]):
+        for conn, _t, raw in reader.messages(connections=[c for c in reader.connections
+                                                          if c.topic in ("/joint_states", head_topic)]):
             msg = reader.deserialize(raw, conn.msgtype)
+            if conn.topic == head_topic:
+                bgr = cv2.imdecode(np.frombuffer(bytes(msg.data), np.uint8), cv2.IMREAD_COLOR)
+                heads.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)[::4, ::4])
+                continue
             stamps.append(msg.header.stamp.sec * SEC + msg.header.stamp.nanosec)
             states.append(np.asarray(msg.position))
-    assert len(stamps) == 9  # the start state and one per row
-    times = np.arange(stamps[0], stamps[-1] + 1, SEC // 10)  # 10 fps in the recording's (robot) time
-    expected = np.stack([states[np.searchsorted(stamps, t, side="right") - 1] for t in times[:-1]])
-    assert len(expected) > 8, "the rows took the robot longer than 0.1 s each"
+    assert np.all(np.diff(stamps) == SEC // 10)  # one sample every 0.1 s of robot time, from the start
+    assert len(states) > 20, "the oracle's eight rows take the robot seconds"
 
-    report = read_independently(tmp_path / "ds")
+    report = read_independently(tmp_path / "ds", tmp_path / "arrays.npz")
     assert report["errors"] == [] and report["episodes"] == 1
-    assert report["episode_lengths"] == [len(expected)]
-    assert report["video_frames"]["observation.images.head"] == [len(expected)]
+    assert report["episode_lengths"] == [len(states) - 1]  # every sample a frame; the last one gives the action
+    assert report["video_frames"]["observation.images.head"] == [len(states) - 1]
     assert report["tasks"] == [registry.eval_task(task).instruction]
-    np.testing.assert_allclose(report["state_mean"], expected.mean(axis=0), atol=1e-5)
+    data = np.load(tmp_path / "arrays.npz")
+    state, action = data["observation.state"], data["action"]
+    np.testing.assert_allclose(state, np.stack(states[:-1]), atol=1e-6)  # exactly the recorded samples
+    lag = np.abs(action[:-1] - state[1:]).max(axis=1)
+    assert np.median(lag) < 0.02, f"actions are {np.median(lag):.3f} rad from the next state (collect: < 0.01)"
+    # each frame's head picture is the one taken at its own state (the nearest of all the recorded pictures),
+    # not one held over from an earlier moment
+    assert len(heads) == len(states)
+    recorded = np.stack(heads).astype(np.int16)
+    for k, frame in enumerate(data["observation.images.head"].astype(np.int16)):
+        distance = np.abs(recorded - frame).mean(axis=(1, 2, 3))
+        assert distance[k] <= distance.min() + 0.1, f"frame {k} shows picture {int(distance.argmin())}"
+    meta = json.loads((tmp_path / "ds" / "meta" / "robofollow.json").read_text())
+    assert [e["trial"] for e in meta["episodes"]] == [bag.stem]

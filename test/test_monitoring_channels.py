@@ -27,6 +27,7 @@ from robofollow_ros.scoring.frame import frame_from_dict
 from robofollow_ros.scoring.monitor import StageMonitor
 from robofollow_ros.scoring.synthetic import Puppet
 
+SEC = 1_000_000_000
 TASK = "L0_place_yellow_block_1_behind_red_cylinder"
 VENV = Path(__file__).resolve().parents[1] / ".venv"
 
@@ -235,6 +236,22 @@ def test_cameras_are_rate_limited_per_camera(tmp_path: Path) -> None:
     fast.open_recording(tmp_path / "b.mcap")
     assert sum(fast.log_image("head", image, time_ns=t) for t in stamps) == 30  # every second image
     fast.close_recording()
+
+
+def test_the_camera_schedule_starts_again_with_a_recording_a_clock_going_back_or_a_sample(tmp_path: Path) -> None:
+    """Each trial's clock starts anew (the headless trial clock: its wall start + sim time): its first image must
+    not wait for the schedule of the previous trial, whose sim time may have run ahead of the wall clock."""
+    channels = TrialChannels(MonitorSettings(camera_max_hz=10.0))
+    image = np.zeros((24, 32, 3), np.uint8)
+    channels.open_recording(tmp_path / "a.mcap")
+    assert channels.log_image("head", image, time_ns=50 * SEC)
+    assert not channels.log_image("head", image, time_ns=50 * SEC + 50_000_000)  # 50 ms later: capped
+    assert channels.log_image("head", image, time_ns=50 * SEC + 50_000_000, limit=False)  # a sample asked for
+    channels.open_recording(tmp_path / "b.mcap")  # the next trial, its clock 20 s behind the last one's
+    assert channels.log_image("head", image, time_ns=30 * SEC)
+    assert not channels.log_image("head", image, time_ns=30 * SEC + 50_000_000)
+    assert channels.log_image("head", image, time_ns=10 * SEC)  # the clock went back within one recording
+    channels.close_recording()
 
 
 def test_nothing_is_encoded_without_a_listener() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from robofollow_ros.monitoring import rosmsg, topics
 from robofollow_ros.monitoring.channels import TrialChannels
 from robofollow_ros.monitoring.replay import read_recording, rescore
@@ -145,3 +147,69 @@ def test_a_trials_recording_waits_for_its_last_states(tmp_path: Path, registry: 
     assert read_recording(tmp_path / "mcap" / "t2.mcap").topics["/joint_states"] == 1  # only its start
     session.close()
     assert read_recording(tmp_path / "mcap" / "t3.mcap").topics["/joint_states"] == 1
+
+
+def _image_stamps(bag: Path, camera: str = "head") -> list[int]:
+    """Header stamps of a camera's images, read back with rosbags."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    topic = topics.camera_topic(camera)
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+        msgs = [reader.deserialize(raw, c.msgtype) for c, _t, raw in
+                reader.messages(connections=[c for c in reader.connections if c.topic == topic])]
+    return [m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in msgs]  # type: ignore[attr-defined]
+
+
+def test_each_trial_starts_its_camera_streams_afresh(tmp_path: Path, registry: Any) -> None:
+    """The camera rate cap is a schedule per camera; a new trial starts it again, so the previous trial's last
+    image a moment ago (foxglove_node logs at receive time) cannot drop the new trial's first image."""
+    channels = TrialChannels()  # 15 Hz cap
+    session = LiveSession(channels, registry=registry)
+    image = np.zeros((48, 64, 3), np.uint8)
+    wall = 1_000_000_000_000
+    session.on_trial({"id": "t1", "task": TASK, "phase": "resetting", "run_dir": str(tmp_path)})
+    assert channels.log_image("head", image, time_ns=wall, stamp_ns=100)
+    _trial(session, "t1", tmp_path, registry)
+    session.on_trial({"id": "t1", "task": TASK, "phase": "done"})
+    assert not session.recording_open
+    session.on_trial({"id": "t2", "task": TASK, "phase": "resetting", "run_dir": str(tmp_path)})
+    assert channels.log_image("head", image, time_ns=wall + 20_000_000, stamp_ns=200)  # 20 ms later
+    session.close()
+    assert _image_stamps(tmp_path / "mcap" / "t1.mcap") == [100]
+    assert _image_stamps(tmp_path / "mcap" / "t2.mcap") == [200]
+
+
+def test_the_next_trials_first_images_wait_for_its_recording(tmp_path: Path, registry: Any) -> None:
+    """Images stamped after the ended trial's end, while its recording still waits for its tail, are the next
+    trial's start: they go into the next trial's recording, not the previous one. The recording does not wait
+    for images (a camera need not send one at the trial's end stamp)."""
+    channels = TrialChannels()
+    session = LiveSession(channels, registry=registry)
+    image = np.zeros((48, 64, 3), np.uint8)
+
+    def picture(stamp: int) -> None:  # what foxglove_node does with every camera image (log time: receive time)
+        session.on_stamped(stamp, lambda: channels.log_image("head", image, time_ns=stamp * 1_000_000,
+                                                             stamp_ns=stamp, frame_id="head_camera_optical"))
+
+    session.on_trial({"id": "t1", "task": TASK, "phase": "resetting", "run_dir": str(tmp_path)})
+    picture(100)
+    task = registry.eval_task(TASK)
+    session.on_trial({"id": "t1", "task": TASK, "phase": "running", "run_dir": str(tmp_path)})
+    monitor = StageMonitor(task)
+    for i, raw in enumerate(f.to_dict() for f in Puppet(task).pick("left", "yellow_block_1").frames):
+        session.on_frame({"trial": "t1", "task": TASK, "index": i, "frame": raw})
+        monitor.update(frame_from_dict(raw, i))
+    session.on_trial({"id": "t1", "task": TASK, "phase": "done", "end_stamp_ns": 300})
+    session.on_trial({"id": "t2", "task": TASK, "phase": "resetting", "run_dir": str(tmp_path)})  # held
+    picture(400)  # t2's first picture
+    assert session.recording_open  # t1 still waits for its final score
+    session.on_score({**monitor.live(), "final": True, "trial_id": "t1", "frames": monitor.frame_count,
+                      "result": monitor.result()})
+    assert session.recording_open  # t2's now
+    picture(500)
+    session.on_trial({"id": "t2", "task": TASK, "phase": "done", "end_stamp_ns": 500})
+    session.on_score({**monitor.live(), "final": True, "trial_id": "t2", "frames": 0, "result": monitor.result()})
+    assert not session.recording_open  # the images did not hold it open
+    assert _image_stamps(tmp_path / "mcap" / "t1.mcap") == [100]
+    assert _image_stamps(tmp_path / "mcap" / "t2.mcap") == [400, 500]

@@ -54,6 +54,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON at the end")
     p.add_argument("--record", action="store_true",
                    help="record every trial to OUTPUT/mcap/<trial>.mcap (Foxglove; `robofollow replay` re-scores)")
+    p.add_argument("--record-rate", default="policy", metavar="RATE",
+                   help="policy: cameras when the policy gets them (default); control, 5, 10, 25 or 50: joint "
+                        "states, set-points and the three cameras every 1/N s of robot time (control = 10), what "
+                        "`robofollow export-lerobot` needs; with --record")
     p.set_defaults(func=_eval)
 
 
@@ -61,6 +65,7 @@ def build_config(args: argparse.Namespace) -> Any:
     from robofollow_ros.evaluation.episode import EpisodeSettings
     from robofollow_ros.evaluation.runner import EvalConfig
     from robofollow_ros.evaluation.selection import parse_levels, parse_scenes
+    from robofollow_ros.monitoring.rates import parse_record_rate
 
     try:
         kwargs = json.loads(args.kwargs)
@@ -69,13 +74,17 @@ def build_config(args: argparse.Namespace) -> Any:
     if not isinstance(kwargs, dict):
         raise CliError(f"--kwargs: expected a JSON object, got {args.kwargs!r}")
     try:
+        record_hz = parse_record_rate(args.record_rate)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
         return EvalConfig(
             policy=args.policy, policy_kwargs=kwargs, output=args.output,
             scenes=tuple(parse_scenes(args.scene)), levels=tuple(parse_levels(args.levels)),
             rounds=args.rounds, limit=args.limit,
             tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else (),
             settings=EpisodeSettings(args.max_steps, args.actions_per_step), render=args.render,
-            stepper=args.stepper, workers=_workers(args), resume=args.resume, record=args.record,
+            stepper=args.stepper, workers=_workers(args), resume=args.resume, record=args.record, record_hz=record_hz,
             backend=args.backend, ray_address=args.ray_address, policy_timeout_s=args.policy_timeout,
         )
     except ValueError as exc:

@@ -16,7 +16,8 @@ def register(subparsers: Any) -> None:
         "export-lerobot", help="convert recorded trials / teleop sessions (ROS 2 bags, MCAP) to a LeRobot dataset",
         description="Reads /joint_states, /robofollow/joint_command, /cameras/<camera>/image_raw[/compressed], "
                     "/robofollow/trial and /robofollow/instruction; one episode per trial (its running phase), "
-                    "resampled at --fps. See docs/learning.md.",
+                    "resampled at --fps. Refuses bags recorded at the policy rate (record with `eval --record "
+                    "--record-rate N`) and episodes a stream covers for under 90 %. See docs/learning.md.",
     )
     p.add_argument("bags", nargs="+", type=Path, metavar="BAG", help="rosbag2 directories or .mcap files")
     p.add_argument("--output", required=True, type=Path, help="new or empty dataset directory")

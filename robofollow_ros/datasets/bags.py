@@ -8,8 +8,8 @@ one recorded by ``robofollow``. Topics (standard interfaces only, DESIGN.md "ROS
   commands) → the next frame's state, RoboFollow's own convention for training pairs
 - ``/cameras/<camera>/image_raw/compressed`` (sensor_msgs/CompressedImage) or
   ``/cameras/<camera>/image_raw`` (sensor_msgs/Image, rgb8/bgr8)
-- ``/robofollow/trial`` (std_msgs/String, JSON with ``id``, ``phase``, ``instruction``): one
-  episode per trial, its ``running`` phase; without it, the whole bag is one episode
+- ``/robofollow/trial`` (std_msgs/String, JSON with ``id`` (``contract.TRIAL_ID_KEY``), ``phase``,
+  ``instruction``): one episode per trial, its ``running`` phase; without it, the whole bag is one episode
 - ``/robofollow/instruction`` (std_msgs/String): the task when trials do not name one
 
 Frames are resampled at ``fps`` on the time the data refer to: each message's header stamp (the
@@ -22,6 +22,11 @@ measurement times. A trial's running phase (headerless JSON) is placed by the ``
 ``end_stamp_ns`` the trial manager puts in its messages, else by its receive time shifted by the
 joint states' typical offset between stamp and receive time (their median: one shift for the start
 and the end, so an episode keeps its length).
+
+Refused, in one line naming the bag (``BagError``), rather than written as a poor episode: a bag that
+says it was recorded at the policy rate (``monitoring.rates``: cameras once per policy call), or at a
+control rate below ``fps``; and an episode that a stream (joint states or a camera) covers for less than
+``MIN_COVERAGE`` of its frames because its first message came late: the episode would start late.
 """
 
 from __future__ import annotations
@@ -41,10 +46,14 @@ from robofollow_ros.contract import (
     TOPIC_INSTRUCTION,
     TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
+    TOPIC_TRIAL,
+    TRIAL_ID_KEY,
 )
+from robofollow_ros.monitoring import rates
 
-TOPIC_TRIAL = "/robofollow/trial"
 RUNNING = "running"
+#: The share of an episode's frames every stream must cover (from its first message on).
+MIN_COVERAGE = 0.9
 
 
 class BagError(ValueError):
@@ -99,6 +108,44 @@ def decode_image(msg: Any, msgtype: str) -> np.ndarray:
     rows = np.frombuffer(bytes(msg.data), np.uint8).reshape(msg.height, msg.step)
     rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
     return rgb[..., ::-1].copy() if msg.encoding == "bgr8" else rgb.copy()
+
+
+def bag_custom_data(path: Path) -> dict[str, str]:
+    """The bag's rosbag2 ``custom_data``: from ``metadata.yaml`` (a bag directory) or from the ``rosbag2``
+    metadata record of a single MCAP; empty when it has none (or the file was cut before its end)."""
+    import yaml
+
+    path = Path(path)
+    try:
+        if path.is_dir():
+            doc = yaml.safe_load((path / "metadata.yaml").read_text())
+        else:
+            from mcap.reader import make_reader
+
+            with path.open("rb") as f:
+                records = [m for m in make_reader(f).iter_metadata() if m.name == "rosbag2"]
+            if not records:
+                return {}
+            doc = yaml.safe_load(records[-1].metadata.get("serialized_metadata", ""))
+    except Exception:  # unreadable here: read_streams names what is wrong with the bag
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    info = doc.get("rosbag2_bagfile_information", doc)
+    custom = info.get("custom_data") if isinstance(info, dict) else None
+    return {str(k): str(v) for k, v in custom.items()} if isinstance(custom, dict) else {}
+
+
+def check_record_rate(path: Path, fps: int) -> None:
+    """Refuse a bag recorded at the policy rate, or at a control rate below ``fps`` (``monitoring.rates``)."""
+    rate, hz = rates.recorded_rate(bag_custom_data(path))
+    if rate == rates.POLICY:
+        raise BagError(f"{path}: recorded at the policy rate (cameras only when the policy was called, its rows "
+                       f"as commands), so its frames would be stale; record with `robofollow eval --record "
+                       f"--record-rate {rates.control_hz_for(fps)}`")
+    if rate == rates.CONTROL and hz is not None and hz < fps:
+        raise BagError(f"{path}: recorded at {hz} Hz, below --fps {fps}: frames would repeat; export with "
+                       f"--fps {hz} or record with a higher --record-rate")
 
 
 def read_streams(path: Path) -> dict[str, Stream]:
@@ -175,16 +222,16 @@ def spans(streams: dict[str, Stream], task: str | None, path: Path) -> list[tupl
         ends: dict[Any, dict[str, Any]] = {}  # the trial manager's end stamp comes with the scoring phase
         for value in trial.values:
             if isinstance(value.get("end_stamp_ns"), int):
-                ends.setdefault(value.get("id"), value)
+                ends.setdefault(value.get(TRIAL_ID_KEY), value)
         current: dict[str, Any] | None = None
         for t, value in zip(trial.received, trial.values, strict=True):
-            if current is not None and (value.get("id") != current["id"] or value.get("phase") != RUNNING):
+            if current is not None and (value.get(TRIAL_ID_KEY) != current["id"] or value.get("phase") != RUNNING):
                 end = stamp(ends.get(current["id"], {}), "end_stamp_ns", t)
                 out.append((current["t"], end, current["instruction"], str(current["id"])))
                 current = None
             if value.get("phase") == RUNNING and current is None:
                 words = value.get("instruction") or (instruction.at(t) if instruction else None) or task
-                current = {"t": stamp(value, "start_stamp_ns", t), "id": value.get("id"), "instruction": words}
+                current = {"t": stamp(value, "start_stamp_ns", t), "id": value.get(TRIAL_ID_KEY), "instruction": words}
         if current is not None:
             out.append((current["t"], state.times[-1], current["instruction"], str(current["id"])))
     else:
@@ -197,10 +244,27 @@ def spans(streams: dict[str, Stream], task: str | None, path: Path) -> list[tupl
     return out
 
 
+def check_coverage(path: Path, streams: dict[str, Stream], start: int, end: int, dt: int, where: str) -> None:
+    """Every stream covers at least ``MIN_COVERAGE`` of the frames from ``start`` to ``end`` (those at or
+    after its first message); else the episode would silently start late."""
+    grid = range(start, end + 1, dt)
+    frames = len(grid) - 1  # the last time only gives the last frame's action
+    for role in ("state", *CAMERA_NAMES):
+        first = streams[role].times[0]
+        covered = sum(1 for t in grid[:-1] if t >= first)
+        if covered < MIN_COVERAGE * frames:
+            name = "joint states cover" if role == "state" else f"{role} camera covers"
+            raise BagError(f"{path}: {where}: the {name} {covered} of {frames} frames (the first message "
+                           f"comes {(first - start) / 1e9:.2f} s after the start), under {MIN_COVERAGE:.0%}: "
+                           f"not exported")
+
+
 def episodes_from_bag(path: Path, fps: int, task: str | None = None) -> Iterator[BagEpisode]:
+    check_record_rate(path, fps)
     streams = read_streams(path)
     dt = round(1e9 / fps)
     for start, end, words, label in spans(streams, task, path):
+        check_coverage(path, streams, start, end, dt, f"trial {label}" if "trial" in streams else "the session")
         roles = ["state", *CAMERA_NAMES]
         first = max([start] + [streams[r].times[0] for r in roles])
         times = list(range(first, end + 1, dt))
@@ -217,5 +281,6 @@ def episodes_from_bag(path: Path, fps: int, task: str | None = None) -> Iterator
         if len(set(sizes.values())) != 1:
             raise BagError(f"{path}: cameras differ in size {sizes}; a dataset has one size per feature")
         yield BagEpisode(words, state[:-1], action, images,
-                         {"source": "ros2-bag", "bag": str(path), "episode": label, "start_ns": first,
+                         {"source": "ros2-bag", "bag": str(path), "episode": label,
+                          "trial": label if "trial" in streams else None, "start_ns": first,
                           "frames": len(times) - 1, "action_from": "command" if command is not None else "next state"})

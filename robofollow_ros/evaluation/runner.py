@@ -28,6 +28,7 @@ from robofollow_ros.evaluation.results import RunWriter
 from robofollow_ros.evaluation.selection import TrialKey, select_tasks, trial_keys
 from robofollow_ros.evaluation.trial_worker import DEFAULT_POLICY_TIMEOUT_S, TrialOutcome, TrialWorker, WorkerSpec
 from robofollow_ros.evaluation.worker_errors import START_OTHER, WorkerStartError, start_failure
+from robofollow_ros.monitoring.rates import CONTROL_HZ
 from robofollow_ros.rundir.layout import RECORDINGS_DIR
 
 BACKENDS = ("local", "ray", "inline")
@@ -56,6 +57,8 @@ class EvalConfig:
     resume: bool = False
     #: Record every trial to ``<output>/mcap/<trial>.mcap`` (``--record``; monitoring.recorder).
     record: bool = False
+    #: ``--record-rate``: None records at the policy rate, N samples every 1/N s (``monitoring.rates``).
+    record_hz: int | None = None
     backend: str = "local"
     #: ``--ray-address``: None starts a private Ray instance; ``auto``, ``HOST:PORT`` or ``ray://HOST:10001``.
     ray_address: str | None = None
@@ -73,6 +76,10 @@ class EvalConfig:
             raise ValueError(f"--policy-timeout: must be a positive number of seconds, got {self.policy_timeout_s}")
         if self.ray_address is not None and self.backend != "ray":
             raise ValueError("--ray-address: only with --backend ray")
+        if self.record_hz is not None and not self.record:
+            raise ValueError("--record-rate: only with --record")
+        if self.record_hz is not None and self.record_hz not in CONTROL_HZ:
+            raise ValueError(f"--record-rate: {self.record_hz} Hz is not one of {', '.join(map(str, CONTROL_HZ))}")
 
     def arguments(self) -> dict[str, Any]:
         args = asdict(self)
@@ -83,7 +90,8 @@ class EvalConfig:
         mcap = str(Path(self.output) / RECORDINGS_DIR) if self.record and self.backend != "ray" else None
         return WorkerSpec(policy=self.policy, policy_kwargs=dict(self.policy_kwargs), render=self.render,
                           stepper=self.stepper, settings=self.settings, policy_timeout_s=self.policy_timeout_s,
-                          record_dir=mcap, ship_recordings=self.record and self.backend == "ray")
+                          record_dir=mcap, ship_recordings=self.record and self.backend == "ray",
+                          record_hz=self.record_hz)
 
     def deadline_s(self) -> float:
         if self.trial_deadline_s is not None:

@@ -46,6 +46,8 @@ class WorkerSpec:
     record_dir: str | None = None
     #: Record to a private temporary directory and return the bytes (Ray: the driver alone writes the run).
     ship_recordings: bool = False
+    #: Recordings sampled every 1/N s of robot time (``monitoring.rates``); None: at the policy rate.
+    record_hz: int | None = None
     #: Reach a remote policy (connect + reset) before the first trial. Workers that replace dead ones
     #: skip it: a server that is briefly busy must fail at most a trial, not stop a run under way.
     probe_remote: bool = True
@@ -126,7 +128,7 @@ class TrialWorker:
         if record_dir is not None:
             from robofollow_ros.monitoring.recorder import TrialRecorder
 
-            self.recorder = TrialRecorder(Path(record_dir))
+            self.recorder = TrialRecorder(Path(record_dir), record_hz=self.spec.record_hz)
 
     def run(self, key: TrialKey) -> TrialOutcome:
         task = self.registry.eval_task(key.task_id)

@@ -120,14 +120,17 @@ class BagRecording:
     #: The first write that failed (errno, the OS's words), once known; raised once, as an ``OSError``.
     failure: OSError | None = None
     _raised: bool = False
+    #: The metadata's ``custom_data`` (string to string; e.g. the rate it was recorded at, ``monitoring.rates``).
+    custom_data: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, path: Path, context: foxglove.Context) -> BagRecording:
+    def open(cls, path: Path, context: foxglove.Context, custom_data: Mapping[str, str] | None = None) -> BagRecording:
         """Start ``path`` (a re-run trial overwrites its killed recording) on ``context``'s channels."""
         path.parent.mkdir(parents=True, exist_ok=True)
         _FAILURES.take()  # a failure left on this thread belongs to an earlier recording
         options = MCAPWriteOptions(chunk_size=CHUNK_BYTES, profile="ros2")
-        return cls(path, foxglove.open_mcap(path, allow_overwrite=True, context=context, writer_options=options))
+        return cls(path, foxglove.open_mcap(path, allow_overwrite=True, context=context, writer_options=options),
+                   custom_data={str(k): str(v) for k, v in (custom_data or {}).items()})
 
     def _claim(self) -> None:
         failure = _FAILURES.take()
@@ -172,7 +175,8 @@ class BagRecording:
 
     def serialized_metadata(self) -> str:
         """The bag's metadata (rosbag2's ``BagMetadata`` YAML, version 9) for the ``rosbag2`` record."""
-        return yaml.safe_dump(bag_metadata(self.path.name, self.topics, self.start_ns, self.end_ns), sort_keys=False)
+        return yaml.safe_dump(bag_metadata(self.path.name, self.topics, self.start_ns, self.end_ns, self.custom_data),
+                              sort_keys=False)
 
 
 def _io_failure(path: Path, message: str) -> OSError:
@@ -186,7 +190,7 @@ def _io_failure(path: Path, message: str) -> OSError:
 
 
 def bag_metadata(file_name: str, topics: Mapping[str, TopicStats], start_ns: int | None,
-                 end_ns: int | None) -> dict[str, Any]:
+                 end_ns: int | None, custom_data: Mapping[str, str] | None = None) -> dict[str, Any]:
     count = sum(t.count for t in topics.values())
     start = start_ns or 0
     duration = (end_ns - start_ns) if start_ns is not None and end_ns is not None else 0
@@ -207,6 +211,6 @@ def bag_metadata(file_name: str, topics: Mapping[str, TopicStats], start_ns: int
         "relative_file_paths": [file_name],
         "files": [{"path": file_name, "starting_time": {"nanoseconds_since_epoch": start},
                    "duration": {"nanoseconds": duration}, "message_count": count}],
-        "custom_data": {},
+        "custom_data": dict(custom_data or {}),
         "ros_distro": ROS_DISTRO,
     }

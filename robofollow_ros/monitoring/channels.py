@@ -8,7 +8,9 @@ transforms) does not land in the recording twice, and so that the live view can 
 viewer's own ``foxglove.CameraCalibration`` where the bag has ``sensor_msgs/CameraInfo``.
 
 A message is serialized once and logged to whichever context has a listener; costly work (JPEG)
-is skipped when nobody listens, and cameras are rate-limited per camera.
+is skipped when nobody listens, and cameras are rate-limited per camera: a schedule on the images' log
+times, which starts again with every recording (``restart_schedules``; each trial's clock starts anew, and
+its first images must not wait for the previous trial's schedule) and whenever the log time runs backwards.
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ class TrialChannels:
         self.intrinsics: dict[str, tuple[int, int, np.ndarray]] = {}
         self._latched: dict[str, dict[bytes, str]] = {t: {} for t in topics.LATCHED_TOPICS}
         self._lock = threading.Lock()
+        #: Per camera: when the next image is due, and the log time of the last one sent.
         self._camera_due_ns: dict[str, int] = {}
+        self._camera_last_ns: dict[str, int] = {}
         self.camera_dropped = 0
 
     @property
@@ -133,10 +137,17 @@ class TrialChannels:
         return channel is not None and channel.has_sinks()
 
     # -- recordings and latched messages -----------------------------------------------------------------
-    def open_recording(self, path: Path) -> BagRecording:
-        """Start a new trial recording; it gets the latched messages (robot model, static TF) first."""
+    def restart_schedules(self) -> None:
+        """A new trial: the per-camera rate limits start again (its first image of each camera is sent)."""
+        self._camera_due_ns.clear()
+        self._camera_last_ns.clear()
+
+    def open_recording(self, path: Path, custom_data: Mapping[str, str] | None = None) -> BagRecording:
+        """Start a new trial recording; it gets the latched messages (robot model, static TF) first, and its
+        cameras start with it. ``custom_data`` goes into the bag's metadata (``monitoring.rates``)."""
         self.close_recording()
-        recording = BagRecording.open(path, self.record.context)
+        self.restart_schedules()
+        recording = BagRecording.open(path, self.record.context, custom_data)
         for topic, type_name in self.record.types.items():
             recording.declare(topic, type_name, self.record.qos[topic])
         self.recording = recording
@@ -152,10 +163,15 @@ class TrialChannels:
             recording.count(topic, now)
 
     def close_recording(self) -> Path | None:
-        recording, self.recording = self.recording, None
+        """Finish the open recording; only then does ``recording`` read None (a reader waiting for that
+        finds the file complete)."""
+        recording = self.recording
         if recording is None:
             return None
-        recording.close()
+        try:
+            recording.close()
+        finally:
+            self.recording = None
         return recording.path
 
     def latched(self, topic: str | None = None) -> list[tuple[str, str, bytes]]:
@@ -186,11 +202,12 @@ class TrialChannels:
         self.send(topics.ROSOUT, rosmsg.log(now, level, name, message), now)
 
     def log_image(self, camera: str, rgb: np.ndarray | None, time_ns: int | None = None,
-                  stamp_ns: int | None = None, frame_id: str | None = None) -> bool:
+                  stamp_ns: int | None = None, frame_id: str | None = None, limit: bool = True) -> bool:
         """JPEG-encode and log one camera image unless rate-limited or unwatched; True if logged.
 
         The image carries the camera's optical frame id (so it projects into the 3-D view) and, when
-        intrinsics are known here, its calibration with the same stamp.
+        intrinsics are known here, its calibration with the same stamp. ``limit=False``: a sample the
+        recording asked for (a control-rate recording), never dropped by the rate cap.
         """
         topic = topics.camera_topic(camera)
         if rgb is None or not self.wants(topic):
@@ -198,12 +215,15 @@ class TrialChannels:
         now = time.time_ns() if time_ns is None else time_ns
         # A schedule, not "period since the last one": with 30 Hz offered and a 15 Hz cap, jitter would
         # otherwise make it send every third image (10 Hz) instead of every second one.
-        due = self._camera_due_ns.get(camera)
-        if due is not None and now < due:
+        due, last = self._camera_due_ns.get(camera), self._camera_last_ns.get(camera)
+        if last is not None and now < last:  # the clock went back (another trial's): a new schedule
+            due = None
+        if limit and due is not None and now < due:
             self.camera_dropped += 1
             return False
         period = int(1e9 / self.settings.camera_max_hz)
         self._camera_due_ns[camera] = now + period if due is None or now - due >= period else due + period
+        self._camera_last_ns[camera] = now
         ok, jpeg = cv2.imencode(".jpg", cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2BGR),
                                 [cv2.IMWRITE_JPEG_QUALITY, self.settings.jpeg_quality])
         if not ok:

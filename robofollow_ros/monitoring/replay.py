@@ -26,6 +26,7 @@ from mcap.stream_reader import StreamReader
 from mcap_ros2.decoder import DecoderFactory
 
 from robofollow_ros.benchmark import Registry, UnknownTaskError, default_registry
+from robofollow_ros.contract import TRIAL_ID_KEY
 from robofollow_ros.monitoring import topics
 from robofollow_ros.scoring.frame import TrajectoryError, frame_from_dict
 from robofollow_ros.scoring.monitor import StageMonitor
@@ -111,7 +112,7 @@ def _take(rec: Recording, frames: dict[int, dict[str, Any]], topic: str, data: b
     elif topic == topics.TRIAL:
         msg = json.loads(data)
         rec.task = rec.task or msg.get("task")
-        rec.trial = rec.trial or msg.get("trial")
+        rec.trial = rec.trial or msg.get(TRIAL_ID_KEY)
     elif topic == topics.RESULT:
         rec.live_result = json.loads(data)["result"]
 

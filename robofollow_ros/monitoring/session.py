@@ -6,8 +6,10 @@ poses, transforms). This object turns them into one recording per trial: a new t
 score's result entry is logged for replay, and the file closes once the trial said ``done`` and
 every frame its final score counted is in. The streams arrive in no fixed order across topics, so
 frames or scores of a trial not announced yet wait for its state message, and a next trial waits
-while the previous recording still misses its tail. The robot model and static transforms arrive
-once per graph, so ``TrialChannels`` re-logs them into every new recording.
+while the previous recording still misses its tail; so do camera images stamped after the ended trial's
+end (``on_stamped``): each trial's camera streams start with it, and the camera rate cap's schedule starts
+again with each trial. The robot model and static transforms arrive once per graph, so ``TrialChannels``
+re-logs them into every new recording.
 ROS-free, so it is tested without rclpy.
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.benchmark import Registry, UnknownTaskError, default_registry
+from robofollow_ros.contract import TRIAL_ID_KEY
 from robofollow_ros.monitoring.channels import TrialChannels
 from robofollow_ros.monitoring.scene import SceneBuilder
 from robofollow_ros.monitoring.trial_log import TrialLog
@@ -66,7 +69,7 @@ class LiveSession:
 
     # -- trial state -------------------------------------------------------------------------------
     def on_trial(self, state: Mapping[str, Any]) -> None:
-        trial_id = state.get("id") or state.get("trial")
+        trial_id = state.get(TRIAL_ID_KEY)
         if trial_id is not None and str(trial_id) != self.trial_id:
             if self._held or self._awaiting_tail():
                 self._hold("trial", state)
@@ -74,9 +77,7 @@ class LiveSession:
             self._begin(str(trial_id), state)
         if isinstance(state.get("end_stamp_ns"), int):
             self._end_stamp = int(state["end_stamp_ns"])
-        out = dict(state)
-        out.setdefault("trial", trial_id)
-        self.log.trial(out)
+        self.log.trial(state)
         phase = state.get("phase")
         if phase is not None:
             self.channels.log_line("info", f"trial {trial_id}: phase {phase}")
@@ -87,6 +88,7 @@ class LiveSession:
     def _begin(self, trial_id: str, state: Mapping[str, Any]) -> None:
         if self.session_file is None:
             self._close_recording()
+        self.channels.restart_schedules()  # this trial's first pictures are not the last one's rate-limited tail
         self.trial_id, self._frame_index, self._ee, self._exact_frames = trial_id, 0, {}, False
         self._ended, self._expected_frames = False, None
         self._end_stamp, self._stream_stamps = None, {}
@@ -141,6 +143,18 @@ class LiveSession:
             self._stream_stamps[stream] = max(stamp_ns, self._stream_stamps.get(stream, stamp_ns))
             if self._ended:
                 self._close_when_complete()
+
+    def on_stamped(self, stamp_ns: int, record: Callable[[], object]) -> None:
+        """A stamped message the recording does not wait for (a camera image or its camera_info): stamped past
+        the ended trial's end while that recording still waits for its tail (or, without an end stamp, once the
+        next trial was announced), it belongs to the next trial and waits with the next trial's other messages;
+        else ``record`` logs it now."""
+        if self._awaiting_tail():
+            end = self._end_stamp
+            if (stamp_ns > end) if end is not None else bool(self._held):
+                self._hold("state", record)
+                return
+        record()
 
     def _complete(self) -> bool:
         frames = self._expected_frames is not None and self._frame_index >= self._expected_frames

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from robofollow_ros.contract import TRIAL_ID_KEY
 from robofollow_ros.monitoring import rosmsg
 
 #: A task has at most three stages (stage1_*, stage2_*, stage3_*; tested over every task).
@@ -63,10 +64,9 @@ def status(time_ns: int, trial: Mapping[str, Any] | None, live: Mapping[str, Any
     trial = trial or {}
     phase = str(trial.get("phase", "idle"))
     phase = phase if phase in TRIAL_PHASES else "unknown"
-    details = {k: str(trial[k]) for k in ("trial", "id", "task", "level", "instruction", "seed") if trial.get(k)
+    details = {k: str(trial[k]) for k in (TRIAL_ID_KEY, "task", "level", "instruction", "seed") if trial.get(k)
                is not None}
-    out = [rosmsg.diagnostic_status("OK", STATUS_NAMES[0], phase, str(trial.get("id") or trial.get("trial") or ""),
-                                    details)]
+    out = [rosmsg.diagnostic_status("OK", STATUS_NAMES[0], phase, str(trial.get(TRIAL_ID_KEY) or ""), details)]
     final = bool((live or {}).get("final"))
     stages = _stages(live)
     for k in range(STAGE_SLOTS):

@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from robofollow_ros.contract import TRIAL_ID_KEY
 from robofollow_ros.monitoring import rosmsg, stages, topics
 from robofollow_ros.monitoring.channels import TrialChannels
 from robofollow_ros.monitoring.scene import SceneBuilder, object_transforms
@@ -29,9 +30,9 @@ class TrialLog:
         self.scene = builder
 
     def trial(self, state: Mapping[str, Any], time_ns: int | None = None) -> None:
-        """Trial state JSON: trial, scene, level, task, instruction, round, seed, phase."""
+        """Trial state JSON: id (``contract.TRIAL_ID_KEY``), scene, level, task, instruction, round, seed, phase."""
         now = time.time_ns() if time_ns is None else time_ns
-        if str(state.get("trial") or state.get("id")) != str(self.state.get("trial") or self.state.get("id")):
+        if str(state.get(TRIAL_ID_KEY)) != str(self.state.get(TRIAL_ID_KEY)):
             self.live = None  # a new trial: the previous score no longer applies
         self.state = dict(state)
         self.channels.log_json(topics.TRIAL, state, now)

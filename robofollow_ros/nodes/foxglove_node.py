@@ -155,15 +155,17 @@ class FoxgloveNode(Node):
         except ValueError as exc:
             self.get_logger().warning(f"{camera_image_topic(camera)}: {exc}", throttle_duration_sec=5.0)
             return
-        with self._lock:
-            self.channels.log_image(camera, rgb, stamp_ns=stamp_ns(msg.header.stamp),
-                                    frame_id=msg.header.frame_id or CAMERA_OPTICAL_FRAMES[camera])
+        stamp, frame_id = stamp_ns(msg.header.stamp), msg.header.frame_id or CAMERA_OPTICAL_FRAMES[camera]
+        with self._lock:  # the next trial's first pictures may come while the last recording waits for its tail
+            self.session.on_stamped(stamp, lambda: self.channels.log_image(camera, rgb, stamp_ns=stamp,
+                                                                           frame_id=frame_id))
 
     def _on_camera_info(self, camera: str, data: bytes) -> None:
         live = self.channels.calibration[camera].has_sinks()
         info = deserialize_message(data, CameraInfo) if live else None
+        stamp = cdr_peek.header_stamp(data)
         with self._lock:
-            self.channels.log_camera_info(camera, data, info)
+            self.session.on_stamped(stamp, lambda: self.channels.log_camera_info(camera, data, info))
 
     def _json(self, msg: String, what: str) -> dict[str, Any] | None:
         try:

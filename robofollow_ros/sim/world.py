@@ -13,11 +13,15 @@ Each ``reset`` builds a fresh physics scene, so one seed and one action list alw
 frames. ``render=False`` never creates a render system or camera (physics-only, fast). With
 ``render=True`` the renderer's shared state is kept warm across resets (``sim/renderer.py``), so
 only the first scene of a process pays the seconds-long first picture; ``keep_renderer=False``
-reproduces the old per-scene cost (benchmarks compare both).
+reproduces the old per-scene cost (benchmarks compare both). ``set_sampler`` lets an observer (a
+control-rate recording) see the world every N physics steps inside ``execute``, with the set-point the
+stepper drives the arms to at that step; it changes nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -71,6 +75,7 @@ class SimWorld:
         self.layout: Layout | None = None
         self.seed: int | None = None
         self.physics_steps = 0
+        self._sampler: tuple[int, Callable[[np.ndarray], None]] | None = None
 
     # ----------------------------------------------------------------------------------------- reset
     def reset(self, task: EvalTask | TrainingTask | Layout, seed: int) -> None:
@@ -78,6 +83,7 @@ class SimWorld:
         layout = task if isinstance(task, Layout) else self._registry.layout_of(task)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise ValueError(f"seed: expected an integer, got {seed!r}")
+        self._sampler = None  # a new trial: whoever sampled the last one sets it again
         self.close()
         if self.render and self.keep_renderer:
             keep_renderer_warm()
@@ -154,13 +160,30 @@ class SimWorld:
             joint.set_drive_target(float(position))
             joint.set_drive_velocity_target(float(velocity))
 
+    def set_sampler(self, every: int, sample: Callable[[np.ndarray], None] | None) -> None:
+        """Call ``sample(setpoint)`` after each physics step that makes ``physics_steps`` a multiple of ``every``
+        (until the next ``reset``, or ``sample`` None): ``setpoint`` is the 14-value target the arms were driven
+        to in that step (the TOPP profile's point on the way to the row; a ``direct`` row itself). Meanwhile
+        ``joint_vector`` reports that step's commanded grippers, as after a one-step ``execute``."""
+        if sample is not None and every < 1:
+            raise ValueError(f"sampler: every must be >= 1 physics step, got {every}")
+        self._sampler = (int(every), sample) if sample is not None else None
+
+    def _stepped(self, setpoint: Callable[[], np.ndarray]) -> None:
+        """Count one physics step and hand it to the sampler when one is due."""
+        self.physics_steps += 1
+        if self._sampler is not None and self.physics_steps % self._sampler[0] == 0:
+            self._command = setpoint()
+            self._sampler[1](self._command.copy())
+
     def _hold(self, steps: int) -> None:
         """Step physics with the current command held (settling, idle)."""
         assert self._scene is not None
         self._set_targets(self.joint_map.to_qpos(self._command), np.zeros(self.robot.dof))
+        held = self._command.copy()
         for _ in range(steps):
             self._scene.step()
-        self.physics_steps += steps
+            self._stepped(lambda: held)
 
     def idle(self, steps: int) -> None:
         """Advance physics ``steps`` steps holding the last command."""
@@ -197,6 +220,14 @@ class SimWorld:
         segments = {arm: pad_segment(s, steps) for arm, s in segments.items()}
         joints, travel = self._joints, self.rig.gripper_travel
         index = self.joint_map
+
+        def setpoint_at(k: int) -> np.ndarray:
+            point = target.copy()
+            for arm, seg in segments.items():
+                point[ARM_SLICE[arm]] = seg.positions[k]
+                point[GRIPPER_INDEX[arm]] = seg.gripper[k]
+            return point
+
         for k in range(steps):
             for arm, seg in segments.items():
                 for j, qi in enumerate(index.arm_qpos_index[arm]):
@@ -206,7 +237,7 @@ class SimWorld:
                 for qi in index.gripper_qpos_index[arm]:
                     joints[qi].set_drive_target(finger)
             self._scene.step()
-        self.physics_steps += steps
+            self._stepped(partial(setpoint_at, k))
         self._command = target
         for arm in ARMS:
             for qi in index.arm_qpos_index[arm]:
