@@ -5,7 +5,7 @@ The policy is a deterministic scripted grasp that reads the privileged observati
 the object poses), so the test also proves the ROS observation carries exactly what the headless
 one does: a different object pose or joint vector would move the arm elsewhere and change scores.
 It is not a built-in, so both runs hand it the privileged state only because they are asked to
-(``privileged``, as ``--privileged``).
+(``privileged``, as ``--privileged``), and the ROS run records that in run.json.
 """
 
 from __future__ import annotations
@@ -114,6 +114,7 @@ def test_ros_verdicts_equal_headless_for_a_scripted_grasp(tmp_path):
     policy = "test_node_verdicts:scripted_grasp"
     ros_results = _run_graph(tmp_path, policy, privileged=True)
     _assert_same_verdicts(ros_results, _headless(policy, TASKS, MAX_STEPS, ROWS_PER_STEP, privileged=True))
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["arguments"]["privileged"] is True
     assert all(r["frames"] == MAX_STEPS * ROWS_PER_STEP + 1 for r in ros_results)  # frame 0 + one per row
     # the script really does something the scorer sees: at least one stage is credited
     assert any(r["intent_score"] > 0 for r in ros_results)
@@ -135,5 +136,6 @@ def test_run_files_of_the_ros_run_are_complete(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert run["status"] == "complete" and run["expected_trials"] == len(TASKS) == len(results)
     assert run["model"] == "hold" and run["arguments"]["via"] == "ros"
+    assert run["arguments"]["privileged"] is False  # the default: nothing privileged was handed out
     assert summary["status"] == "complete"
     assert all(r["policy_steps"] == MAX_STEPS and r["frames"] == MAX_STEPS * 5 + 1 for r in results)  # hold: 5 rows
