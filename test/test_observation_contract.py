@@ -33,7 +33,7 @@ from robofollow_ros.exit_status import EXIT_BAD_INPUT
 from robofollow_ros.policy.drills.scripted import make_observation
 from robofollow_ros.policy.drills.spy import read_record
 from robofollow_ros.policy.interface import ValidatedPolicy, receives_privileged
-from robofollow_ros.policy.spec import PolicySpecError, load_policy
+from robofollow_ros.policy.spec import PolicySpecError, load_policy, load_served_policy
 from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
 
 pytestmark = pytest.mark.timeout(600)
@@ -167,6 +167,8 @@ def test_a_users_policy_that_declares_it_is_refused_without_the_flag(tmp_path: P
         _evaluate(tmp_path / "refused", spec)
     assert refused.value.kind == START_BAD_SPEC and "--privileged" in str(refused.value)
     assert receives_privileged(load_policy(spec, privileged=True))
+    # Served, it is handed what each request carries: the evaluating run decides (robofollow serve).
+    assert receives_privileged(load_served_policy(spec))
     # A factory's own wrapper cannot smuggle it in either: the run decides, not the wrapper.
     assert not receives_privileged(load_policy(f"{__name__}:wrapped_hold"))
 

@@ -104,6 +104,15 @@ def load_policy(spec: str, kwargs: dict[str, Any] | None = None, *, validate: bo
     return ValidatedPolicy(policy, privileged=privileged) if validate else policy
 
 
+def load_served_policy(spec: str, kwargs: dict[str, Any] | None = None) -> Policy:
+    """What ``robofollow serve`` serves: a policy handed each request's observation as it arrives, the
+    ``privileged`` object included when the client sent one (ours does only in a run started with
+    ``--privileged``). So a policy's declaration is not refused here, and a ``tcp://`` upstream passes on
+    what arrived; the evaluating run, not the server, decides what travels."""
+    spec = spec.strip() if isinstance(spec, str) else spec
+    return load_policy(spec, kwargs, privileged=isinstance(spec, str) and not spec.startswith("openpi://"))
+
+
 #: The ``tcp://`` client's keyword that ``load_policy`` sets from ``privileged`` (never from kwargs).
 FORWARD_PRIVILEGED = "forward_privileged"
 
