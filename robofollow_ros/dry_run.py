@@ -6,6 +6,12 @@ through ``arm_bridge_node``'s safety filter and the rig's driver mapping to the 
 command topics, as it will on the rig. The ROS graph and the headless evaluator run the same core
 objects, so for the same tasks and seeds their verdicts must be equal; the dry run checks that on
 every trial and says where they differ.
+
+The demo serves the ``oracle``, which plans from the privileged state (task id, true object poses).
+Nothing privileged leaves a process by default, so the dry run asks for it explicitly: ``robofollow
+bringup sim --privileged`` (policy_node's ``tcp://`` client then forwards it), and the headless
+reference runs with ``privileged`` too; both runs say so (``privileged: true`` in run.json's
+arguments) and are references, not results comparable with published ones.
 """
 
 from __future__ import annotations
@@ -79,8 +85,11 @@ class DryRunOutcome:
 
 
 def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render: bool = True,
-                stream: TextIO | None = None, foxglove_port: int | None = None) -> DryRunOutcome:
-    """Serve ``policy``, run the trials over ROS against it, rerun them headless, compare verdicts."""
+                stream: TextIO | None = None, foxglove_port: int | None = None,
+                privileged: bool = True) -> DryRunOutcome:
+    """Serve ``policy``, run the trials over ROS against it, rerun them headless, compare verdicts.
+
+    ``privileged`` (the served oracle needs it): both runs are started with ``--privileged``."""
     tasks = dry_run_task_ids(registry)
     ros_dir, headless_dir = output / "ros", output / "headless"
     with served_policy(policy, output / "logs" / "policy_server.log") as spec:
@@ -89,7 +98,7 @@ def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render
             stream.flush()
         cmd = child_command("robofollow_ros.cli", [
             "bringup", "sim", "--policy", spec, "--tasks", ",".join(tasks), "--rounds", "1", "--output", str(ros_dir),
-            "--exit-when-done", *([] if render else ["--no-render"]),
+            "--exit-when-done", *([] if render else ["--no-render"]), *(["--privileged"] if privileged else []),
             *([] if foxglove_port is None else ["--foxglove-port", str(foxglove_port)])])
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stream or subprocess.DEVNULL, text=True,
                               timeout=BRINGUP_TIMEOUT_S, env=child_env())
@@ -97,8 +106,8 @@ def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render
         raise RuntimeError(f"robofollow bringup sim exited {done.returncode}; see the log above")
     if stream is not None:
         stream.write(f"==> headless reference: the same {len(tasks)} trials in-process\n")
-    run_evaluation(EvalConfig(policy=policy, output=headless_dir, tasks=tuple(tasks), rounds=1, render=False),
-                   stream=stream)
+    run_evaluation(EvalConfig(policy=policy, output=headless_dir, tasks=tuple(tasks), rounds=1, render=False,
+                              privileged=privileged), stream=stream)
     compared, differences = compare_verdicts(read_json(ros_dir / RESULTS_FILE),
                                              read_json(headless_dir / RESULTS_FILE))
     return DryRunOutcome(ros_dir, headless_dir, compared, differences, done.stdout.strip())

@@ -39,11 +39,11 @@ def remote_address(spec: str) -> tuple[str, str, int] | None:
 
 
 def reach_policy(spec: str, kwargs: dict[str, Any] | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                 reset_timeout_s: float = RESET_TIMEOUT_S) -> None:
+                 reset_timeout_s: float = RESET_TIMEOUT_S, *, privileged: bool = False) -> None:
     """Connect to the policy and ``reset`` it once; :class:`PolicyUnreachable` naming the address if not.
 
     A bad SPEC raises the SPEC's own error (``PolicySpecError``) — that is bad input, not an
-    unreachable policy.
+    unreachable policy; so does a policy that ``privileged`` (the run's ``--privileged``) does not allow.
     """
     from robofollow_ros.policy.interface import close_policy
     from robofollow_ros.policy.spec import load_policy
@@ -60,7 +60,7 @@ def reach_policy(spec: str, kwargs: dict[str, Any] | None = None, connect_timeou
         # One attempt, bounded waits: the check must fail in seconds, not after the client's retries.
         kwargs = {**kwargs, "connect_attempts": 1, "timeout_s": min(float(kwargs.get("timeout_s", reset_timeout_s)),
                                                                    reset_timeout_s)}
-    policy = load_policy(spec, kwargs)
+    policy = load_policy(spec, kwargs, privileged=privileged)
     try:
         policy.reset()
     except Exception as exc:  # any failure of the first call means the trials cannot run

@@ -75,6 +75,7 @@ def test_bringup_sim_runs_the_trials_and_prints_the_table(tmp_path, mode):
     (["--driver-config", "no_such_driver"], ["--driver-config", "no_such_driver"]),
     (["--remap", "/a=/b"], ["--remap", "FROM:=TO"]),
     (["--calibration-dir", "/x"], ["--calibration-dir", "no perception_node"]),
+    (["--privileged", "--policy", "openpi://127.0.0.1:9"], ["--privileged", "openpi://127.0.0.1:9"]),
 ])
 def test_bad_input_exits_2_with_the_field_named(tmp_path, args, words):
     done = _run("sim", "--output", str(tmp_path / "run"), *args, timeout=60)

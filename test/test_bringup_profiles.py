@@ -45,6 +45,22 @@ def test_shipped_profiles_list_the_graph_of_each_rig():
     assert sim.node("trial_manager_node").parameters["stepper"] == sim.node("sim_node").parameters["stepper"]
 
 
+def test_privileged_is_off_in_every_shipped_profile_and_recorded_with_the_policy_nodes_value():
+    from robofollow_ros.bringup import Choices, apply_choices
+
+    for name in ("sim", "rig", "mock"):
+        assert load_profile(name).node("policy_node").parameters["privileged"] is False
+    chosen = apply_choices(load_profile("sim"), Choices(privileged=True), lambda name: f"--{name}")
+    assert chosen.node("policy_node").parameters["privileged"] is True
+    assert chosen.node("trial_manager_node").parameters["privileged"] is True  # run.json says so
+    # the trial manager records what policy_node does; it is never chosen apart from it
+    copied = with_overrides(load_profile("mock"), extra={"policy_node": {"privileged": True},
+                                                        "trial_manager_node": {"privileged": False}})
+    assert copied.node("trial_manager_node").parameters["privileged"] is True
+    with pytest.raises(ProfileError, match=r"^--privileged: openpi://h:8000 cannot carry privileged state"):
+        apply_choices(load_profile("sim"), Choices(policy="openpi://h:8000", privileged=True), lambda n: f"--{n}")
+
+
 def test_overrides_reach_the_right_nodes():
     profile = with_overrides(load_profile("sim"), trials="tasks=L0_pickup_red_cylinder", policy="hold",
                              output="/tmp/x", extra={"sim_node": {"render": False}})

@@ -36,3 +36,7 @@ def test_served_policy_over_ros_equals_headless(tmp_path, registry):
     assert [e["task"] for e in ros] == dry_run_task_ids(registry)
     assert "tcp://127.0.0.1:" in outcome.table  # the graph ran against the served process
     assert len(list((outcome.ros_dir / "mcap").glob("*.mcap"))) == 8
+    # The demo's served oracle needs the ground truth over the wire: the dry run asks for it (--privileged
+    # on its bringup, privileged on the headless reference), and both runs say so.
+    for run_dir in (outcome.ros_dir, outcome.headless_dir):
+        assert json.loads((run_dir / "run.json").read_text())["arguments"]["privileged"] is True

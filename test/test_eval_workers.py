@@ -133,8 +133,10 @@ def test_a_sleeping_remote_policy_times_out_and_the_run_goes_on(tmp_path: Path) 
         line = server.stdout.readline()  # blocks until the server listens (or died: empty line)
         assert line.startswith("Policy server: 127.0.0.1:"), line
         spec = f"tcp://127.0.0.1:{line.rsplit(':', 1)[1].strip()}"
-        proc = subprocess.run([ROBOFOLLOW, "eval", "--policy", spec, "--policy-timeout", "3", *SELECTION,
-                               "--output", str(tmp_path / "run")], capture_output=True, text=True, timeout=280)
+        # the served drill tells its victim by privileged.task_id, which only --privileged sends over the wire
+        proc = subprocess.run([ROBOFOLLOW, "eval", "--policy", spec, "--privileged", "--policy-timeout", "3",
+                               *SELECTION, "--output", str(tmp_path / "run")], capture_output=True, text=True,
+                              timeout=280)
     finally:
         server.kill()
         server.wait(30)

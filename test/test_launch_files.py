@@ -188,6 +188,15 @@ def test_the_policy_timeout_argument_bounds_the_policy_node_and_the_trial_manage
         assert "policy_timeout:=" in str(info.value) and bad in str(info.value)
 
 
+def test_the_privileged_argument_reaches_the_policy_node_and_the_record(launcher):
+    """privileged:=true is robofollow bringup --privileged: policy_node hands it out, run.json records it;
+    by default neither (nothing privileged leaves a process over a wire)."""
+    for arguments, expected in (({}, False), ({"privileged": "true"}, True), ({"privileged": "false"}, False)):
+        nodes = launcher.launch(LAUNCH_DIR / "sim.launch.py", {**arguments, **FREE_PORT})
+        by_name = {n["executable"]: n["parameters"][0] for n in nodes}
+        assert by_name["policy_node"]["privileged"] is by_name["trial_manager_node"]["privileged"] is expected
+
+
 def test_launch_arguments_mean_what_the_bringup_flags_mean(launcher):
     nodes = launcher.launch(LAUNCH_DIR / "robofollow.launch.py", {
         "use_sim": "true", "tasks": "L0_pickup_red_cylinder", "rounds": "2", "max_steps": "3",
@@ -228,6 +237,8 @@ def test_the_rig_takes_the_calibration_directory(launcher, tmp_path):
     ({"remap": "/a:/b"}, ["remap:=", "FROM:=TO"]),
     ({"use_sim": "true", "calibration_dir": "/x"}, ["calibration_dir:=", "no perception_node"]),
     ({"calibration_dir": "/no/such/calibration"}, ["calibration_dir:=", "/no/such/calibration", "not a directory"]),
+    ({"privileged": "maybe"}, ["privileged: 'maybe'", "not true or false"]),
+    ({"privileged": "true", "policy": "openpi://h:8000"}, ["privileged:=", "openpi://h:8000", "cannot carry"]),
 ])
 def test_bad_launch_arguments_are_named(launcher, arguments, words):
     with pytest.raises(ValueError) as info:

@@ -1,5 +1,6 @@
-"""policy_node against a stand-in for the robot side: lock-step row pacing and the privileged observation,
-a failing policy failing only its trial, and holding when joint states go stale at the control rate."""
+"""policy_node against a stand-in for the robot side: lock-step row pacing, the observation contract (and the
+privileged extension only when asked for), a failing policy failing only its trial, and holding when joint
+states go stale at the control rate."""
 
 from __future__ import annotations
 
@@ -128,10 +129,10 @@ def _done(got):  # type: ignore[no-untyped-def]
     return next((s for s in states if s["state"] == "done"), None)
 
 
-def test_lockstep_sends_each_row_after_the_previous_state_and_adds_privileged_obs(robot):
+def test_lockstep_sends_each_row_after_the_previous_state_and_adds_privileged_obs_when_asked(robot):
     ros, got, trial, publish_state = robot
     ros.add(PolicyNode(context=ros.context, parameter_overrides=[
-        Parameter("policy", value="test_node_policy:recorder")]))
+        Parameter("policy", value="test_node_policy:recorder"), Parameter("privileged", value=True)]))
     trial.publish(_trial("t1", max_steps=2, per_step=2))
     ros.wait_for(lambda: publish_state(np.zeros(14)) or bool(SEEN), what="first predict")
     ros.wait_for(lambda: _done(got) is not None, what="policy done")
@@ -148,6 +149,53 @@ def test_lockstep_sends_each_row_after_the_previous_state_and_adds_privileged_ob
     np.testing.assert_allclose(second["joint_action"]["vector"][0], 0.02, atol=1e-6)
     assert second["privileged"]["objects"]["cube"][2] == pytest.approx(0.76 + (1000 + 2 * 4_000_000) * 1e-9, abs=1e-12)
     assert done["last_stamp_ns"] == stamp_ns(got["commands"][-1].header.stamp) + 4_000_000
+
+
+SPY = "robofollow_ros.policy.drills.spy:spy"
+#: The documented observation, every key path down to the leaves (docs/protocols.md).
+CONTRACT = {"observation.head_camera.rgb", "observation.left_camera.rgb", "observation.right_camera.rgb",
+            "joint_action.vector", "instruction"}
+PRIVILEGED = {"privileged.task_id", "privileged.objects.cube", "privileged.object_quats.cube"}
+
+
+def _spied(robot, record, *parameters: Parameter) -> list[set[str]]:  # type: ignore[no-untyped-def]
+    """Run one two-call trial through policy_node; the key paths the spy saw at each call."""
+    from robofollow_ros.policy.drills.spy import read_record
+
+    ros, got, trial, publish_state = robot
+    ros.add(PolicyNode(context=ros.context, parameter_overrides=list(parameters)))
+    trial.publish(_trial("spy", max_steps=2, per_step=1))
+    ros.wait_for(lambda: publish_state(np.zeros(14)) or _done(got) is not None, timeout=30, what="policy done")
+    assert _done(got)["error"] is None and _done(got)["steps"] == 2  # the spy wrote before each call returned
+    return [set(line["keys"]) for line in read_record(str(record))]
+
+
+def test_behind_the_ros_graph_a_policy_is_handed_the_contract_and_nothing_else(robot, tmp_path):
+    record = tmp_path / "seen.jsonl"
+    seen = _spied(robot, record, Parameter("policy", value=SPY),
+                  Parameter("policy_kwargs", value=json.dumps({"record": str(record)})))
+    assert seen == [CONTRACT, CONTRACT]  # no privileged by default, though /robofollow/objects is published
+
+
+def test_behind_the_ros_graph_privileged_true_hands_it_over(robot, tmp_path):
+    record = tmp_path / "seen.jsonl"
+    seen = _spied(robot, record, Parameter("policy", value=SPY), Parameter("privileged", value=True),
+                  Parameter("policy_kwargs", value=json.dumps({"record": str(record)})))
+    assert seen == [CONTRACT | PRIVILEGED] * 2
+
+
+@pytest.mark.parametrize("privileged", [False, True])
+def test_policy_node_forwards_privileged_over_tcp_only_when_asked(robot, tmp_path, privileged):
+    """A served model behind policy_node's tcp:// client: the contract, plus privileged only with the flag."""
+    from robofollow_ros.policy.drills.spy import SpyPolicy
+    from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
+
+    record = tmp_path / "seen.jsonl"
+    with RoboFollowTcpServer(lambda: SpyPolicy(str(record)), "127.0.0.1", 0) as server:
+        server.start()
+        flag = [Parameter("privileged", value=True)] if privileged else []  # the default: not forwarded
+        seen = _spied(robot, record, Parameter("policy", value=f"tcp://127.0.0.1:{server.address[1]}"), *flag)
+    assert seen == [CONTRACT | (PRIVILEGED if privileged else set())] * 2
 
 
 def test_a_raising_policy_fails_its_trial_with_the_reason(robot):

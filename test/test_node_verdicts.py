@@ -4,6 +4,8 @@ the graph (sim_node, policy_node in lock-step, stage_monitor_node, trial_manager
 The policy is a deterministic scripted grasp that reads the privileged observation (the task id and
 the object poses), so the test also proves the ROS observation carries exactly what the headless
 one does: a different object pose or joint vector would move the arm elsewhere and change scores.
+It is not a built-in, so both runs hand it the privileged state only because they are asked to
+(``privileged``, as ``--privileged``), and the ROS run records that in run.json.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def scripted_grasp(**kwargs: Any) -> ScriptedGrasp:
     return ScriptedGrasp(**kwargs)
 
 
-def _headless(policy: str, tasks: tuple[str, ...], max_steps: int, per_step: int) -> dict[str, dict[str, Any]]:
+def _headless(policy: str, tasks: tuple[str, ...], max_steps: int, per_step: int,
+              privileged: bool = False) -> dict[str, dict[str, Any]]:
     from robofollow_ros.evaluation.episode import EpisodeSettings, run_episode
     from robofollow_ros.policy.spec import load_policy
     from robofollow_ros.sim.world import SimWorld
@@ -78,17 +81,19 @@ def _headless(policy: str, tasks: tuple[str, ...], max_steps: int, per_step: int
     out = {}
     for task_id in tasks:
         task = registry.eval_task(task_id)
-        out[task_id] = run_episode(world, load_policy(policy), task, task.seed(1), EpisodeSettings(max_steps, per_step))
+        out[task_id] = run_episode(world, load_policy(policy, privileged=privileged), task, task.seed(1),
+                                   EpisodeSettings(max_steps, per_step))
     world.close()
     return out
 
 
 def _run_graph(tmp_path, policy: str, tasks: tuple[str, ...] = TASKS, max_steps: int = MAX_STEPS,  # type: ignore[no-untyped-def]
-               per_step: int = ROWS_PER_STEP) -> list[dict[str, Any]]:
+               per_step: int = ROWS_PER_STEP, privileged: bool = False) -> list[dict[str, Any]]:
     with RosHarness() as ros:
         # The sim profile's graph: the commands go through the arm bridge and the drivers' topics.
         manager = start_profile_graph(ros, "sim", {
-            "sim_node": {"render": False}, "policy_node": {"policy": policy, "request_images": False},
+            "sim_node": {"render": False},
+            "policy_node": {"policy": policy, "request_images": False, **({"privileged": True} if privileged else {})},
             "trial_manager_node": {"trials": f"tasks={','.join(tasks)} rounds=1", "max_steps": max_steps,
                                    "actions_per_step": per_step, "output": str(tmp_path / "run"),
                                    "policy_label": policy}})["trial_manager_node"]
@@ -107,8 +112,9 @@ def _assert_same_verdicts(ros_results: list[dict[str, Any]], headless: dict[str,
 
 def test_ros_verdicts_equal_headless_for_a_scripted_grasp(tmp_path):
     policy = "test_node_verdicts:scripted_grasp"
-    ros_results = _run_graph(tmp_path, policy)
-    _assert_same_verdicts(ros_results, _headless(policy, TASKS, MAX_STEPS, ROWS_PER_STEP))
+    ros_results = _run_graph(tmp_path, policy, privileged=True)
+    _assert_same_verdicts(ros_results, _headless(policy, TASKS, MAX_STEPS, ROWS_PER_STEP, privileged=True))
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["arguments"]["privileged"] is True
     assert all(r["frames"] == MAX_STEPS * ROWS_PER_STEP + 1 for r in ros_results)  # frame 0 + one per row
     # the script really does something the scorer sees: at least one stage is credited
     assert any(r["intent_score"] > 0 for r in ros_results)
@@ -130,5 +136,6 @@ def test_run_files_of_the_ros_run_are_complete(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert run["status"] == "complete" and run["expected_trials"] == len(TASKS) == len(results)
     assert run["model"] == "hold" and run["arguments"]["via"] == "ros"
+    assert run["arguments"]["privileged"] is False  # the default: nothing privileged was handed out
     assert summary["status"] == "complete"
     assert all(r["policy_steps"] == MAX_STEPS and r["frames"] == MAX_STEPS * 5 + 1 for r in results)  # hold: 5 rows

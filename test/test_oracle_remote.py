@@ -1,5 +1,6 @@
-"""The oracle behind ``robofollow serve`` (tcp://) scores exactly as in process, and ``--workers 2``
-gives the results of ``--workers 1``."""
+"""The oracle behind ``robofollow serve`` (tcp://) scores exactly as in process when the run hands it the
+privileged state (``--privileged``), gets none without it, and ``--workers 2`` gives the results of
+``--workers 1``."""
 
 from __future__ import annotations
 
@@ -14,9 +15,7 @@ import pytest
 
 from robofollow_ros.evaluation.episode import EpisodeSettings, run_episode
 from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
-from robofollow_ros.policy.interface import ValidatedPolicy
 from robofollow_ros.policy.spec import load_policy
-from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
 from robofollow_ros.sim.world import SimWorld
 
 pytestmark = pytest.mark.timeout(300)
@@ -36,9 +35,16 @@ def test_served_oracle_scores_like_the_in_process_oracle(registry) -> None:  # t
         assert proc.stdout is not None
         line = proc.stdout.readline()  # blocks until the server listens (or died: empty line)
         assert line.startswith("Policy server: 127.0.0.1:"), (line, proc.stderr.read() if proc.stderr else "")
-        remote = ValidatedPolicy(RoboFollowTcpPolicy(port=int(line.rsplit(":", 1)[1]), timeout_s=60))
-        local = load_policy("oracle")
+        spec = f"tcp://127.0.0.1:{int(line.rsplit(':', 1)[1])}"
+        remote = load_policy(spec, {"timeout_s": 60}, privileged=True)  # the run's --privileged
+        local = load_policy("oracle")  # in process: it declares needs_privileged, no flag needed
         world = SimWorld(render=False)
+        # Without --privileged nothing privileged leaves this process: the served oracle has no task to plan.
+        task = registry.eval_task(TASKS[0])
+        bare = load_policy(spec, {"timeout_s": 60})
+        unprivileged = run_episode(world, bare, task, task.seed(1), EpisodeSettings())
+        bare.close()
+        assert "privileged.task_id is missing" in unprivileged["policy_error"], unprivileged.get("policy_error")
         for task_id in TASKS[:2]:
             task = registry.eval_task(task_id)
             frames: dict[str, list[dict[str, Any]]] = {"remote": [], "local": []}
@@ -73,7 +79,7 @@ def test_robofollow_eval_against_robofollow_serve_gives_the_in_process_scores(tm
     cli = [sys.executable, "-m", "robofollow_ros.cli", "eval", "--tasks", ",".join(TASKS[:2]), "--rounds", "1",
            "--no-render"]
     with served_policy("oracle", tmp_path / "server.log") as spec:
-        remote = subprocess.run([*cli, "--policy", spec, "--output", str(tmp_path / "remote")],
+        remote = subprocess.run([*cli, "--policy", spec, "--privileged", "--output", str(tmp_path / "remote")],
                                 capture_output=True, text=True, timeout=300)
     local = subprocess.run([*cli, "--policy", "oracle", "--output", str(tmp_path / "local")],
                            capture_output=True, text=True, timeout=300)
@@ -83,3 +89,7 @@ def test_robofollow_eval_against_robofollow_serve_gives_the_in_process_scores(tm
     assert [r["task"] for r in results["remote"]] == TASKS[:2]
     assert all(r["completion_ok"] for r in results["remote"])
     assert results["remote"] == results["local"]
+    # The served oracle had the ground truth because the run asked for it, and its run says so.
+    runs = {name: json.loads((tmp_path / name / "run.json").read_text()) for name in ("remote", "local")}
+    assert runs["remote"]["arguments"]["privileged"] is True
+    assert runs["local"]["arguments"]["privileged"] is False

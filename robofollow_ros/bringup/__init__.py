@@ -15,6 +15,7 @@ from robofollow_ros.bringup.options import (
     foxglove_address,
     launch_profile,
     policy_of,
+    privileged_of,
 )
 from robofollow_ros.bringup.profiles import (
     PROFILES,
@@ -41,6 +42,7 @@ from robofollow_ros.bringup.running import (
 __all__ = [
     "LAUNCH_ARGUMENTS", "PROFILES", "TRIAL_MANAGER", "BringupOutcome", "Choices", "NodeExit", "NodeSpec",
     "NodeStartError", "Profile", "ProfileError", "apply_choices", "build_nodes", "check_parameters",
-    "driver_config_path", "foxglove_address", "launch_profile", "load_profile", "policy_of", "profile_path",
+    "driver_config_path", "foxglove_address", "launch_profile", "load_profile", "policy_of", "privileged_of",
+    "profile_path",
     "ros_params_file", "run_as_processes", "run_in_process", "with_overrides", "without_nodes",
 ]

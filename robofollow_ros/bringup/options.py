@@ -26,6 +26,7 @@ from robofollow_ros.bringup.profiles import (
     without_nodes,
 )
 from robofollow_ros.paths import share_path
+from robofollow_ros.policy.spec import PolicySpecError, check_privileged
 
 #: Nodes that play or drive the arms: all of them must read the same driver map.
 DRIVER_NODES = ("arm_bridge_node", "sim_node", "mock_hardware_node")
@@ -45,6 +46,8 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
                            "(empty: the profile's, 300)"),
     "policy": ("", "policy SPEC for policy_node: hold | oracle | module:function | tcp://HOST:PORT | openpi://..."),
     "policy_kwargs": ("", "JSON object of keyword arguments for the policy (as robofollow eval --kwargs)"),
+    "privileged": ("", "as robofollow eval --privileged: true hands any policy the privileged state (task id, "
+                       "true object poses), also over tcp://; recorded in run.json (empty: the profile's, false)"),
     "output": ("", "run directory for the results (empty: runs/ros-<UTC time>)"),
     "foxglove_host": ("", "address the live Foxglove server binds (empty: the profile's, 127.0.0.1)"),
     "foxglove_port": ("", "port of the live Foxglove server (empty: the profile's, 8765; 0 picks a free one)"),
@@ -69,6 +72,7 @@ class Choices:
     max_steps: int | None = None
     actions_per_step: int | None = None
     policy_timeout: float | None = None
+    privileged: bool | None = None
     output: str | None = None
     render: bool | None = None
     foxglove: bool = True
@@ -121,6 +125,7 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
     if choices.foxglove_port is not None and not 0 <= choices.foxglove_port <= 65535:
         raise ProfileError(f"{flag('foxglove_port')}: {choices.foxglove_port} is outside 0..65535")
     put("policy_node", "policy_kwargs", choices.policy_kwargs, "policy_kwargs")
+    put("policy_node", "privileged", choices.privileged, "privileged")
     put(TRIAL_MANAGER, "max_steps", choices.max_steps, "max_steps")
     put(TRIAL_MANAGER, "actions_per_step", choices.actions_per_step, "actions_per_step")
     # the policy node bounds each call; the trial manager derives its bound on `running` from it
@@ -157,6 +162,12 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
                             remappings=remaps)
     check_parameters(chosen, f"profile {profile.path} with the options given")
     check_node_files(chosen, choices, flag)
+    if chosen.has("policy_node"):
+        spec, _ = policy_of(chosen)
+        try:
+            check_privileged(spec, privileged_of(chosen))
+        except PolicySpecError as exc:
+            raise ProfileError(str(exc).replace("--privileged", flag("privileged"), 1)) from None
     return chosen
 
 
@@ -240,6 +251,10 @@ def _float_argument(values: dict[str, str], name: str) -> float | None:
         raise ProfileError(f"{name}:={text}: not a number") from None
 
 
+def _bool_argument(values: dict[str, str], name: str) -> bool | None:
+    return _true(values, name) if values.get(name, "").strip() else None
+
+
 def _true(values: dict[str, str], name: str) -> bool:
     text = values.get(name, LAUNCH_ARGUMENTS[name][0]).strip().lower()
     if text not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
@@ -265,6 +280,7 @@ def launch_profile(**values: str) -> Profile:
                       levels=text("levels"), limit=_int_argument(values, "limit"), tasks=text("tasks"),
                       rounds=_int_argument(values, "rounds"), max_steps=_int_argument(values, "max_steps"),
                       policy_timeout=_float_argument(values, "policy_timeout"),
+                      privileged=_bool_argument(values, "privileged"),
                       output=text("output"), foxglove_host=text("foxglove_host"),
                       foxglove_port=_int_argument(values, "foxglove_port"), calibration_dir=text("calibration_dir"),
                       driver_config=text("driver_config"), remaps=(text("remap") or "").split(),
@@ -285,3 +301,8 @@ def foxglove_address(profile: Profile) -> tuple[str, int] | None:
 def policy_of(profile: Profile) -> tuple[str, dict[str, Any]]:
     params = profile.node("policy_node").parameters
     return str(params.get("policy", "hold")), json.loads(str(params.get("policy_kwargs", "{}")))
+
+
+def privileged_of(profile: Profile) -> bool:
+    """policy_node's ``privileged``: every policy is handed privileged state (``--privileged``)."""
+    return bool(profile.node("policy_node").parameters.get("privileged", False))

@@ -216,7 +216,17 @@ def with_overrides(profile: Profile, *, trials: str | None = None, policy: str |
     if unknown:
         raise ProfileError(f"profile {profile.name}: has no {', '.join(unknown)} to apply options to")
     nodes = tuple(replace(n, parameters={**n.parameters, **changes.get(n.executable, {})}) for n in profile.nodes)
-    return replace(profile, nodes=nodes, remappings=profile.remappings + tuple(remappings))
+    return replace(profile, nodes=_record_privileged(nodes), remappings=profile.remappings + tuple(remappings))
+
+
+def _record_privileged(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:
+    """The trial manager records policy_node's ``privileged`` in run.json: it is copied, never chosen apart."""
+    by_name = {n.executable: n for n in nodes}
+    if "policy_node" not in by_name or TRIAL_MANAGER not in by_name:
+        return nodes
+    privileged = bool(by_name["policy_node"].parameters.get("privileged", False))
+    return tuple(replace(n, parameters={**n.parameters, "privileged": privileged}) if n.executable == TRIAL_MANAGER
+                 else n for n in nodes)
 
 
 def without_nodes(profile: Profile, executables: set[str]) -> Profile:

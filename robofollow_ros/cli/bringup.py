@@ -47,6 +47,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--profile", type=Path, metavar="FILE", help="a profile YAML instead of config/profiles/<rig>.yaml")
     p.add_argument("--policy", metavar="SPEC", help="policy SPEC for policy_node (hold, oracle, tcp://HOST:PORT, ...)")
     p.add_argument("--kwargs", metavar="JSON", help="JSON keyword arguments for the policy factory or client")
+    p.add_argument("--privileged", action="store_true",
+                   help="as robofollow eval --privileged: policy_node hands any policy the privileged state (task id, "
+                        "true object poses), also over tcp://; recorded in run.json; not comparable with published "
+                        "results")
     p.add_argument("--scene", help="as robofollow eval: all, or a comma list of scene1..scene4")
     p.add_argument("--levels", help="as robofollow eval: comma list of L0..L3")
     p.add_argument("--limit", type=integer(1, MAX_LIMIT),
@@ -98,7 +102,8 @@ def _one_line(exc: BaseException) -> str:
 def _choices(args: argparse.Namespace, output: Path) -> Any:
     from robofollow_ros.bringup import Choices
 
-    return Choices(policy=args.policy, policy_kwargs=args.kwargs, scene=args.scene, levels=args.levels,
+    return Choices(policy=args.policy, policy_kwargs=args.kwargs, privileged=True if args.privileged else None,
+                   scene=args.scene, levels=args.levels,
                    limit=args.limit, tasks=args.tasks, rounds=args.rounds, max_steps=args.max_steps,
                    actions_per_step=args.actions_per_step, policy_timeout=args.policy_timeout, output=str(output),
                    render=False if args.no_render else None, foxglove=not args.no_foxglove,
@@ -113,7 +118,14 @@ def _flag(name: str) -> str:
 
 def prepare(args: argparse.Namespace, output: Path) -> Any:
     """The profile to run, after every check that can fail before a node starts."""
-    from robofollow_ros.bringup import ProfileError, apply_choices, foxglove_address, load_profile, policy_of
+    from robofollow_ros.bringup import (
+        ProfileError,
+        apply_choices,
+        foxglove_address,
+        load_profile,
+        policy_of,
+        privileged_of,
+    )
     from robofollow_ros.policy.spec import PolicySpecError
     from robofollow_ros.preflight import PolicyUnreachable, PortInUse, port_free, reach_policy
 
@@ -132,7 +144,7 @@ def prepare(args: argparse.Namespace, output: Path) -> Any:
     if profile.has("policy_node"):
         spec, kwargs = policy_of(profile)
         try:
-            reach_policy(spec, kwargs)
+            reach_policy(spec, kwargs, privileged=privileged_of(profile))
         except PolicySpecError as exc:
             raise CliError(_one_line(exc)) from None
         except PolicyUnreachable as exc:

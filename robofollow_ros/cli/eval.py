@@ -49,6 +49,10 @@ def register(subparsers: Any) -> None:
                    help="Ray cluster to join: auto, HOST:6379 or ray://HOST:10001 (default: start Ray here)")
     p.add_argument("--policy-timeout", type=seconds(), default=300.0, metavar="S",
                    help="bound of every policy call, in-process or remote; an overrun fails the trial (default 300)")
+    p.add_argument("--privileged", action="store_true",
+                   help="hand every policy the privileged state (task id, true object poses), also over tcp://; "
+                        "recorded in run.json; such a run is not comparable with published results (without it "
+                        "only the oracle and blind get it, in process)")
     p.add_argument("--output", required=True, type=Path, help="new or empty run directory")
     p.add_argument("--resume", action="store_true", help="continue a killed run in --output")
     p.add_argument("--json", action="store_true", help="print the summary as JSON at the end")
@@ -86,6 +90,7 @@ def build_config(args: argparse.Namespace) -> Any:
             settings=EpisodeSettings(args.max_steps, args.actions_per_step), render=args.render,
             stepper=args.stepper, workers=_workers(args), resume=args.resume, record=args.record, record_hz=record_hz,
             backend=args.backend, ray_address=args.ray_address, policy_timeout_s=args.policy_timeout,
+            privileged=args.privileged,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None

@@ -7,6 +7,10 @@ Many clients at once: the SPEC is a factory, so every connection gets its own po
 demand, reused by later connections after ``reset``), unless the policy declares itself
 ``shareable``; then one object serves everyone and ``--batch-size`` batches concurrent requests
 through its ``predict_batch``.
+
+The policy is handed each request's observation as the server's contract check leaves it: the three
+RGB images, the joint vector, the instruction, and ``privileged`` only when the client sent it (ours
+does only in a run started with ``--privileged``; ``spec.load_served_policy``).
 """
 
 from __future__ import annotations
@@ -68,12 +72,12 @@ def _sessions(args: argparse.Namespace, kwargs: dict[str, Any]) -> tuple[Any, An
     """(PolicySessions, the shared policy the caller must close or None)."""
     from robofollow_ros.policy.guard import TimeoutGuardedPolicy
     from robofollow_ros.policy.interface import close_policy
-    from robofollow_ros.policy.spec import PolicySpecError, load_policy
+    from robofollow_ros.policy.spec import PolicySpecError, load_served_policy
     from robofollow_ros.policy.wire.batching import BatchSettings, DynamicBatcher
     from robofollow_ros.policy.wire.sessions import PolicySessions, declares_shareable
 
     try:
-        first = load_policy(args.policy, kwargs)  # bad SPECs fail here, before listening
+        first = load_served_policy(args.policy, kwargs)  # bad SPECs fail here, before listening
     except PolicySpecError as exc:
         raise CliError(str(exc)) from exc
     shareable = declares_shareable(first)
@@ -96,7 +100,7 @@ def _sessions(args: argparse.Namespace, kwargs: dict[str, Any]) -> tuple[Any, An
         return PolicySessions(shared=shared, batcher=batcher), shared
 
     def build() -> Any:
-        return TimeoutGuardedPolicy(load_policy(args.policy, kwargs), args.policy_timeout)
+        return TimeoutGuardedPolicy(load_served_policy(args.policy, kwargs), args.policy_timeout)
 
     return PolicySessions(factory=build, first=TimeoutGuardedPolicy(first, args.policy_timeout)), None
 

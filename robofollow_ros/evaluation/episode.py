@@ -4,6 +4,10 @@ Order per trial: fresh world (layout, seed) → ``policy.reset()`` → ``set_ins
 up to ``max_steps`` × (``predict`` → execute the first ``actions_per_step`` rows, one frame each).
 A policy that raises, calls ``sys.exit``, overruns its timeout (``policy.guard``) or returns a bad
 chunk fails *this* trial with the reason recorded; it never takes the run down.
+
+What the policy is handed is the observation contract (``policy.observation.contract_observation``:
+three RGB images, the joint vector, the instruction), plus ``privileged`` only when the policy
+receives it (``policy.interface.receives_privileged``: a declaring built-in, or ``--privileged``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from robofollow_ros.benchmark import EvalTask
-from robofollow_ros.policy.interface import Policy, validate_actions
+from robofollow_ros.policy.interface import Policy, receives_privileged, validate_actions
+from robofollow_ros.policy.observation import contract_observation, privileged_extension
 from robofollow_ros.scoring.frame import frame_from_dict
 from robofollow_ros.scoring.monitor import StageMonitor
 
@@ -89,10 +94,10 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
     except POLICY_FAILURES as exc:  # any policy failure fails this trial, not the run
         error, detail = policy_failure(exc), traceback.format_exc(limit=3)
     record()
+    privileged = receives_privileged(policy)
     for _ in range(settings.max_steps if error is None else 0):
-        obs = world.observation()
-        obs["instruction"] = task.instruction
-        obs["privileged"] = privileged_state(task, last["frame"])
+        obs = contract_observation(world.observation(), task.instruction,
+                                   privileged=privileged_state(task, last["frame"]) if privileged else None)
         if observer is not None:
             observer.on_observation(obs)
         try:
@@ -137,12 +142,9 @@ def unexecuted_result(task: EvalTask, reason: str) -> dict[str, Any]:
 
 
 def privileged_state(task: EvalTask, frame: dict[str, Any]) -> dict[str, Any]:
-    """What a privileged expert may know: the task id and every object's pose (an observation extension).
-
-    Reference peers ignore unknown observation keys, so this travels over both wire protocols; on the rig
-    the perception node supplies the same ``objects``/``object_quats`` from what it sees.
-    """
-    return {"task_id": task.task_id, "objects": frame["objects"], "object_quats": frame.get("object_quats", {})}
+    """``obs["privileged"]`` of the simulator's scorer frame: the task id and every object's true pose
+    (``policy.observation.privileged_extension``; handed only to a policy that receives it)."""
+    return privileged_extension(task.task_id, frame["objects"], frame.get("object_quats", {}))
 
 
 def fail_result(result: dict[str, Any], error: str, detail: str = "") -> dict[str, Any]:

@@ -29,7 +29,9 @@ from robofollow_ros.evaluation.selection import TrialKey, select_tasks, trial_ke
 from robofollow_ros.evaluation.trial_worker import DEFAULT_POLICY_TIMEOUT_S, TrialOutcome, TrialWorker, WorkerSpec
 from robofollow_ros.evaluation.worker_errors import START_OTHER, WorkerStartError, start_failure
 from robofollow_ros.monitoring.rates import CONTROL_HZ
-from robofollow_ros.rundir.layout import RECORDINGS_DIR
+from robofollow_ros.policy.spec import check_privileged
+from robofollow_ros.rundir.atomic import read_json
+from robofollow_ros.rundir.layout import RECORDINGS_DIR, RUN_FILE
 
 BACKENDS = ("local", "ray", "inline")
 #: Besides the policy's own time (timeout × calls), what a trial may take in the simulator before
@@ -66,6 +68,10 @@ class EvalConfig:
     policy_timeout_s: float = DEFAULT_POLICY_TIMEOUT_S
     #: A trial running longer than this has its worker killed; None: policy time + ``SIM_ALLOWANCE_S``.
     trial_deadline_s: float | None = None
+    #: ``--privileged``: every observation carries the privileged state (task id, true object poses),
+    #: for any policy and over tcp://; recorded as ``privileged`` in run.json's arguments. Without it
+    #: only a declaring built-in (oracle, blind) gets it, in process. Not comparable with published results.
+    privileged: bool = False
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -80,6 +86,7 @@ class EvalConfig:
             raise ValueError("--record-rate: only with --record")
         if self.record_hz is not None and self.record_hz not in CONTROL_HZ:
             raise ValueError(f"--record-rate: {self.record_hz} Hz is not one of {', '.join(map(str, CONTROL_HZ))}")
+        check_privileged(self.policy, self.privileged)  # a PolicySpecError is a ValueError
 
     def arguments(self) -> dict[str, Any]:
         args = asdict(self)
@@ -91,7 +98,7 @@ class EvalConfig:
         return WorkerSpec(policy=self.policy, policy_kwargs=dict(self.policy_kwargs), render=self.render,
                           stepper=self.stepper, settings=self.settings, policy_timeout_s=self.policy_timeout_s,
                           record_dir=mcap, ship_recordings=self.record and self.backend == "ray",
-                          record_hz=self.record_hz)
+                          record_hz=self.record_hz, privileged=self.privileged)
 
     def deadline_s(self) -> float:
         if self.trial_deadline_s is not None:
@@ -167,10 +174,26 @@ def open_writer(config: EvalConfig, tasks: Sequence[EvalTask], expected: int) ->
     selected = [(t.scene, t.task_id) for t in tasks]
     extra = {"model": config.policy}
     if config.resume:
+        _same_privileged(config)
         return RunWriter.resume(config.output, arguments=config.arguments(), selected_tasks=selected,
                                 expected_trials=expected, stepper=config.stepper, metadata_extra=extra)
     return RunWriter(config.output, arguments=config.arguments(), selected_tasks=selected, expected_trials=expected,
                      stepper=config.stepper, metadata_extra=extra)
+
+
+def _same_privileged(config: EvalConfig) -> None:
+    """A resumed run keeps its ``--privileged``: one run never mixes trials with and without it."""
+    run_file = Path(config.output) / RUN_FILE
+    if not run_file.is_file():
+        return
+    try:
+        recorded = bool((read_json(run_file).get("arguments") or {}).get("privileged", False))
+    except (OSError, ValueError, AttributeError):
+        return  # an unreadable run.json is the resume check's to name
+    if recorded != config.privileged:
+        said = "with" if recorded else "without"
+        raise ValueError(f"--privileged: the run in {config.output} was started {said} --privileged; "
+                         f"resume it {said} --privileged")
 
 
 def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutcome:

@@ -51,6 +51,8 @@ class WorkerSpec:
     #: Reach a remote policy (connect + reset) before the first trial. Workers that replace dead ones
     #: skip it: a server that is briefly busy must fail at most a trial, not stop a run under way.
     probe_remote: bool = True
+    #: ``--privileged``: hand the policy privileged state whatever it is (a tcp:// client forwards it).
+    privileged: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.policy_timeout_s < math.inf:
@@ -81,7 +83,8 @@ def replacement(spec: WorkerSpec) -> WorkerSpec:
 
 
 def build_policy(spec: WorkerSpec) -> TimeoutGuardedPolicy:
-    return TimeoutGuardedPolicy(load_policy(spec.policy, policy_kwargs_for(spec)), spec.policy_timeout_s)
+    return TimeoutGuardedPolicy(load_policy(spec.policy, policy_kwargs_for(spec), privileged=spec.privileged),
+                                spec.policy_timeout_s)
 
 
 def start_policy(spec: WorkerSpec) -> TimeoutGuardedPolicy:

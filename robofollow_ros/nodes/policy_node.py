@@ -22,6 +22,12 @@ session for a remote one). A trial stopped by its time budget (``stopping`` with
 no more rows but lets the call in flight answer or time out, as ``robofollow eval`` would; one ended
 by a fault (``stopping`` with a ``fault``: an e-stop, the operator), or left behind (a new trial, a
 phase past ``stopping``), abandons the call in flight at once — not the policy's failure.
+
+The observation is the one every path builds (``policy.observation.contract_observation``): the three
+cameras' RGB, the joint vector and the instruction. ``obs["privileged"]`` (the trial's task id and the
+objects on ``/robofollow/objects``) is added only for a policy that receives it: a built-in that declares
+it (``oracle``, ``blind``), in this process, or any policy when the ``privileged`` parameter is true
+(``robofollow bringup --privileged``, ``privileged:=true``); a ``tcp://`` client forwards it only then.
 """
 
 from __future__ import annotations
@@ -73,6 +79,8 @@ from robofollow_ros.policy.guard import (
     close_guarded,
     guarded_kwargs,
 )
+from robofollow_ros.policy.interface import receives_privileged
+from robofollow_ros.policy.observation import contract_observation, privileged_extension
 
 
 def _seconds(value: Any) -> str | None:
@@ -109,8 +117,10 @@ class PolicyNode(Node):
         self.request_images = params.declare(
             "request_images", False, "lock-step: ask sim_node to render the current state before each predict "
                                      "(the observation's pictures then match the headless evaluator's)")
-        self.privileged = params.declare("privileged", True, "add obs['privileged'] (task id, objects) from "
-                                                             "/robofollow/objects, as the headless evaluator does")
+        self.privileged_flag = params.declare(
+            "privileged", False, "hand any policy obs['privileged'] (task id, objects from /robofollow/objects), "
+            "also over tcp:// (robofollow bringup --privileged); false: only a declaring built-in (oracle, "
+            "blind) gets it, in this process", read_only=True)
         camera_qos = params.declare("camera_qos", "sensor_data", "camera subscriptions: sensor_data (best effort; "
                                     "matches any camera driver) or reliable (no picture dropped)",
                                     one_of("sensor_data", "reliable"))
@@ -120,6 +130,8 @@ class PolicyNode(Node):
 
         self.spec, self.policy_kwargs = spec, json.loads(policy_kwargs)
         self.policy = self._build_policy()
+        #: Observations carry ``privileged`` (and lock-step waits for the objects of each state).
+        self.privileged = receives_privileged(self.policy)
         self.cache = ObservationCache()
         self.command = self.create_publisher(JointState, TOPIC_JOINT_COMMAND, tp.STATE_STREAM)
         self.status = self.create_publisher(String, tp.TOPIC_POLICY_STATUS, tp.LATCHED)
@@ -146,7 +158,8 @@ class PolicyNode(Node):
         from robofollow_ros.policy.spec import load_policy
 
         kwargs = guarded_kwargs(self.spec, self.policy_kwargs, self.policy_timeout_s)
-        return TimeoutGuardedPolicy(load_policy(self.spec, kwargs), self.policy_timeout_s)
+        return TimeoutGuardedPolicy(load_policy(self.spec, kwargs, privileged=self.privileged_flag),
+                                    self.policy_timeout_s)
 
     def _policy_for_trial(self) -> TimeoutGuardedPolicy:
         """The policy, or a fresh one while a call of the last one that timed out (or was abandoned) still runs."""
@@ -303,22 +316,18 @@ class PolicyNode(Node):
 
     def _observation(self, trial: dict[str, Any], state: RobotState, start: int) -> dict[str, Any]:
         images = self.cache.images(start)
-        obs: dict[str, Any] = {
-            "observation": {CAMERA_OBS_KEYS[c]: {"rgb": images.get(c)} for c in CAMERA_NAMES},
-            "joint_action": {"vector": state.vector.copy()},
-            "instruction": str(trial["instruction"]),
-        }
-        if self.privileged:
-            obs["privileged"] = {"task_id": str(trial["task"]), "objects": state.objects,
-                                 "object_quats": state.object_quats}
-        return obs
+        seen = {"observation": {CAMERA_OBS_KEYS[c]: {"rgb": images.get(c)} for c in CAMERA_NAMES},
+                "joint_action": {"vector": state.vector.copy()}}
+        privileged = (privileged_extension(str(trial["task"]), state.objects, state.object_quats)
+                      if self.privileged else None)
+        return contract_observation(seen, str(trial["instruction"]), privileged=privileged)
 
     def _on_check(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         from robofollow_ros.policy.spec import PolicySpecError
         from robofollow_ros.preflight import PolicyUnreachable, reach_policy
 
         try:
-            reach_policy(self.spec, self.policy_kwargs)
+            reach_policy(self.spec, self.policy_kwargs, privileged=self.privileged_flag)
         except (PolicyUnreachable, PolicySpecError) as exc:
             res.success, res.message = False, str(exc)
             return res

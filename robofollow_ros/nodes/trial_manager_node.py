@@ -101,6 +101,8 @@ class TrialManagerNode(TrialServices, Node):
         self.actions_per_step = params.declare("actions_per_step", 50, "rows executed per policy call", positive)
         output = params.declare("output", "", "new or empty run directory (default runs/ros-<UTC time>)")
         self.policy_label = params.declare("policy_label", "", "policy SPEC recorded in run.json as the model")
+        privileged = params.declare("privileged", False, "recorded in run.json's arguments: policy_node hands any "
+                                    "policy privileged state (--privileged; bringup copies policy_node's)")
         self.rig_mode = params.declare("mode", "sim", "sim: the sim resets; rig: the operator sets up and confirms",
                                        one_of("sim", "rig")) == "rig"
         self.auto_start = params.declare("auto_start", True, "start the protocol as soon as the graph is up")
@@ -140,7 +142,8 @@ class TrialManagerNode(TrialServices, Node):
         self.plan = parse_trials(trials, self.registry)
         self.run_dir = Path(output) if output else Path("runs") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
         arguments = {"trials": trials, "max_steps": self.max_steps, "actions_per_step": self.actions_per_step,
-                     "policy": self.policy_label, "mode": "rig" if self.rig_mode else "sim", "via": "ros"}
+                     "policy": self.policy_label, "mode": "rig" if self.rig_mode else "sim", "via": "ros",
+                     "privileged": privileged}
         self.bounds = PhaseBounds.derive(reset_s=self.reset_timeout_s, confirm_s=confirm_timeout_s,
                                          score_s=self.score_timeout_s, running_s=running_timeout_s,
                                          stop_s=stop_timeout_s, policy_timeout_s=policy_timeout_s,

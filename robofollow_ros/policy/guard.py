@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any
 
-from robofollow_ros.policy.interface import Observation, Policy, PolicyError, close_policy
+from robofollow_ros.policy.interface import Observation, Policy, PolicyError, PolicyWrapper, close_policy
 
 #: The official evaluate.py default for ``--policy-timeout`` (seconds), which covers a first model
 #: compilation: ``robofollow eval``, ``robofollow serve`` and ``policy_node`` (``policy_timeout_s``) share it.
@@ -54,8 +54,10 @@ def guarded_kwargs(spec: str, kwargs: dict[str, Any], timeout_s: float) -> dict[
     return out
 
 
-class TimeoutGuardedPolicy:
-    """Runs every call of ``inner`` in a worker thread and waits at most ``timeout_s`` for it."""
+class TimeoutGuardedPolicy(PolicyWrapper):
+    """Runs every call of ``inner`` in a worker thread and waits at most ``timeout_s`` for it.
+
+    ``interface.receives_privileged`` reads through it to the policy's own wrapper."""
 
     def __init__(self, inner: Policy, timeout_s: float) -> None:
         if not timeout_s > 0:

@@ -5,6 +5,15 @@ is optional. ``predict`` returns an action chunk: a finite float32 array of shap
 rows are *absolute* joint targets in ``contract.JOINT_NAMES`` order. :class:`ValidatedPolicy`
 enforces that on both sides of every wire, so a broken model fails with one clear message instead
 of a physics explosion three layers down.
+
+Privileged state (the evaluation task id and every object's true pose, ``obs["privileged"]``) is not
+part of what a policy sees. A policy of this package that needs it says so with the class (or
+instance) attribute ``needs_privileged = True`` (the ``oracle``, ``blind``, and the drills that read the
+task id); :func:`declares_privileged` reads it, and honours it only for this package's own policies.
+Whether a policy *receives* it is decided once, when it is loaded (``spec.load_policy(...,
+privileged=)``, the run's ``--privileged``), and carried by its :class:`ValidatedPolicy`;
+:func:`receives_privileged` reads that through the wrappers. The observation is then built by
+``observation.contract_observation``, the one builder every path uses.
 """
 
 from __future__ import annotations
@@ -76,18 +85,59 @@ def validate_actions(result: Any) -> np.ndarray:
     return actions
 
 
-class ValidatedPolicy:
+#: Policies defined under this package (the expert, the baselines, the drills) may declare
+#: ``needs_privileged``; a declaration anywhere else is not honoured (it takes ``--privileged``).
+OWN_POLICIES = "robofollow_ros.policy."
+
+
+class PolicyWrapper:
+    """Base of this package's wrappers around a policy (:class:`ValidatedPolicy`, the guard's
+    ``TimeoutGuardedPolicy``): ``inner`` is the wrapped policy."""
+
+    inner: Any
+
+
+def _unwrapped(policy: object) -> object:
+    while isinstance(policy, PolicyWrapper):
+        policy = policy.inner
+    return policy
+
+
+def declares_privileged(policy: object) -> bool:
+    """True when ``policy`` declares ``needs_privileged = True`` and is one of this package's own policies
+    (its class is defined under :data:`OWN_POLICIES`); read through the wrappers."""
+    inner = _unwrapped(policy)
+    return getattr(inner, "needs_privileged", False) is True and type(inner).__module__.startswith(OWN_POLICIES)
+
+
+def receives_privileged(policy: object) -> bool:
+    """Whether ``policy`` is handed ``obs["privileged"]``: what its :class:`ValidatedPolicy` was loaded with
+    (the run's ``--privileged``, or the policy's own declaration), read through the guard; for a bare
+    policy, its declaration alone."""
+    while isinstance(policy, PolicyWrapper) and not isinstance(policy, ValidatedPolicy):
+        policy = policy.inner
+    if isinstance(policy, ValidatedPolicy):
+        return policy.receives_privileged
+    return declares_privileged(policy)
+
+
+class ValidatedPolicy(PolicyWrapper):
     """Wraps a policy so that ``predict`` always returns a validated float32 ``[T, 14]`` array.
 
-    Wrapping twice is harmless: :meth:`wrap` returns an existing wrapper unchanged.
+    ``privileged``: the run hands every observation's privileged state to this policy (``--privileged``);
+    without it only a policy that declares it (:func:`declares_privileged`) receives it
+    (:attr:`receives_privileged`). Wrapping twice is harmless: :meth:`wrap` returns an existing wrapper
+    unchanged.
     """
 
-    def __init__(self, inner: Policy) -> None:
+    def __init__(self, inner: Policy, *, privileged: bool = False) -> None:
         for method in ("reset", "set_instruction", "predict"):
             if not callable(getattr(inner, method, None)):
                 raise TypeError(f"policy: {type(inner).__name__} has no callable {method}(); "
                                 "a policy needs reset(), set_instruction(text) and predict(obs)")
         self.inner = inner
+        #: The observations this policy is given carry ``privileged`` (see the module docstring).
+        self.receives_privileged = bool(privileged) or declares_privileged(inner)
 
     @classmethod
     def wrap(cls, policy: Policy) -> ValidatedPolicy:

@@ -1,26 +1,34 @@
-"""The observation contract, checked in one place: what a policy may be handed (issue 23).
+"""The observation contract: what an evaluated policy is handed, built and checked in one place.
 
-Every server checks a request's observation here before any policy sees it (the TCP server on the
+Every path builds the observation with :func:`contract_observation` (the headless episode runner,
+``policy_node``, the ``tcp://`` client for its request), and both servers check a request's
+observation with :func:`validate_observation` before any policy sees it (the TCP server on the
 decoded JSON, the openpi server after the ALOHA conversion), so a malformed observation fails with
-one line naming the field and the value, never inside a model. The rules:
+one line naming the field and the value, never inside a model. The keys, exactly those the official
+``remote_policy.py`` sends (docs/protocols.md cites the lines):
 
-- ``joint_action.vector``: required; exactly 14 finite values (:data:`~robofollow_ros.contract.ACTION_DIM`),
-  1-D, a float dtype (a JSON list of numbers counts as float64). The dtype is kept (the simulator's
-  float64 travels as float64).
 - ``observation.<camera>.rgb`` for ``head_camera``, ``left_camera``, ``right_camera``: each camera
   is optional and ``rgb`` may be ``None`` (the simulator's render-free mode); an image that is
   there is uint8 ``H × W × 3`` with ``1 ≤ H, W ≤`` :data:`MAX_IMAGE_SIDE`.
+- ``joint_action.vector``: required; exactly 14 finite values (:data:`~robofollow_ros.contract.ACTION_DIM`),
+  1-D, a float dtype (a JSON list of numbers counts as float64). The dtype is kept (the simulator's
+  float64 travels as float64).
 - ``instruction``: optional (``None`` counts as absent); a ``str`` of at most
   :data:`MAX_INSTRUCTION_CHARS` characters that is valid Unicode (no lone surrogates, which
   JSON's ``\\ud800`` escapes can carry and which break any later encoding).
-- ``privileged``: optional; a mapping, passed on as it is (the expert's extension, checked by the
-  policies that read it, see docs/oracle.md).
-- Unexpected keys: anything else, at any level (``depth``, ``segmentation``, a reference client's
-  whole simulator observation), is dropped: the policy receives exactly the contract. A missing
-  required key, or a known key with a wrong value, is refused.
+- Anything else, at any level (``depth``, ``segmentation``, a reference client's whole simulator
+  observation), is left out: the policy receives exactly the contract. A missing required key, or a
+  known key with a wrong value, is refused.
 
-:func:`validate_observation` returns a new dict holding only the contract's keys; arrays are not
-copied. Checks are NumPy calls on whole arrays (no per-element Python).
+One extension, never part of the contract: ``privileged`` (:func:`privileged_extension`: the
+evaluation task id and every object's true pose). :func:`contract_observation` adds it only when its
+caller passes it, and the callers pass it only to a policy that receives it
+(``interface.receives_privileged``: a declaring built-in in process, or any policy of a run started
+with ``--privileged``); the ``tcp://`` client forwards it only under ``--privileged``. A server passes
+on a ``privileged`` mapping that a client sent (ours sends one only under ``--privileged``).
+
+Both functions return a new dict; arrays are not copied. Checks are NumPy calls on whole arrays
+(no per-element Python).
 """
 
 from __future__ import annotations
@@ -111,9 +119,13 @@ def _mapping(value: Any, field: str) -> Mapping[str, Any]:
     return value
 
 
-def validate_observation(obs: Any) -> Observation:
-    """A new observation holding exactly the contract's keys, each checked; see the module docstring."""
-    obs = _mapping(obs, "observation")
+def contract_observation(source: Any, instruction: str | None = None, *,
+                         privileged: Mapping[str, Any] | None = None) -> Observation:
+    """The observation a policy is handed, built from ``source`` (a simulator's, a node's or a peer's
+    observation): exactly the contract's keys, checked; ``instruction``, when given, is the one the
+    observation carries (else ``source``'s own); ``privileged`` is added only when the caller passes it.
+    """
+    obs = _mapping(source, "observation")
     if "joint_action" not in obs:
         raise ObservationError(f"joint_action: missing; the observation has keys {_short(sorted(map(str, obs)))}")
     joints = _mapping(obs["joint_action"], "joint_action")
@@ -129,8 +141,27 @@ def validate_observation(obs: Any) -> Observation:
         camera = _mapping(cameras[key], f"observation.{key}")
         rgb = camera.get("rgb")
         clean["observation"][key] = {"rgb": None if rgb is None else validate_image(rgb, f"observation.{key}.rgb")}
-    if obs.get("instruction") is not None:
-        clean["instruction"] = validate_instruction(obs["instruction"])
+    text = obs.get("instruction") if instruction is None else instruction
+    if text is not None:
+        clean["instruction"] = validate_instruction(text)
+    if privileged is not None:
+        clean["privileged"] = _mapping(privileged, "privileged")
+    return clean
+
+
+def validate_observation(obs: Any) -> Observation:
+    """A server's check of a request's observation: :func:`contract_observation`, with the ``privileged``
+    mapping the client sent passed on (a client sends one only when its run was started with
+    ``--privileged``)."""
+    clean = contract_observation(obs)
     if "privileged" in obs:
         clean["privileged"] = _mapping(obs["privileged"], "privileged")
     return clean
+
+
+def privileged_extension(task_id: str, objects: Mapping[str, Any],
+                         object_quats: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``obs["privileged"]``: the evaluation task id and every object's pose (world frame: ``objects``
+    name → ``[x, y, z]``, ``object_quats`` name → ``[w, x, y, z]``). The headless evaluator takes them
+    from the simulator, ``policy_node`` from ``/robofollow/objects``; docs/oracle.md."""
+    return {"task_id": str(task_id), "objects": objects, "object_quats": object_quats or {}}

@@ -8,6 +8,11 @@ server) and ``learned:CKPT`` (a ``robofollow train`` checkpoint).
 This module owns the table of built-in names. Each entry is a small factory that imports its
 policy's module only when called, so naming a built-in costs neither SAPIEN nor torch until the
 policy is built, and no policy module needs to import this one to register itself.
+
+It also decides, once per loaded policy, whether the policy is handed privileged state
+(``load_policy(..., privileged=)``, the run's ``--privileged``): a policy of this package that declares
+``needs_privileged`` gets it in process; any other only with the flag; a ``tcp://`` client forwards it
+only with the flag; ``openpi://`` cannot carry it and refuses the flag (:func:`check_privileged`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from robofollow_ros.policy.interface import Policy, ValidatedPolicy
+from robofollow_ros.policy.interface import OWN_POLICIES, Policy, ValidatedPolicy
 
 PolicyFactory = Callable[..., Policy]
 
@@ -70,21 +75,64 @@ def builtin_names() -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------- loading
-def load_policy(spec: str, kwargs: dict[str, Any] | None = None, *, validate: bool = True) -> Policy:
+def load_policy(spec: str, kwargs: dict[str, Any] | None = None, *, validate: bool = True,
+                privileged: bool = False) -> Policy:
     """Build the policy named by ``spec``; wrapped in :class:`ValidatedPolicy` unless ``validate`` is False.
 
     Remote specs accept the client's keyword arguments as kwargs (e.g. ``{"timeout_s": 300}``).
+    ``privileged`` (the run's ``--privileged``): the policy is handed ``obs["privileged"]`` whatever it is,
+    and a ``tcp://`` client forwards it over the wire; without it only a policy of this package that
+    declares ``needs_privileged`` receives it, in process. A policy elsewhere that declares it is refused
+    without the flag (``PolicySpecError``), so that no run hands out privileged state unrecorded.
     """
     kwargs = dict(kwargs or {})
     if not isinstance(spec, str) or not spec.strip():
         raise PolicySpecError(f"policy spec: {spec!r} is empty; expected one of {_forms()}")
     spec = spec.strip()
-    policy = _build(spec, kwargs)
+    check_privileged(spec, privileged)
+    if FORWARD_PRIVILEGED in kwargs:
+        raise PolicySpecError(f"policy spec {spec!r}: kwargs {FORWARD_PRIVILEGED!r} is not an option; "
+                              "privileged state travels only with --privileged")
+    policy = _build(spec, kwargs, privileged)
     for method in ("reset", "set_instruction", "predict"):
         if not callable(getattr(policy, method, None)):
             raise PolicySpecError(f"policy spec {spec!r}: the factory returned {type(policy).__name__}, "
                                   f"which has no {method}() method")
-    return ValidatedPolicy.wrap(policy) if validate else policy
+    if isinstance(policy, ValidatedPolicy):  # a factory's own wrapper: this run decides what it receives
+        policy = policy.inner
+    _check_declaration(spec, policy, privileged)
+    return ValidatedPolicy(policy, privileged=privileged) if validate else policy
+
+
+def load_served_policy(spec: str, kwargs: dict[str, Any] | None = None) -> Policy:
+    """What ``robofollow serve`` serves: a policy handed each request's observation as it arrives, the
+    ``privileged`` object included when the client sent one (ours does only in a run started with
+    ``--privileged``). So a policy's declaration is not refused here, and a ``tcp://`` upstream passes on
+    what arrived; the evaluating run, not the server, decides what travels."""
+    spec = spec.strip() if isinstance(spec, str) else spec
+    return load_policy(spec, kwargs, privileged=isinstance(spec, str) and not spec.startswith("openpi://"))
+
+
+#: The ``tcp://`` client's keyword that ``load_policy`` sets from ``privileged`` (never from kwargs).
+FORWARD_PRIVILEGED = "forward_privileged"
+
+
+def check_privileged(spec: str, privileged: bool) -> None:
+    """``PolicySpecError`` naming ``--privileged`` when ``spec`` cannot carry privileged state (``openpi://``:
+    the ALOHA request holds ``state``, ``images`` and ``prompt`` only)."""
+    if privileged and spec.strip().startswith("openpi://"):
+        raise PolicySpecError(f"--privileged: {spec.strip()} cannot carry privileged state (an openpi request "
+                              "holds state, images and prompt only); serve the policy with --protocol robofollow "
+                              "and use tcp://, or drop --privileged")
+
+
+def _check_declaration(spec: str, policy: Any, privileged: bool) -> None:
+    declared = getattr(policy, "needs_privileged", False) is True
+    if declared and not privileged and not type(policy).__module__.startswith(OWN_POLICIES):
+        raise PolicySpecError(f"policy spec {spec!r}: {type(policy).__name__} declares needs_privileged = True; "
+                              "only this package's own policies (oracle, blind, drills) receive privileged state "
+                              "without --privileged (a privileged run is recorded as such and is not comparable "
+                              "with published results)")
 
 
 def _forms() -> str:
@@ -100,7 +148,7 @@ def _call(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any
         raise PolicySpecError(f"policy spec {spec!r}: {exc}") from exc
 
 
-def _build(spec: str, kwargs: dict[str, Any]) -> Any:
+def _build(spec: str, kwargs: dict[str, Any], privileged: bool) -> Any:
     if spec in _BUILTINS:
         return _call(spec, _BUILTINS[spec], kwargs)
     if spec.startswith("learned:"):  # a checkpoint of `robofollow train` (learned/policy.py)
@@ -115,7 +163,8 @@ def _build(spec: str, kwargs: dict[str, Any]) -> Any:
         if remote["scheme"] == "tcp":
             from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
 
-            return _call(spec, RoboFollowTcpPolicy, {"host": host, "port": port, **kwargs})
+            return _call(spec, RoboFollowTcpPolicy,
+                         {"host": host, "port": port, **kwargs, FORWARD_PRIVILEGED: privileged})
         from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
 
         return _call(spec, OpenpiWebsocketPolicy, {"host": host, "port": port, **kwargs})

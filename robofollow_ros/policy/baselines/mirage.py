@@ -60,7 +60,10 @@ class _PlannedBaseline(PlannerPolicy):
 
 
 class MemorizerPolicy(_PlannedBaseline):
-    """Instruction → nearest training instruction → that task's plan at nominal positions (never looks)."""
+    """Instruction → nearest training instruction → that task's plan at nominal positions (never looks).
+
+    It declares no ``needs_privileged``: it reads neither the scene nor the task id, so it is handed
+    the observation contract alone (its numbers then show what words and joints alone achieve)."""
 
     def __init__(self, chunk_size: int = 50) -> None:
         super().__init__(chunk_size)
@@ -95,6 +98,9 @@ class MemorizerPolicy(_PlannedBaseline):
 
 class BlindPolicy(_PlannedBaseline):
     """Scene group → its most frequent training behaviour, whatever the instruction says."""
+
+    #: It finds its scene group from the object names and acts on the true poses (``interface.declares_privileged``).
+    needs_privileged = True
 
     def __init__(self, chunk_size: int = 50) -> None:
         super().__init__(chunk_size)

@@ -20,7 +20,7 @@ import numpy as np
 
 from robofollow_ros.contract import ACTION_DIM, CAMERA_OBS_KEYS, GRIPPER_INDEX
 from robofollow_ros.policy.baselines.hold import HoldPolicy
-from robofollow_ros.policy.interface import Observation, PolicyError
+from robofollow_ros.policy.interface import Observation, PolicyError, declares_privileged
 
 
 def make_observation(seed: int = 0, width: int = 320, height: int = 240, instruction: str = "") -> Observation:
@@ -132,6 +132,8 @@ class DyingPolicy(HoldPolicy):
             raise ValueError("cgroup: mode 'oom' needs a memory cgroup directory with a limit")
         super().__init__()
         self.mode, self.task, self.once_marker, self.cgroup, self.sleep_s = mode, task, once_marker, cgroup, sleep_s
+        #: It tells its task by ``privileged.task_id``: declared only when it has a task to tell.
+        self.needs_privileged = task is not None
 
     def predict(self, obs: Observation) -> np.ndarray:
         task_id = (obs.get("privileged") or {}).get("task_id")
@@ -185,6 +187,11 @@ class GatedPolicy:
 
         self.gate, self.timeout_s = Path(gate), timeout_s
         self.inner = load_policy(inner, validate=False)
+
+    @property
+    def needs_privileged(self) -> bool:
+        """What ``inner`` declares (an ``oracle`` behind the gate still gets its privileged state)."""
+        return declares_privileged(self.inner)
 
     def reset(self) -> None:
         self.inner.reset()

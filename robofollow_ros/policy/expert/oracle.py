@@ -50,6 +50,10 @@ class PlannerPolicy:
 class OraclePolicy(PlannerPolicy):
     """Privileged expert; one planner per episode, created at the first ``predict`` after ``reset``."""
 
+    #: It plans from the task id and the true poses: handed ``obs["privileged"]`` in process
+    #: (``interface.declares_privileged``); over a wire only when the run has ``--privileged``.
+    needs_privileged = True
+
     def __init__(self, chunk_size: int = 50) -> None:
         super().__init__(chunk_size)
         self.task_id: str | None = None

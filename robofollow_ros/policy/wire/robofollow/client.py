@@ -11,6 +11,11 @@ fires the socket is closed (above), and when the server answers that the policy 
 still busy with a call that did (``PolicyTimeoutError`` / ``PolicyBusyError`` in its reply), the
 client closes the connection too, so the next trial starts on a fresh connection, and so a fresh
 session, even on a server that does not drop stuck sessions itself (ours does).
+
+The predict request is the observation contract (``policy.observation.contract_observation``): three
+RGB images, the joint vector and the instruction, as the official ``remote_policy.py`` sends them.
+``obs["privileged"]`` is forwarded only by a client built with ``forward_privileged=True``, which
+``spec.load_policy`` sets from the run's ``--privileged`` and nothing else.
 """
 
 from __future__ import annotations
@@ -22,33 +27,22 @@ from typing import Any
 
 import numpy as np
 
-from robofollow_ros.contract import CAMERA_OBS_KEYS
-from robofollow_ros.policy.interface import Observation, PolicyError
+from robofollow_ros.policy.interface import Observation
+from robofollow_ros.policy.observation import contract_observation
 from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
 from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message_parts
 from robofollow_ros.policy.wire.robofollow.framing import check_frame_length, recv_frame, send_frame
 
 
-def wire_observation(obs: Observation, instruction: str) -> dict[str, Any]:
-    """The predict payload of the spec: three RGB images, the joint vector and the instruction.
+def wire_observation(obs: Observation, instruction: str, *, forward_privileged: bool = False) -> dict[str, Any]:
+    """The predict payload: the contract's three RGB images, the joint vector and the instruction
+    (``obs``'s own, else ``instruction``), and ``obs["privileged"]`` only with ``forward_privileged``.
 
-    Depth, segmentation and any other simulator keys are left out on purpose (the request stays
-    about 0.92 MB at 320×240).
+    Depth, segmentation and any other simulator keys are left out (the request stays about 0.92 MB at
+    320×240); a vector that is not 14 finite floats is refused here, before anything is sent.
     """
-    cameras = obs.get("observation", {})
-    payload_cams = {key: {"rgb": cameras[key]["rgb"]} for key in CAMERA_OBS_KEYS.values()
-                    if isinstance(cameras.get(key), dict) and "rgb" in cameras[key]}
-    vector = obs.get("joint_action", {}).get("vector")
-    if vector is None:
-        raise PolicyError("observation: joint_action.vector is missing")
-    payload: dict[str, Any] = {
-        "observation": payload_cams,
-        "joint_action": {"vector": np.asarray(vector)},
-        "instruction": obs.get("instruction") or instruction or "",
-    }
-    if "privileged" in obs:  # the expert extension (task id, object poses); reference servers ignore it
-        payload["privileged"] = obs["privileged"]
-    return payload
+    privileged = obs.get("privileged") if forward_privileged else None
+    return contract_observation(obs, obs.get("instruction") or instruction or "", privileged=privileged)
 
 
 class RoboFollowTcpPolicy:
@@ -57,7 +51,7 @@ class RoboFollowTcpPolicy:
     def __init__(self, host: str = "127.0.0.1", port: int = 8999, *, timeout_s: float = 120.0,
                  connect_attempts: int = 20, connect_interval_s: float = 1.0,
                  reset_cmd: str = "reset", set_instruction_cmd: str = "set_instruction",
-                 predict_cmd: str = "predict") -> None:
+                 predict_cmd: str = "predict", forward_privileged: bool = False) -> None:
         if not isinstance(port, int) or not 0 < port < 65536:
             raise ValueError(f"port: {port!r} is not a TCP port (1..65535)")
         if not timeout_s > 0:
@@ -70,6 +64,8 @@ class RoboFollowTcpPolicy:
         self.connect_interval_s = float(connect_interval_s)
         self.commands = {"reset": reset_cmd, "set_instruction": set_instruction_cmd, "predict": predict_cmd}
         self.instruction = ""
+        #: Forward ``obs["privileged"]`` (set by ``load_policy`` from the run's ``--privileged`` only).
+        self.forward_privileged = bool(forward_privileged)
         self._sock: socket.socket | None = None
         self._closing = threading.Event()
         #: Connections opened so far (tests and logs use it to see reconnects).
@@ -84,7 +80,8 @@ class RoboFollowTcpPolicy:
         self._call("set_instruction", self.instruction, replay=False)
 
     def predict(self, obs: Observation) -> np.ndarray:
-        result = self._call("predict", wire_observation(obs, self.instruction), replay=False)
+        payload = wire_observation(obs, self.instruction, forward_privileged=self.forward_privileged)
+        result = self._call("predict", payload, replay=False)
         if not isinstance(result, np.ndarray):
             raise WireFormatError(f"response: predict returned {type(result).__name__}, expected an encoded array")
         return result
