@@ -17,7 +17,8 @@ PYTHON_KEYS = {"numpy": "python3-numpy", "yaml": "python3-yaml", "cv2": "python3
                "PIL": "python3-pil", "google": "python3-protobuf"}
 #: Not in rosdep: installed with pip (README); torch is optional (doctor reports it).
 PIP_ONLY = {"sapien": "sapien", "foxglove": "foxglove-sdk", "mcap": "mcap", "rosbags": "rosbags",
-            "mcap_ros2": "mcap-ros2-support", "pyarrow": "pyarrow", "av": "av", "ray": "ray"}
+            "mcap_ros2": "mcap-ros2-support", "pyarrow": "pyarrow", "av": "av", "ray": "ray",
+            "pybase64": "pybase64"}
 OPTIONAL = {"torch"}
 
 
