@@ -1,9 +1,10 @@
 """trial_manager_node: runs a protocol (tasks × rounds) over the graph and writes the results.
 
 Per trial: phase ``resetting`` (the sim resets; on the rig the operator is shown the layout and
-confirms through ``/robofollow/trial/confirm_reset`` or Enter) → in the sim ``starting`` until the
-stage monitor has scored the start state (its acknowledgement: no row runs before the scorer holds
-frame 0) → ``running`` → the policy node's
+confirms through ``/robofollow/trial/confirm_reset`` or Enter) → ``starting`` until the stage monitor
+has scored the start state (its acknowledgement: no row runs before the scorer holds frame 0, on the
+rig as in the sim; a scorer starved of CPU that learned of a trial only at its end scored no frame at
+all) → ``running`` → the policy node's
 ``done`` after ``max_steps`` policy calls (the step budget) or a stop → ``scoring`` → the stage
 monitor's final score → recorded with ``RunWriter`` (run.json, results.json, summary.json, SQLite)
 exactly as the headless evaluator records it → ``done``. The handshake is in ``trial_protocol``.
@@ -165,7 +166,7 @@ class TrialManagerNode(TrialServices, Node):
         #: The process's exit status once ``finished`` (cli._common's table).
         self.exit_code = EXIT_OK
         #: Sim: wait in ``starting`` for the stage monitor to score the start state before ``running``.
-        self.await_scorer = not self.rig_mode and "stage_monitor_node" in self.wait_for_nodes
+        self.await_scorer = "stage_monitor_node" in self.wait_for_nodes
         self.policy_gate = PolicyGate(self, tp.SERVICE_POLICY_CHECK, check_policy and "policy_node" in
                                       self.wait_for_nodes, policy_check_timeout_s)
 
