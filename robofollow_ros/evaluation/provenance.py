@@ -119,7 +119,7 @@ def config_sha256() -> dict[str, str]:
 
 
 def curobo_source_sha256() -> str | None:
-    """As the official (runinfo.py:36-45): SHA-256 over cuRobo's Python sources when cuRobo is installed.
+    """As the official (runinfo.py:35-45): SHA-256 over cuRobo's Python sources when cuRobo is installed.
 
     This package plans with TOPP and never imports cuRobo; the digest says whether one was installed
     beside it all the same. None without cuRobo (the usual case). The module is located, not imported."""
