@@ -260,13 +260,17 @@ def test_seeds_and_privileged_state_are_defining_too(tmp_path: Path, field: str,
 
 
 def test_privileged_state_is_read_from_the_arguments(tmp_path: Path) -> None:
-    with RunWriter(tmp_path / "run", arguments={"privileged": True, "policy": "oracle"},
+    with RunWriter(tmp_path / "given", arguments={"privileged": True, "policy": "oracle"},
                    selected_tasks=[("scene1", TASKS[0])], expected_trials=1):
         pass
-    run = _json(tmp_path / "run" / "run.json")
+    run = _json(tmp_path / "given" / "run.json")
     assert run["privileged"] is True and run["arguments"]["privileged"] is True
-    assert run["policy"]["observation_keys"][-3:] == ["privileged.task_id", "privileged.objects",
-                                                      "privileged.object_quats"]
+    assert run["policy"]["spec"] == "oracle" and run["policy"]["observation_keys"] is None  # not the evaluator's
+    with RunWriter(tmp_path / "default", arguments={}, selected_tasks=[("scene1", TASKS[0])], expected_trials=1):
+        pass
+    assert _json(tmp_path / "default" / "run.json")["privileged"] is False
+    evaluated = provenance.policy_record(RunSettings(policy="oracle", privileged=True))
+    assert evaluated["observation_keys"][-3:] == ["privileged.task_id", "privileged.objects", "privileged.object_quats"]
 
 
 def test_the_same_settings_resume_and_complete(killed_run, tmp_path) -> None:  # type: ignore[no-untyped-def]

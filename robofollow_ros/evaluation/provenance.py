@@ -323,11 +323,14 @@ def _paths(value: Mapping[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-def policy_record(settings: RunSettings) -> dict[str, Any]:
-    """run.json's ``policy``: SPEC, kwargs (secrets redacted), the server's metadata, the observation keys."""
+def policy_record(settings: RunSettings, evaluator: bool = True) -> dict[str, Any]:
+    """run.json's ``policy``: SPEC, kwargs (secrets redacted), the server's metadata, the observation keys.
+
+    ``evaluator``: the policy is fed by this package's evaluator (whose observations :func:`observation_keys`
+    describes); a run of the ROS graph, whose policy node builds its own, records null there."""
     return {"spec": settings.policy, "kwargs": jsonable(redacted(settings.policy_kwargs)),
             "server_metadata": server_metadata(settings.server_metadata),
-            "observation_keys": observation_keys(settings.policy, settings.privileged)}
+            "observation_keys": observation_keys(settings.policy, settings.privileged) if evaluator else None}
 
 
 def server_metadata(value: Mapping[str, Any] | None) -> Any:

@@ -94,6 +94,7 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
     the policy come from ``arguments`` where it has them, and what is not known is null."""
     env = provenance.environment()
     args = dict(arguments)
+    evaluator = settings is not None
     if settings is None:
         spec = args.get("policy")
         settings = RunSettings(policy=str(spec) if spec else "", max_steps=args.get("max_steps"),
@@ -117,7 +118,7 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         # -- ours --
         "schema_version": RUN_SCHEMA_VERSION,
         "run_id": str(uuid.uuid4()),
-        "policy": provenance.policy_record(settings) if settings.policy else None,
+        "policy": provenance.policy_record(settings, evaluator) if settings.policy else None,
         "privileged": bool(settings.privileged),
         "max_steps": settings.max_steps,
         "actions_per_step": settings.actions_per_step,
