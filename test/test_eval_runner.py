@@ -120,5 +120,6 @@ def test_resume_after_sigkill_loses_nothing_and_runs_only_the_rest(tmp_path):
     keys = [(e["task"], e["round"]) for e in after]
     assert len(keys) == len(set(keys)) == 6  # every trial exactly once
     run = json.loads((run_dir / "run.json").read_text())
-    assert run["status"] == "complete" and run["completed_trials"] == 6 and run["resumed_utc"]
+    assert run["status"] == "complete" and run["completed_trials"] == 6 and len(run["resumes"]) == 1
+    assert run["resumes"][0]["trials_before"] == len(before) and run["resumes"][0]["changed"] == {}
     assert "already recorded" in resumed.stdout

@@ -94,20 +94,22 @@ def test_resume_continues_only_the_planned_trials_it_started_with(tmp_path):
     run.close()  # as a killed run: still "running", resumable
     with pytest.raises(RunDirError) as refused:
         RunWriter.resume(tmp_path / "r", arguments={}, selected_tasks=[("scene1", REL)], expected_trials=5)
-    assert "(expected_trials, selected_tasks differ)" in str(refused.value)
+    assert "(expected_trials, selected_tasks differ: expected_trials 4 in the run, 5 now; selected_tasks " in str(
+        refused.value)
     with RunWriter.resume(tmp_path / "r", arguments={"rounds": 2}, selected_tasks=[("scene1", PICK)],
                           expected_trials=4) as resumed:
         assert resumed.run_id == run.run_id and resumed.recorded(PICK, 1) and not resumed.recorded(PICK, 2)
         resumed.record_trial(scored(PICK, False), task=task, round_index=2, seed=task.seed(2))
     final = json.loads((tmp_path / "r" / "run.json").read_text())
-    assert final["status"] == "complete" and final["completed_trials"] == 2 and len(final["resumed_utc"]) == 1
+    assert final["status"] == "complete" and final["completed_trials"] == 2 and len(final["resumes"]) == 1
 
 
 def test_store_is_wal_and_queryable_and_merges(tmp_path):
     reg = default_registry()
     dbs = []
     for i in range(2):
-        with writer(tmp_path / f"run{i}", store_path=tmp_path / f"s{i}.sqlite") as run:
+        with RunWriter(tmp_path / f"run{i}", arguments={}, selected_tasks=[("scene1", PICK), ("scene1", REL)],
+                       expected_trials=4, store_path=tmp_path / f"s{i}.sqlite") as run:
             for r in (1, 2):
                 task = reg.eval_task(PICK if r == 1 else REL)
                 run.record_trial(scored(task.task_id, r == 1), task=task, round_index=r, seed=task.seed(r))

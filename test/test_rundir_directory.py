@@ -128,19 +128,26 @@ def test_resume_refuses_another_run_naming_each_field_that_differs(tmp_path: Pat
         assert same.recorded_identity == {"model": "a", "seed": 0, "tasks": ["t1", "t2"]}
     with pytest.raises(RunDirError) as refused:
         resume({"model": "b", "seed": 1, "tasks": ["t1", "t2"]})
-    assert str(refused.value).startswith(f"--output: {run_dir} holds another run (model, seed differ); ")
-    with pytest.raises(RunDirError, match=r"\(tasks differ\)"):  # a recorded field it lacks differs too ...
-        resume({"model": "a", "seed": 0})
+    assert str(refused.value).startswith(f"--output: {run_dir} holds another run (model, seed differ: model \"a\" "
+                                         'in the run, "b" now; seed 0 in the run, 1 now); ')
+    with pytest.raises(RunDirError, match=r'\(tasks differ: tasks \["t1", "t2"\] in the run, absent now\)'):
+        resume({"model": "a", "seed": 0})  # a recorded field it lacks differs too ...
     with resume({"model": "a", "seed": 0}, partial=True):  # ... unless the record holds other fields
         pass
-    with pytest.raises(RunDirError, match=r"\(seed differ\)"):
+    with pytest.raises(RunDirError, match=r"\(seed differ: seed 0 in the run, 2 now\)"):
         resume({"model": "a", "seed": 2}, partial=True)
+    long = ["t1", *(letter * 40 for letter in "uvw")]
+    with pytest.raises(RunDirError, match=r"\(tasks differ: tasks \(first difference at #2: \"t2\" in the run, "
+                                          rf"\"{'u' * 40}\" now\) with 2 entries in the run, 4 now\)"):
+        resume({"model": "a", "seed": 0, "tasks": long})  # a long list is told by where it parts
+    with pytest.raises(RunDirError, match=r'\(tasks differ: tasks \["t1", "t2"\] in the run, \["t1"\] now\)'):
+        resume({"model": "a", "seed": 0, "tasks": ["t1"]})  # a short one is shown whole
 
     with RunDirectory.resume(run_dir, identity=Identity({}, partial=True)) as directory:
         directory.write_json("meta/robofollow.json", {"collect": {"fps": 10}, "episodes": [1, 2]})
     with resume({"fps": 10}, record="meta/robofollow.json", key="collect") as directory:
         assert directory.recorded_identity == {"fps": 10}
-    with pytest.raises(RunDirError, match=r"\(fps differ\)"):
+    with pytest.raises(RunDirError, match=r"\(fps differ: fps 10 in the run, 25 now\)"):
         resume({"fps": 25}, record="meta/robofollow.json", key="collect")
 
     (run_dir / "run.json").write_text('{"model": ')

@@ -65,14 +65,16 @@ def _assert_complete(run_dir: Path) -> list[dict[str, Any]]:
 
 def test_a_second_evaluator_is_refused_with_the_holder_named(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    sleeper = json.dumps({"mode": "sleep", "sleep_s": 600})
-    first = subprocess.Popen([ROBOFOLLOW, "eval", "--policy", "robofollow_ros.policy.drills.scripted:dying",
-                              "--kwargs", sleeper, "--policy-timeout", "600", *SELECTION, "--output", str(run_dir)],
+    # The first run's first call sleeps (and leaves the marker); the same policy resumes it without sleeping.
+    sleeper = ["--policy", "robofollow_ros.policy.drills.scripted:dying", "--kwargs",
+               json.dumps({"mode": "sleep", "sleep_s": 600, "once_marker": str(tmp_path / "slept")}),
+               "--policy-timeout", "600"]
+    first = subprocess.Popen([ROBOFOLLOW, "eval", *sleeper, *SELECTION, "--output", str(run_dir)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         lock = run_dir / ".robofollow.lock"
         _wait_for(lambda: lock.is_file() and f'"pid": {first.pid}' in lock.read_text(), "the first run's lock")
-        second = _eval(run_dir, "--resume")
+        second = _eval(run_dir, "--resume", *sleeper)
         assert second.returncode == EXIT_OUTPUT_UNUSABLE, second.stderr
         errors = _error_lines(second.stderr)
         assert len(errors) == 1 and "Traceback" not in second.stderr
@@ -81,7 +83,7 @@ def test_a_second_evaluator_is_refused_with_the_holder_named(tmp_path: Path) -> 
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)
-    resumed = _eval(run_dir, "--resume")  # the kernel dropped the dead holder's lock
+    resumed = _eval(run_dir, "--resume", *sleeper)  # the kernel dropped the dead holder's lock
     assert resumed.returncode == EXIT_OK, resumed.stderr
     _assert_complete(run_dir)
 

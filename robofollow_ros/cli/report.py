@@ -29,8 +29,25 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_report)
 
 
+def _run_record(run_dir: Path) -> dict[str, Any] | None:
+    """The run's run.json when it has a readable one (a results.json alone is reported too)."""
+    try:
+        run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return run if isinstance(run, dict) else None
+
+
 def _report(args: argparse.Namespace) -> int:
-    from robofollow_ros.evaluation.report import format_table, plot_comparison, published_table, run_table
+    from robofollow_ros.evaluation.report import (
+        PRIVILEGED_MARK,
+        format_table,
+        is_privileged,
+        plot_comparison,
+        protocol_differences,
+        published_table,
+        run_table,
+    )
     from robofollow_ros.scoring.summary import summarize
 
     if args.compare_runs:
@@ -56,13 +73,27 @@ def _report(args: argparse.Namespace) -> int:
         models = {m: published_table(m) for m in args.compare}
     except KeyError as exc:
         raise CliError(str(exc.args[0])) from None
+    run = _run_record(run_dir)
+    privileged = is_privileged(run)
+    differences = protocol_differences(run, trials)
+    label = f"{run_dir.name} (privileged)" if privileged else run_dir.name
     if not args.no_plot:
         with writing(png, "--png"):
-            plot_comparison(png, table, models, run_label=run_dir.name)
+            plot_comparison(png, table, models, run_label=label)
     if args.json:
-        print_json({"run": table, "models": models, "png": None if args.no_plot else str(png)})
+        print_json({"run": table, "models": models, "png": None if args.no_plot else str(png),
+                    "privileged": privileged, "protocol_differences": differences})
         return 0
-    print(format_table(table, f"run {run_dir} (IS/ES/CR, %)"))
+    mark = f" — {PRIVILEGED_MARK}" if privileged else ""
+    print(format_table(table, f"run {run_dir} (IS/ES/CR, %){mark}"))
+    if privileged:
+        print(f"note: {PRIVILEGED_MARK}: its policy was given the objects' poses and the task id")
+    if models and differences:  # the published figures ran the whole protocol: say where this run does not
+        for difference in differences:
+            print(f"warning: this run is {difference}; the published figures below ran the whole protocol "
+                  "(every task, 10 rounds, 10 calls of 50 rows, TOPP), so the cells are not directly comparable"
+                  if difference.startswith("a subset") else
+                  f"warning: this run differs from the published protocol: {difference}")
     for name, cells in models.items():
         print()
         print(format_table(cells, f"published: {name} (IS/ES/CR, %)"))

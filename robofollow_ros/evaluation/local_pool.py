@@ -20,7 +20,7 @@ import signal
 import time
 import traceback
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -55,7 +55,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     except BaseException as exc:
         conn.send(("init_failed", *start_failure(exc)))
         return
-    conn.send(("ready", os.getpid()))
+    conn.send(("ready", os.getpid(), worker.info))
     try:
         while True:
             try:
@@ -91,6 +91,8 @@ class _Slot:
     started: float = 0.0
     oom_before: int | None = None
     overdue: bool = False
+    #: What the worker reported when it was ready (``TrialWorker.info``).
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 class LocalPool:
@@ -114,10 +116,30 @@ class LocalPool:
         self._slots.append(slot)
         return slot
 
+    def start(self, trials: int) -> dict[str, Any]:
+        """Start the workers ``trials`` trials need and wait until one is ready (its policy built, a remote one
+        reached); returns what it reported (``TrialWorker.info``). Before the run directory is opened: a
+        policy that cannot be built fails here (``WorkerStartError``) and the run leaves nothing behind."""
+        for _ in range(min(self.workers, trials) - len(self._slots)):
+            self._start()
+        while self._slots:
+            ready = wait([s.conn for s in self._slots] + [s.proc.sentinel for s in self._slots])
+            for slot in list(self._slots):
+                if slot.conn not in ready and slot.proc.sentinel not in ready:
+                    continue
+                for outcome in self._service(slot, collections.deque()):  # nothing is assigned: no outcome
+                    raise RuntimeError(f"a worker reported trial {outcome.key.trial_id} before it was given one")
+                if slot.ready:
+                    return slot.info
+        raise WorkerStartError(START_DIED, "no worker could start")
+
     def results(self, keys: Sequence[TrialKey]) -> Iterator[TrialOutcome]:
         pending = collections.deque(keys)
-        for _ in range(min(self.workers, len(pending))):
+        for _ in range(min(self.workers, len(pending)) - len(self._slots)):
             self._start()
+        for slot in [s for s in self._slots if s.ready and s.key is None]:  # ready since start(): no waiting
+            if pending:
+                self._assign(slot, pending)
         while self._slots and (pending or any(s.key is not None for s in self._slots)):
             ready = wait([s.conn for s in self._slots] + [s.proc.sentinel for s in self._slots], timeout=1.0)
             for slot in list(self._slots):
@@ -139,7 +161,7 @@ class LocalPool:
                 break
             kind = message[0]
             if kind == "ready":
-                slot.ready = True
+                slot.ready, slot.info = True, message[2]
             elif kind == "done":
                 outcome: TrialOutcome = message[1]
                 slot.key = None

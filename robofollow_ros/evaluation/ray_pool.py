@@ -51,7 +51,9 @@ class TrialActor:
     def ready(self) -> dict[str, Any]:
         import ray
 
-        return {"error": self.error, "node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+        info = self.worker.info if self.worker is not None else {}
+        return {"error": self.error, "node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+                "info": info}
 
     def run(self, key: TrialKey) -> TrialOutcome:
         return self.worker.run(key)
@@ -145,13 +147,35 @@ class RayPool:
         cpus = float(self.ray.cluster_resources().get("CPU", 1.0))
         return max(1, min(n_keys, int(cpus // self.cpus_per_worker)))
 
+    def _actors(self) -> int:
+        return len(self._starting) + len(self._idle) + len(self._inflight)
+
+    def start(self, trials: int) -> dict[str, Any]:
+        """Request the actors ``trials`` trials need and wait until one is ready (its policy built, a remote one
+        reached); returns what it reported (``TrialWorker.info``). Before the run directory is opened: a
+        policy that cannot be built fails here (``WorkerStartError``) and the run leaves nothing behind."""
+        for _ in range(self.target_workers(trials) - self._actors()):
+            self._spawn()
+        since = time.monotonic()
+        while not self._idle:
+            if not self._starting:
+                self._spawn(replacing=True)  # the one asked for was lost with its node
+            done, _ = self.ray.wait(list(self._starting), num_returns=1, timeout=1.0)
+            for ref in done:
+                self._on_started(ref, self._starting.pop(ref))
+            if time.monotonic() - since > START_TIMEOUT_S:
+                raise WorkerStartError(START_DIED, f"no Ray worker could start within {START_TIMEOUT_S:g} s "
+                                                   "(does the cluster have a free CPU for each worker?)")
+        return dict(self._idle[0][1].get("info") or {})
+
     def results(self, keys: Sequence[TrialKey]) -> Iterator[TrialOutcome]:
         pending = collections.deque(keys)
         losses: collections.Counter[TrialKey] = collections.Counter()
-        for _ in range(self.target_workers(len(pending))):
+        for _ in range(self.target_workers(len(pending)) - self._actors()):
             self._spawn()
         waiting_since = time.monotonic()
         while pending or self._inflight:
+            self._assign_idle(pending)  # actors ready since start() get their trials at once
             refs = [*self._inflight, *self._starting]
             if not refs:
                 self._spawn(replacing=True)
@@ -163,15 +187,18 @@ class RayPool:
                 else:
                     yield from self._on_finished(ref, pending, losses)
             self._kill_overdue()
-            while self._idle and pending:
-                actor, info = self._idle.pop()
-                key = pending.popleft()
-                self._inflight[actor.run.remote(key)] = (actor, info, key, time.monotonic())
+            self._assign_idle(pending)
             if self._inflight or not self._starting:
                 waiting_since = time.monotonic()
             elif time.monotonic() - waiting_since > START_TIMEOUT_S:
                 raise WorkerStartError(START_DIED, f"no Ray worker could start within {START_TIMEOUT_S:g} s "
                                                    "(does the cluster have a free CPU for each worker?)")
+
+    def _assign_idle(self, pending: collections.deque[TrialKey]) -> None:
+        while self._idle and pending:
+            actor, info = self._idle.pop()
+            key = pending.popleft()
+            self._inflight[actor.run.remote(key)] = (actor, info, key, time.monotonic())
 
     def _on_started(self, ref: Any, actor: Any) -> None:
         try:
@@ -242,6 +269,7 @@ class RayPool:
         self._starting.clear()
         self._inflight.clear()
         if self._owns_ray:
+            self._owns_ray = False  # a second close leaves Ray alone
             self.ray.shutdown()
 
     def __enter__(self) -> RayPool:

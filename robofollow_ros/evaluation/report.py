@@ -7,7 +7,7 @@ model ids (``PI05``, ``PI0``, ...) are mapped to the CSV's display names through
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,56 @@ SCENE_LABEL = {s: f"S{i}" for i, s in enumerate(SCENES, start=1)}
 
 #: Cells of a table: {scene label: {level: {metric: percent}}}.
 Table = dict[str, dict[str, dict[str, float]]]
+
+#: The mark of a run whose policy was given privileged state (object poses, the task id).
+PRIVILEGED_MARK = "privileged — not comparable with published results"
+#: The published protocol: every task, this many rounds, these budgets (evaluate.py's defaults).
+PROTOCOL: dict[str, Any] = {"rounds": 10, "max_steps": 10, "actions_per_step": 50, "stepper": "robotwin-topp"}
+
+
+def is_privileged(run: Mapping[str, Any] | None) -> bool:
+    """True when run.json says its policy was given privileged state (``arguments.privileged``, or ours)."""
+    if not run:
+        return False
+    arguments = run.get("arguments")
+    return bool(run.get("privileged")) or (isinstance(arguments, Mapping) and bool(arguments.get("privileged")))
+
+
+def protocol_differences(run: Mapping[str, Any] | None, trials: Sequence[Mapping[str, Any]]) -> list[str]:
+    """How a run differs from the protocol the published figures ran, one phrase each; [] for a full run.
+
+    From its trials: which tasks and rounds it holds, against every task of the registry and 10 rounds
+    (within the scenes and levels it covers, and overall); from run.json: the step budget, rows per
+    call and stepper, an unfinished run, and a resume on other code."""
+    from robofollow_ros.benchmark import default_registry
+
+    registry = default_registry()
+    out: list[str] = []
+    tasks = {t["task"] for t in trials}
+    rounds: dict[str, set[int]] = {t["task"]: set() for t in trials}
+    for t in trials:
+        rounds[t["task"]].add(int(t.get("round") or 0))
+    cells = {(t.get("scene"), t.get("level_tag")) for t in trials}
+    in_cells = [e.task_id for e in registry.eval_tasks() if (e.scene, e.level) in cells]
+    everything = registry.eval_tasks()
+    most = max((len(r) for r in rounds.values()), default=0)
+    least = min((len(r) for r in rounds.values()), default=0)
+    if len(tasks) < len(in_cells) or least < PROTOCOL["rounds"]:
+        per_task = f"{least}" if least == most else f"{least}-{most}"
+        out.append(f"a subset of the protocol: {len(tasks)} of the {len(in_cells)} tasks in its scene/level cells "
+                   f"({len(everything)} in all), {per_task} of {PROTOCOL['rounds']} rounds per task")
+    if run:
+        for key in ("max_steps", "actions_per_step", "stepper"):
+            value = run.get(key)
+            if value is not None and value != PROTOCOL[key]:
+                out.append(f"{key} {value} (the protocol: {PROTOCOL[key]})")
+        expected = run.get("expected_trials")
+        if run.get("status") != "complete" or (isinstance(expected, int) and len(trials) < expected):
+            out.append(f"{run.get('status')}: {len(trials)} of {expected} planned trials recorded")
+        changed = sorted({key for entry in run.get("resumes") or [] for key in (entry.get("changed") or {})})
+        if changed:
+            out.append(f"resumed on other code than it started with ({', '.join(changed)} differ; run.json's resumes)")
+    return out
 
 
 def run_table(summary: Mapping[str, Any]) -> Table:

@@ -8,31 +8,49 @@ The headless evaluator (and the ROS trial manager) drive one :class:`RunWriter` 
             run.record_trial(result, task=task, round_index=round_index, seed=seed)
     # leaving the block completes the run; an exception marks it failed (traceback in run.json)
 
-``RunWriter.resume(run_dir, ...)`` instead continues a run killed at any moment (``--resume``).
+``RunWriter.resume(run_dir, ...)`` instead continues a run killed at any moment (``--resume``);
+``RunWriter.check(run_dir, ...)`` tells, reading only, whether either would refuse, so that a command
+can check everything before it builds its policy or creates anything.
 ``record_trial`` stores the trial in SQLite in one transaction first, then rewrites
 ``results.json`` atomically, so after a crash both hold exactly the trials finished before it.
 The directory itself (lock, atomic files, unusable output, the resume check) is a
-``rundir.RunDirectory``.
+``rundir.RunDirectory``; what ``run.json`` says about what ran is ``evaluation.provenance``'s.
+
+A resume must be the same run: the same trials, policy (SPEC, kwargs), step budget, rows per call,
+render settings, seeds, privileged state and stepper (:func:`run_identity`; a refusal names each
+field that differs with both values). Other code is not refused, since a bug-fix rerun after a crash is
+the common case: each resume records the code that ran it in ``run.json``'s ``resumes``, and says
+there which code fields differ from the run's start (docs/scale-out.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
-import platform
 import sqlite3
 import traceback
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from robofollow_ros.benchmark import EvalTask
+from robofollow_ros.benchmark.seeds import DEFAULT_ROUNDS
+from robofollow_ros.evaluation import provenance
+from robofollow_ros.evaluation.provenance import (
+    CODE_FIELDS,
+    OFFICIAL_STEPPER,
+    REFERENCE,
+    RUN_SCHEMA_VERSION,
+    RunSettings,
+    code_sha256,
+    package_versions,
+)
 from robofollow_ros.rundir import Identity, OutputUnusableError, RunDirectory, RunDirError
 from robofollow_ros.rundir.atomic import read_json
+from robofollow_ros.rundir.directory import check_store
+from robofollow_ros.rundir.identity import ABSENT, lookup
 from robofollow_ros.rundir.layout import (
     RECORDINGS_DIR,
     RESULTS_FILE,
@@ -42,47 +60,91 @@ from robofollow_ros.rundir.layout import (
     SUMMARY_FILE,
     meaningful_entries,
 )
-from robofollow_ros.rundir.store import stored_trials
+from robofollow_ros.rundir.lock import RunDirLock
+from robofollow_ros.rundir.store import stored_keys, stored_trials
 from robofollow_ros.scoring.summary import summarize
 
-__all__ = ["DuplicateTrialError", "RunWriter", "close_abandoned_run", "run_identity"]
+__all__ = ["DuplicateTrialError", "RunSettings", "RunWriter", "close_abandoned_run", "code_sha256",
+           "package_versions", "run_identity"]
 
-#: Packages whose versions run.json records (RoboFollow's list, plus what this package uses instead).
-VERSION_PACKAGES = ("numpy", "sapien", "torch", "mplib", "toppra", "h5py", "transforms3d", "imageio",
-                    "imageio-ffmpeg", "nvidia-curobo", "warp-lang", "opencv-python", "rclpy")
+#: What makes a run the run it is: ``--resume`` refuses another value of any of these (dotted: a path
+#: into run.json). The code that ran is not among them (see the module docstring).
+IDENTITY_FIELDS = ("schema_version", "selected_tasks", "expected_trials", "stepper", "policy.spec", "policy.kwargs",
+                   "max_steps", "actions_per_step", "render", "seeds", "privileged")
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The time as the official evaluator writes it (evaluate.py:115: ``datetime.now(timezone.utc).isoformat()``)."""
+    return _dt.datetime.now(_dt.UTC).isoformat()
 
 
-def package_versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in VERSION_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+def run_identity(run: Mapping[str, Any]) -> Identity:
+    """What ``--resume`` must share with the run it continues, read from a run.json object (new or recorded).
+
+    Results of two selections, policies or budgets in one run would describe a run that never happened."""
+    fields = {name: value for name in IDENTITY_FIELDS if (value := lookup(run, name)) is not ABSENT}
+    return Identity(fields, record=RUN_FILE, partial=True)
 
 
-def code_sha256() -> str:
-    """SHA-256 over this package's Python sources and data files, in path order."""
-    root = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for path in sorted([*root.rglob("*.py"), *root.glob("benchmark/data/*.json")]):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tuple[str, str]],
+                   expected_trials: int, stepper: str, settings: RunSettings | None = None,
+                   metadata_extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``run.json`` object a new run starts with: the official manifest's fields (evaluate.py:115-122
+    with runinfo.metadata()), then ours. Without ``settings`` (the ROS trial manager) the step budget and
+    the policy come from ``arguments`` where it has them, and what is not known is null."""
+    env = provenance.environment()
+    args = dict(arguments)
+    evaluator = settings is not None
+    if settings is None:
+        spec = args.get("policy")
+        settings = RunSettings(policy=str(spec) if spec else "", max_steps=args.get("max_steps"),
+                               actions_per_step=args.get("actions_per_step"), render=args.get("render"),
+                               privileged=bool(args.get("privileged", False)))
+    run: dict[str, Any] = {
+        # -- the official manifest (evaluate.py:115-122), names and values --
+        "status": "running",
+        "started_utc": utc_now(),
+        "metric_version": "strict",
+        "gate_mode": "strict",
+        "runtime": "fixed",
+        "completion_metric_version": "legacy-final-layout-v1",
+        "completion_aggregation": "task-macro",
+        "stepper": OFFICIAL_STEPPER.get(stepper, stepper),
+        "arguments": provenance.run_arguments(args, stepper),
+        "selected_tasks": [{"scene": s, "task": t} for s, t in selected_tasks],
+        "expected_trials": int(expected_trials),
+        **{key: env[key] for key in ("upstream_commit", "code_sha256", "versions", "curobo_source_sha256",
+                                     "config_sha256", "asset_overrides")},
+        # -- ours --
+        "schema_version": RUN_SCHEMA_VERSION,
+        "run_id": str(uuid.uuid4()),
+        "policy": provenance.policy_record(settings, evaluator) if settings.policy else None,
+        "privileged": bool(settings.privileged),
+        "max_steps": settings.max_steps,
+        "actions_per_step": settings.actions_per_step,
+        "render": None if settings.render is None else provenance.render_settings(settings.render),
+        "seeds": provenance.seed_settings(settings.base_seed),
+        "reference": dict(REFERENCE),
+        **{key: env[key] for key in ("package", "git", "python", "platform")},
+        "resumes": [],
+        **dict(metadata_extra or {}),
+    }
+    return run
 
 
-def run_identity(selected_tasks: Sequence[tuple[str, str]], expected_trials: int) -> Identity:
-    """What ``--resume`` must share with the run it continues: the trials it plans (task selection, count).
-
-    Recorded among run.json's other fields; results of two selections in one run would mix two protocols.
-    """
-    return Identity({"selected_tasks": [{"scene": s, "task": t} for s, t in selected_tasks],
-                     "expected_trials": int(expected_trials)}, record=RUN_FILE, partial=True)
+def resume_record(run: Mapping[str, Any], arguments: Mapping[str, Any], trials_before: int,
+                  settings: RunSettings | None) -> dict[str, Any]:
+    """What one resume appends to ``run.json``'s ``resumes``: when, with which arguments, on which code
+    (the official metadata fields and ours), and which of those differ from the run's start (``changed``)."""
+    env = provenance.environment()
+    entry: dict[str, Any] = {"resumed_utc": utc_now(), "arguments": provenance.run_arguments(arguments),
+                             "trials_before": trials_before,
+                             **{key: env[key] for key in (*CODE_FIELDS, "curobo_source_sha256", "platform")}}
+    if settings is not None:
+        entry["server_metadata"] = provenance.server_metadata(settings.server_metadata)
+    entry["changed"] = {key: {"run": run.get(key), "now": env[key]} for key in CODE_FIELDS
+                        if key in run and run.get(key) != env[key]}
+    return entry
 
 
 class RunWriter:
@@ -95,27 +157,66 @@ class RunWriter:
 
     def __init__(self, run_dir: str | Path, *, arguments: Mapping[str, Any],
                  selected_tasks: Sequence[tuple[str, str]], expected_trials: int, stepper: str = "direct",
-                 store_path: str | Path | None = None, metadata_extra: Mapping[str, Any] | None = None) -> None:
-        """Start a new run in ``run_dir``, which must be new or empty (``RunDirError`` otherwise)."""
-        self._start(RunDirectory.create(run_dir), arguments, run_identity(selected_tasks, expected_trials),
-                    stepper, store_path, metadata_extra)
+                 store_path: str | Path | None = None, metadata_extra: Mapping[str, Any] | None = None,
+                 settings: RunSettings | None = None) -> None:
+        """Start a new run in ``run_dir``, which must be new or empty (``RunDirError`` otherwise).
+
+        ``settings``: the policy, budgets, render, seeds and privileged state (``robofollow eval`` gives
+        them; without them they are read from ``arguments`` where it has them)."""
+        record = new_run_record(arguments=arguments, selected_tasks=selected_tasks, expected_trials=expected_trials,
+                                stepper=stepper, settings=settings, metadata_extra=metadata_extra)
+        self._start(RunDirectory.create(run_dir), record, store_path)
+
+    @classmethod
+    def check(cls, run_dir: str | Path, *, resume: bool, arguments: Mapping[str, Any],
+              selected_tasks: Sequence[tuple[str, str]], expected_trials: int, stepper: str = "direct",
+              settings: RunSettings | None = None) -> set[tuple[str, int]]:
+        """Refuse, reading only, what opening the run would refuse; returns the (task, round) it already holds.
+
+        For a command that checks everything before it starts anything (``robofollow eval`` builds its
+        policy next): a refusal then leaves no directory and changes no file. Opening checks again, under
+        the lock. A damaged store is named here too; a directory that cannot be read is left to opening."""
+        path = Path(run_dir)
+        if not resume:
+            RunDirectory.check_new(path)
+            return set()
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"run_dir: {path} exists and is not a directory")
+        if path.is_dir():
+            RunDirLock(path).refuse_if_held()  # another live writer: say so before anything slow starts
+        record = new_run_record(arguments=arguments, selected_tasks=selected_tasks, expected_trials=expected_trials,
+                                stepper=stepper, settings=settings)
+        _refuse_other_schema(path)
+        recorded = run_identity(record).check(path)
+        if recorded is None:
+            return set()
+        run_id = _run_id_of(recorded, path)
+        try:
+            check_store(path / STORE_FILE, run_id, path / RUN_FILE)
+        except (OSError, sqlite3.Error):  # cannot be read (read-only, full): opening says so, exit 5
+            return set()
+        return stored_keys(path / STORE_FILE, run_id)
 
     @classmethod
     def resume(cls, run_dir: str | Path, *, arguments: Mapping[str, Any],
                selected_tasks: Sequence[tuple[str, str]], expected_trials: int, stepper: str = "direct",
-               metadata_extra: Mapping[str, Any] | None = None) -> RunWriter:
+               metadata_extra: Mapping[str, Any] | None = None, settings: RunSettings | None = None) -> RunWriter:
         """Reopen a run killed mid-way (even by SIGKILL) to add the trials it has not recorded yet.
 
         SQLite is the source of truth: a trial is committed there before ``results.json`` is rewritten,
-        so the store holds every finished trial; ``results.json`` is rebuilt from it. The planned trials
-        must be the ones the run started with (``run_identity``; ``RunDirError`` naming what differs).
+        so the store holds every finished trial; ``results.json`` is rebuilt from it. The run must be the
+        one it started as (:func:`run_identity`: trials, policy, budgets, render, seeds, privileged state,
+        stepper; ``RunDirError`` naming each field that differs and both values). The resume appends what
+        ran it to ``run.json``'s ``resumes`` (``code_changes``: which code fields differ from the start).
 
         A run killed before its ``run.json`` existed (the directory is absent, empty, or holds only the
         lock, temporaries and a store without trials) recorded nothing: it is started afresh, so that
         ``--resume`` completes a run killed at any moment.
         """
-        identity = run_identity(selected_tasks, expected_trials)
-        directory = RunDirectory.resume(run_dir, identity=identity)
+        record = new_run_record(arguments=arguments, selected_tasks=selected_tasks, expected_trials=expected_trials,
+                                stepper=stepper, settings=settings, metadata_extra=metadata_extra)
+        _refuse_other_schema(Path(run_dir))
+        directory = RunDirectory.resume(run_dir, identity=run_identity(record))
         writer = cls.__new__(cls)
         if directory.recorded_identity is None:
             try:
@@ -123,35 +224,21 @@ class RunWriter:
             except BaseException:
                 directory.close()
                 raise
-            writer._start(directory, arguments, identity, stepper, None, metadata_extra)
+            writer._start(directory, record, None)
         else:
-            writer._continue(directory, arguments)
+            writer._continue(directory, arguments, settings)
         return writer
 
-    def _start(self, directory: RunDirectory, arguments: Mapping[str, Any], identity: Identity, stepper: str,
-               store_path: str | Path | None, metadata_extra: Mapping[str, Any] | None) -> None:
+    def _start(self, directory: RunDirectory, record: dict[str, Any], store_path: str | Path | None) -> None:
         self.directory, self.run_dir = directory, directory.path
         try:
-            self.run_id = str(uuid.uuid4())
+            self.run: dict[str, Any] = record
+            self.run_id = str(record["run_id"])
             self.results: list[dict[str, Any]] = []
             self._keys: set[tuple[str, int]] = set()  # (task, round) of every recorded trial
-            self.run: dict[str, Any] = {
-                "status": "running",
-                "started_utc": utc_now(),
-                "metric_version": "strict",
-                "gate_mode": "strict",
-                "runtime": "fixed",
-                "completion_metric_version": "legacy-final-layout-v1",
-                "completion_aggregation": "task-macro",
-                "stepper": stepper,
-                "arguments": dict(arguments),
-                **identity.fields,  # selected_tasks, expected_trials
-                "run_id": self.run_id,
-                "code_sha256": code_sha256(),
-                "versions": package_versions(),
-                "python": platform.python_version(),
-                **dict(metadata_extra or {}),
-            }
+            #: Code fields that differ from the run's start (a resume on other code); empty for a new run.
+            self.code_changes: dict[str, dict[str, Any]] = {}
+            self._positions = plan_positions(self.run)
             with directory.errors(0):
                 directory.write_json(RUN_FILE, self.run)
                 self.store = directory.store(store_path)
@@ -160,16 +247,12 @@ class RunWriter:
         except BaseException:
             directory.close()
             raise
-        self._positions = plan_positions(self.run)
 
-    def _continue(self, directory: RunDirectory, arguments: Mapping[str, Any]) -> None:
+    def _continue(self, directory: RunDirectory, arguments: Mapping[str, Any], settings: RunSettings | None) -> None:
         self.directory, self.run_dir = directory, directory.path
         try:
             self.run = run = directory.read_json(RUN_FILE)  # a JSON object: the identity check read it
-            self.run_id = run.get("run_id")
-            if not isinstance(self.run_id, str) or not self.run_id:
-                raise RunDirError(f"--output: {directory.path / RUN_FILE} has no run_id (got {self.run_id!r}); it "
-                                  "is not a run this evaluator wrote, so it cannot be continued")
+            self.run_id = _run_id_of(run, directory.path)
             self._positions = plan_positions(run)
             with directory.errors():
                 self.store = directory.store(run_id=self.run_id, run_record=RUN_FILE)
@@ -179,9 +262,10 @@ class RunWriter:
             except (ValueError, KeyError, TypeError) as exc:
                 raise RunDirError(f"--output: {self.store.path} holds a trial of run {self.run_id} that cannot be "
                                   f"read ({type(exc).__name__}: {exc}); the run cannot be continued") from None
+            entry = resume_record(run, arguments, len(self.results), settings)
+            self.code_changes = entry["changed"]
             run.update(status="running", completed_trials=len(self.results))
-            run.setdefault("resumed_utc", []).append(utc_now())
-            run["resume_arguments"] = dict(arguments)
+            run.setdefault("resumes", []).append(entry)
             self._write_run()  # also puts the run's row back if the kill came before the store had it
             with directory.errors(len(self.results)):
                 directory.write_json(RESULTS_FILE, self.results)
@@ -212,13 +296,16 @@ class RunWriter:
             raise ValueError(f"result.task: {result.get('task')!r} does not match task {task.task_id!r}")
         if self.recorded(task.task_id, int(round_index)):
             raise DuplicateTrialError(f"trial {task.task_id} round {round_index} is already recorded in {self.run_dir}")
+        if task.task_id not in self._positions or not 1 <= int(round_index) <= DEFAULT_ROUNDS:
+            raise ValueError(f"trial {task.task_id} round {round_index} is not in the plan of run {self.run_id} "
+                             f"(its {len(self._positions)} selected tasks, rounds 1..{DEFAULT_ROUNDS})")
         entry = dict(result)
         if video is not None:
             entry["video"] = video
         entry.update(scene=task.scene, layout=task.layout, seed=int(seed), round=int(round_index),
                      level_tag=task.level, base_task_type=task.base_task_type)
         with self.directory.errors(len(self.results)):
-            self.store.insert_trial(self.run_id, self._next_index(), entry)
+            self.store.insert_trial(self.run_id, self._plan_index(task.task_id, int(round_index)), entry)
         self.results.append(entry)
         self._keys.add((task.task_id, int(round_index)))
         self.results.sort(key=self._position)
@@ -242,8 +329,11 @@ class RunWriter:
         with self.directory.errors(len(self.results)):
             self.directory.write_bytes(f"{RECORDINGS_DIR}/{trial_id}.mcap", data)
 
-    def _next_index(self) -> int:
-        return len(self.results)
+    def _plan_index(self, task_id: str, round_index: int) -> int:
+        """The trial's SQLite ``trial_index``: its place in the plan (the task's position in ``selected_tasks``,
+        then its round), ``position * 10 + round - 1`` (10: the most rounds the protocol has seeds for), so
+        that ``ORDER BY trial_index`` lists a run as results.json does, whichever trial finished first."""
+        return self._positions[task_id] * DEFAULT_ROUNDS + round_index - 1
 
     def _position(self, entry: Mapping[str, Any]) -> tuple[int, int]:
         return self._positions.get(entry["task"], len(self._positions)), int(entry.get("round") or 0)
@@ -309,7 +399,7 @@ def close_abandoned_run(run_dir: str | Path, reason: str) -> bool:
     path = Path(run_dir)
     try:
         run = read_json(path / RUN_FILE)
-        identity = run_identity([(t["scene"], t["task"]) for t in run["selected_tasks"]], run["expected_trials"])
+        identity = run_identity(run)  # the run's own: only the lock and the status can stop us
         if run.get("status") != "running":
             return False
         directory = RunDirectory.resume(path, identity=identity)
@@ -332,6 +422,29 @@ def close_abandoned_run(run_dir: str | Path, reason: str) -> bool:
 
 def plan_positions(run: Mapping[str, Any]) -> dict[str, int]:
     return {item["task"]: i for i, item in enumerate(run.get("selected_tasks") or [])}
+
+
+def _run_id_of(run: Mapping[str, Any], path: Path) -> str:
+    run_id = run.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        raise RunDirError(f"--output: {path / RUN_FILE} has no run_id (got {run_id!r}); it "
+                          "is not a run this evaluator wrote, so it cannot be continued")
+    return run_id
+
+
+def _refuse_other_schema(path: Path) -> None:
+    """A run.json of another layout cannot be continued: its fields cannot be compared with this run's.
+
+    Read only; a file that is absent or not a JSON object is left to the identity check, which names it."""
+    try:
+        run = read_json(path / RUN_FILE)
+    except (OSError, ValueError):
+        return
+    if isinstance(run, dict) and run.get("schema_version", 1) != RUN_SCHEMA_VERSION:
+        raise RunDirError(f"--output: {path / RUN_FILE} has run.json schema {run.get('schema_version', 1)} (this "
+                          f"robofollow_ros writes {RUN_SCHEMA_VERSION}): it was written by another version, whose "
+                          "settings cannot be compared with this one's; continue it with the version that started it, "
+                          "or choose another --output")
 
 
 def _forget_unrecorded_run(directory: RunDirectory) -> None:

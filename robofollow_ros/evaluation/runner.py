@@ -11,11 +11,17 @@ built from its seed (``trial_worker``), so the backends and any ``--workers`` gi
 verdicts. Results stream back to this driver, which alone writes the run directory: each trial
 in its own SQLite transaction (the source of truth) as it arrives, so a run killed at any moment
 resumes where it stopped, on any backend.
+
+Order of a run: every check that reads only (the selection, the output directory, a resume's
+settings against the ones it recorded), then the first worker (its policy built: SPEC, kwargs and
+the factory itself; a remote server reached), and only then the run directory. So a run that cannot
+start leaves nothing behind, and the corrected command is not refused for a half-made directory.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,14 +30,14 @@ from typing import Any, Protocol, TextIO
 from robofollow_ros.benchmark import EvalTask, default_registry
 from robofollow_ros.evaluation.episode import EpisodeSettings
 from robofollow_ros.evaluation.progress import Progress
+from robofollow_ros.evaluation.provenance import RunSettings, official_arguments
 from robofollow_ros.evaluation.results import RunWriter
 from robofollow_ros.evaluation.selection import TrialKey, select_tasks, trial_keys
 from robofollow_ros.evaluation.trial_worker import DEFAULT_POLICY_TIMEOUT_S, TrialOutcome, TrialWorker, WorkerSpec
 from robofollow_ros.evaluation.worker_errors import START_OTHER, WorkerStartError, start_failure
 from robofollow_ros.monitoring.rates import CONTROL_HZ
 from robofollow_ros.policy.spec import check_privileged
-from robofollow_ros.rundir.atomic import read_json
-from robofollow_ros.rundir.layout import RECORDINGS_DIR, RUN_FILE
+from robofollow_ros.rundir.layout import RECORDINGS_DIR
 
 BACKENDS = ("local", "ray", "inline")
 #: Besides the policy's own time (timeout × calls), what a trial may take in the simulator before
@@ -89,16 +95,31 @@ class EvalConfig:
         check_privileged(self.policy, self.privileged)  # a PolicySpecError is a ValueError
 
     def arguments(self) -> dict[str, Any]:
-        args = asdict(self)
-        args["output"] = str(self.output)
-        return args
+        """run.json's ``arguments``: the official evaluator's keys (``provenance.official_arguments``), then
+        every field of this config under its own name (``privileged`` among them, when it has one)."""
+        ours = asdict(self)
+        ours["output"] = str(self.output)
+        official = official_arguments(scenes=self.scenes, levels=self.levels, tasks=self.tasks, limit=self.limit,
+                                      rounds=self.rounds, max_steps=self.settings.max_steps,
+                                      actions_per_step=self.settings.actions_per_step, stepper=self.stepper,
+                                      output=str(self.output), policy=self.policy, policy_kwargs=self.policy_kwargs,
+                                      policy_timeout=self.policy_timeout_s)
+        return {**official, **{k: v for k, v in ours.items() if k not in official}}
+
+    def run_settings(self, server_metadata: dict[str, Any] | None = None) -> RunSettings:
+        """What defines this run besides its selection (``--resume`` compares them); ``privileged`` is read from
+        :meth:`arguments` (false where the config has no such field)."""
+        return RunSettings(policy=self.policy, policy_kwargs=dict(self.policy_kwargs),
+                           max_steps=self.settings.max_steps, actions_per_step=self.settings.actions_per_step,
+                           render=self.render, privileged=bool(self.arguments().get("privileged", False)),
+                           server_metadata=server_metadata)
 
     def worker_spec(self) -> WorkerSpec:
         mcap = str(Path(self.output) / RECORDINGS_DIR) if self.record and self.backend != "ray" else None
         return WorkerSpec(policy=self.policy, policy_kwargs=dict(self.policy_kwargs), render=self.render,
                           stepper=self.stepper, settings=self.settings, policy_timeout_s=self.policy_timeout_s,
                           record_dir=mcap, ship_recordings=self.record and self.backend == "ray",
-                          record_hz=self.record_hz, privileged=self.privileged)
+                          record_hz=self.record_hz, privileged=self.privileged, search_dir=os.getcwd())
 
     def deadline_s(self) -> float:
         if self.trial_deadline_s is not None:
@@ -122,6 +143,8 @@ class RunOutcome:
 class Backend(Protocol):
     replaced: int
 
+    def start(self, trials: int) -> dict[str, Any]: ...
+
     def results(self, keys: Sequence[TrialKey]) -> Iterator[TrialOutcome]: ...
 
     def close(self) -> None: ...
@@ -135,13 +158,20 @@ class InlinePool:
         self.replaced = 0
         self._worker: TrialWorker | None = None
 
+    def start(self, trials: int) -> dict[str, Any]:
+        """Build the worker (its policy, a remote one reached); returns what it reports (``TrialWorker.info``)."""
+        if self._worker is None:
+            try:
+                self._worker = TrialWorker(self.spec)
+            except (Exception, SystemExit) as exc:
+                raise WorkerStartError(*start_failure(exc)) from exc
+        return dict(self._worker.info)
+
     def results(self, keys: Sequence[TrialKey]) -> Iterator[TrialOutcome]:
         if not keys:
             return
-        try:
-            self._worker = TrialWorker(self.spec)
-        except (Exception, SystemExit) as exc:
-            raise WorkerStartError(*start_failure(exc)) from exc
+        self.start(len(keys))
+        assert self._worker is not None
         for key in keys:
             outcome = self._worker.run(key)
             if outcome.retire:  # a stuck call cannot be stopped in-process: leave it, build a new policy
@@ -170,30 +200,24 @@ def make_backend(config: EvalConfig) -> Backend:
     return LocalPool(spec, config.workers, config.deadline_s())
 
 
-def open_writer(config: EvalConfig, tasks: Sequence[EvalTask], expected: int) -> RunWriter:
+def check_output(config: EvalConfig, tasks: Sequence[EvalTask], expected: int) -> set[tuple[str, int]]:
+    """The refusals opening the run directory would give, reading only; the (task, round) a resume already holds."""
+    return RunWriter.check(config.output, resume=config.resume, arguments=config.arguments(),
+                           selected_tasks=[(t.scene, t.task_id) for t in tasks], expected_trials=expected,
+                           stepper=config.stepper, settings=config.run_settings())
+
+
+def open_writer(config: EvalConfig, tasks: Sequence[EvalTask], expected: int,
+                server_metadata: dict[str, Any] | None = None) -> RunWriter:
     selected = [(t.scene, t.task_id) for t in tasks]
     extra = {"model": config.policy}
+    settings = config.run_settings(server_metadata)
     if config.resume:
-        _same_privileged(config)
         return RunWriter.resume(config.output, arguments=config.arguments(), selected_tasks=selected,
-                                expected_trials=expected, stepper=config.stepper, metadata_extra=extra)
+                                expected_trials=expected, stepper=config.stepper, metadata_extra=extra,
+                                settings=settings)
     return RunWriter(config.output, arguments=config.arguments(), selected_tasks=selected, expected_trials=expected,
-                     stepper=config.stepper, metadata_extra=extra)
-
-
-def _same_privileged(config: EvalConfig) -> None:
-    """A resumed run keeps its ``--privileged``: one run never mixes trials with and without it."""
-    run_file = Path(config.output) / RUN_FILE
-    if not run_file.is_file():
-        return
-    try:
-        recorded = bool((read_json(run_file).get("arguments") or {}).get("privileged", False))
-    except (OSError, ValueError, AttributeError):
-        return  # an unreadable run.json is the resume check's to name
-    if recorded != config.privileged:
-        said = "with" if recorded else "without"
-        raise ValueError(f"--privileged: the run in {config.output} was started {said} --privileged; "
-                         f"resume it {said} --privileged")
+                     stepper=config.stepper, metadata_extra=extra, settings=settings)
 
 
 def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutcome:
@@ -201,12 +225,27 @@ def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutco
     registry = default_registry()
     tasks: list[EvalTask] = select_tasks(registry, config.scenes, config.levels, config.limit, config.tasks or None)
     keys = trial_keys(tasks, config.rounds)
-    writer = open_writer(config, tasks, len(keys))
+    done = check_output(config, tasks, len(keys))
+    backend = make_backend(config)
+    try:
+        return _run(config, registry, tasks, keys, done, backend, stream)
+    finally:
+        backend.close()
+
+
+def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Sequence[TrialKey],
+         done: set[tuple[str, int]], backend: Backend, stream: TextIO | None) -> RunOutcome:
+    # The first worker is built before the run directory is: a policy that cannot be built (SPEC, kwargs,
+    # the factory raising) or reached leaves nothing behind. A resume with nothing left starts none.
+    info = backend.start(len(keys) - len(done)) if len(done) < len(keys) else {}
+    writer = open_writer(config, tasks, len(keys), info.get("server_metadata"))
     failed: list[tuple[str, str]] = []
     with writer:
         todo = [k for k in keys if not writer.recorded(k.task_id, k.round)]
+        if writer.code_changes and stream is not None:
+            print(f"warning: resuming on other code than the run started with ({', '.join(writer.code_changes)} "
+                  f"differ); run.json's resumes record what ran each part", file=stream, flush=True)
         progress = Progress(len(keys), stream=stream, already_done=len(keys) - len(todo))
-        backend = make_backend(config)
         try:
             # --record: the workers write MCAP files into the run directory; a full disk there is exit 5 too
             with writer.output_errors():
@@ -227,3 +266,4 @@ def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutco
             backend.close()
     return RunOutcome(Path(config.output), len(todo), len(keys) - len(todo), failed, writer.summary(),
                       replaced_workers=backend.replaced, requeued_trials=getattr(backend, "requeued", 0))
+

@@ -48,11 +48,15 @@ class WorkerSpec:
     ship_recordings: bool = False
     #: Recordings sampled every 1/N s of robot time (``monitoring.rates``); None: at the policy rate.
     record_hz: int | None = None
-    #: Reach a remote policy (connect + reset) before the first trial. Workers that replace dead ones
-    #: skip it: a server that is briefly busy must fail at most a trial, not stop a run under way.
+    #: Reach a remote policy (connect + reset, and an openpi server's handshake) before the first trial.
+    #: Workers that replace dead ones skip it: a server that is briefly busy must fail at most a trial,
+    #: not stop a run under way.
     probe_remote: bool = True
     #: ``--privileged``: hand the policy privileged state whatever it is (a tcp:// client forwards it).
     privileged: bool = False
+    #: Where ``module:function`` SPECs look first: the directory the command was started from (as
+    #: ``python -m`` run there would), wherever the worker runs; None: the worker's own directory.
+    search_dir: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.policy_timeout_s < math.inf:
@@ -83,24 +87,40 @@ def replacement(spec: WorkerSpec) -> WorkerSpec:
 
 
 def build_policy(spec: WorkerSpec) -> TimeoutGuardedPolicy:
-    return TimeoutGuardedPolicy(load_policy(spec.policy, policy_kwargs_for(spec), privileged=spec.privileged),
-                                spec.policy_timeout_s)
+    policy = load_policy(spec.policy, policy_kwargs_for(spec), privileged=spec.privileged,
+                         search_dir=spec.search_dir)
+    return TimeoutGuardedPolicy(policy, spec.policy_timeout_s)
 
 
-def start_policy(spec: WorkerSpec) -> TimeoutGuardedPolicy:
+def start_policy(spec: WorkerSpec) -> tuple[TimeoutGuardedPolicy, dict[str, Any] | None]:
     """Build the policy; a remote one is reached before the first trial (connect + reset, as a trial
-    starts), so that an unreachable server stops the run at once instead of failing every trial."""
+    starts, and an openpi server's handshake), so that an unreachable server stops the run at once
+    instead of failing every trial. Returns the policy and its server's metadata (:func:`server_info`)."""
     try:
         policy = build_policy(spec)
     except (Exception, SystemExit) as exc:
         raise PolicyStartError(f"policy {spec.policy!r} could not be built: {policy_failure(exc)}") from exc
+    metadata = None
     if spec.probe_remote and spec.policy.strip().startswith(REMOTE_SCHEMES):
         try:
             policy.reset()
+            metadata = server_info(policy)
         except (Exception, SystemExit) as exc:
             close_in_background(policy)
             raise PolicyStartError(f"policy server {spec.policy} unreachable: {policy_failure(exc)}") from exc
-    return policy
+    return policy, metadata
+
+
+def server_info(policy: Any) -> dict[str, Any] | None:
+    """The metadata a policy's server sent about itself (openpi's handshake), through the wrappers around
+    the client; None where the protocol has none (RoboFollow TCP, in-process policies)."""
+    for _ in range(8):  # guard -> validation -> client; never a long chain
+        if policy is None:
+            return None
+        if callable(getattr(type(policy), "server_info", None)):
+            return dict(policy.server_info())
+        policy = getattr(policy, "inner", None)
+    return None
 
 
 def close_in_background(policy: TimeoutGuardedPolicy) -> None:
@@ -116,7 +136,9 @@ class TrialWorker:
 
         self.spec = spec
         self.registry = default_registry()
-        self.policy = start_policy(spec)
+        self.policy, server_metadata = start_policy(spec)
+        #: What this worker tells the driver when it is ready (``info``): the policy server's metadata.
+        self.info: dict[str, Any] = {"server_metadata": server_metadata}
         try:
             self.world = SimWorld(render=spec.render, stepper=spec.stepper)  # type: ignore[arg-type]
         except BaseException:

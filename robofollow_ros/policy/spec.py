@@ -13,12 +13,18 @@ It also decides, once per loaded policy, whether the policy is handed privileged
 (``load_policy(..., privileged=)``, the run's ``--privileged``): a policy of this package that declares
 ``needs_privileged`` gets it in process; any other only with the flag; a ``tcp://`` client forwards it
 only with the flag; ``openpi://`` cannot carry it and refuses the flag (:func:`check_privileged`).
+
+``module:function`` finds modules as ``python -m`` would: in the directory the command was started
+from (the ``robofollow`` console script leaves it off ``sys.path``), then on ``sys.path``. A module
+found nowhere is named with the directory looked in and ``PYTHONPATH``, the way to point at another.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -76,7 +82,7 @@ def builtin_names() -> tuple[str, ...]:
 
 # ------------------------------------------------------------------------------- loading
 def load_policy(spec: str, kwargs: dict[str, Any] | None = None, *, validate: bool = True,
-                privileged: bool = False) -> Policy:
+                privileged: bool = False, search_dir: str | None = None) -> Policy:
     """Build the policy named by ``spec``; wrapped in :class:`ValidatedPolicy` unless ``validate`` is False.
 
     Remote specs accept the client's keyword arguments as kwargs (e.g. ``{"timeout_s": 300}``).
@@ -84,6 +90,8 @@ def load_policy(spec: str, kwargs: dict[str, Any] | None = None, *, validate: bo
     and a ``tcp://`` client forwards it over the wire; without it only a policy of this package that
     declares ``needs_privileged`` receives it, in process. A policy elsewhere that declares it is refused
     without the flag (``PolicySpecError``), so that no run hands out privileged state unrecorded.
+    ``search_dir``: where ``module:function`` looks first (default: the current directory), as
+    ``python -m`` run there would; a worker passes the directory its command was started from.
     """
     kwargs = dict(kwargs or {})
     if not isinstance(spec, str) or not spec.strip():
@@ -93,7 +101,7 @@ def load_policy(spec: str, kwargs: dict[str, Any] | None = None, *, validate: bo
     if FORWARD_PRIVILEGED in kwargs:
         raise PolicySpecError(f"policy spec {spec!r}: kwargs {FORWARD_PRIVILEGED!r} is not an option; "
                               "privileged state travels only with --privileged")
-    policy = _build(spec, kwargs, privileged)
+    policy = _build(spec, kwargs, privileged, search_dir)
     for method in ("reset", "set_instruction", "predict"):
         if not callable(getattr(policy, method, None)):
             raise PolicySpecError(f"policy spec {spec!r}: the factory returned {type(policy).__name__}, "
@@ -148,7 +156,7 @@ def _call(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any
         raise PolicySpecError(f"policy spec {spec!r}: {exc}") from exc
 
 
-def _build(spec: str, kwargs: dict[str, Any], privileged: bool) -> Any:
+def _build(spec: str, kwargs: dict[str, Any], privileged: bool, search_dir: str | None = None) -> Any:
     if spec in _BUILTINS:
         return _call(spec, _BUILTINS[spec], kwargs)
     if spec.startswith("learned:"):  # a checkpoint of `robofollow train` (learned/policy.py)
@@ -173,12 +181,67 @@ def _build(spec: str, kwargs: dict[str, Any], privileged: bool) -> Any:
     factory = _FACTORY.match(spec)
     if not factory:
         raise PolicySpecError(f"policy spec {spec!r}: not a built-in and not module:function; expected {_forms()}")
-    try:
-        module = importlib.import_module(factory["module"])
-    except ImportError as exc:
-        raise PolicySpecError(f"policy spec {spec!r}: cannot import module {factory['module']!r} ({exc})") from exc
+    module = _import_user_module(spec, factory["module"], search_dir)
     target = getattr(module, factory["attr"], None)
     if not callable(target):
         raise PolicySpecError(f"policy spec {spec!r}: module {factory['module']!r} has no callable "
                               f"{factory['attr']!r}")
     return _call(spec, target, kwargs)
+
+
+def _import_user_module(spec: str, name: str, search_dir: str | None) -> Any:
+    """Import ``name`` as ``python -m`` would from ``search_dir`` (default: the current directory).
+
+    The directory goes first on ``sys.path`` and stays there (a module may import its neighbours
+    later); it is added once. A module found nowhere names the directory and ``PYTHONPATH``; a module
+    that is found but fails while importing (one of *its* imports is missing) says so instead."""
+    folder = os.path.abspath(search_dir or os.getcwd())
+    if folder not in (os.path.abspath(p or os.curdir) for p in sys.path):
+        sys.path.insert(0, folder)
+        importlib.invalidate_caches()
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+            raise PolicySpecError(
+                f"policy spec {spec!r}: no module named {exc.name!r} in {folder} (the current directory) or on "
+                f"sys.path; run from the folder that holds it, or add that folder to PYTHONPATH "
+                f"(PYTHONPATH=/path/to/folder robofollow ...)") from exc
+        raise PolicySpecError(f"policy spec {spec!r}: importing module {name!r} failed: {exc} "
+                              "(a module it imports is missing)") from exc
+    except (ImportError, SyntaxError) as exc:
+        raise PolicySpecError(f"policy spec {spec!r}: importing module {name!r} failed: "
+                              f"{type(exc).__name__}: {exc}") from exc
+
+
+#: What ``load_policy`` calls for the SPECs that are not ``module:function`` themselves (run.json's
+#: ``arguments.policy_factory`` names it, as the official evaluator's ``--policy-factory`` would).
+_LEARNED_FACTORY = "robofollow_ros.policy.learned.policy:learned_policy"
+_OPENPI_FACTORY = "robofollow_ros.policy.wire.openpi.client:OpenpiWebsocketPolicy"
+
+
+def factory_of(spec: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What ``load_policy(spec, kwargs)`` builds, without importing anything: ``{"factory", "kwargs", "remote"}``.
+
+    ``factory``: the ``module:function`` it calls with ``kwargs`` (a built-in is named by its own factory,
+    e.g. ``robofollow_ros.policy.spec:_hold``); ``remote``: ``(host, port)`` of a ``tcp://`` server (the
+    official evaluator's ``--remote``), whose client is not a factory there. A SPEC that names nothing
+    loadable gives ``factory`` None."""
+    kwargs = dict(kwargs or {})
+    spec = spec.strip() if isinstance(spec, str) else ""
+    out: dict[str, Any] = {"factory": None, "kwargs": kwargs, "remote": None}
+    remote = _REMOTE.match(spec)
+    if spec in _BUILTINS:
+        factory = _BUILTINS[spec]
+        name = f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
+        out["factory"] = name if "<" not in name else None
+    elif spec.startswith("learned:"):
+        out.update(factory=_LEARNED_FACTORY, kwargs={"checkpoint": spec.removeprefix("learned:"), **kwargs})
+    elif remote and remote["scheme"] == "tcp":
+        out["remote"] = (remote["host"].strip("[]"), int(remote["port"]))
+    elif remote:
+        out.update(factory=_OPENPI_FACTORY,
+                   kwargs={"host": remote["host"].strip("[]"), "port": int(remote["port"]), **kwargs})
+    elif _FACTORY.match(spec):
+        out["factory"] = spec
+    return out

@@ -50,6 +50,20 @@ class RunDirectory:
         self._resume_hint = resume_hint
         self._stores: list[RunStore] = []
 
+    @staticmethod
+    def check_new(path: str | Path) -> None:
+        """Refuse, as :meth:`create` would, a ``path`` that cannot hold a new run; creates and changes nothing.
+
+        For commands that check everything before they start (``robofollow eval`` builds its policy
+        first): a refusal then leaves no directory behind. :meth:`create` checks again, under the lock."""
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"run_dir: {path} exists and is not an empty directory")
+        if meaningful_entries(path):
+            raise NotEmptyError(f"run_dir: {path} exists and is not an empty directory")
+        if path.is_dir():
+            RunDirLock(path).refuse_if_held()
+
     @classmethod
     def create(cls, path: str | Path) -> RunDirectory:
         """A new run: ``path`` is created, or must hold nothing but debris (:class:`NotEmptyError` otherwise).
@@ -57,10 +71,7 @@ class RunDirectory:
         Raises :class:`OutputUnusableError` when it cannot be created or another process holds it.
         """
         path = Path(path)
-        if path.exists() and not path.is_dir():
-            raise RunDirError(f"run_dir: {path} exists and is not an empty directory")
-        if meaningful_entries(path):
-            raise NotEmptyError(f"run_dir: {path} exists and is not an empty directory")
+        cls.check_new(path)
         directory = cls._locked(path)
         with directory._closed_on_error():
             if meaningful_entries(path):  # another writer filled it between our look and our lock
@@ -125,19 +136,7 @@ class RunDirectory:
         ``run_record`` here says this is -- when it holds other runs but not this one: resuming into it would
         mix two runs' trials in one store. Inside :meth:`errors` a store that cannot be opened is exit 5."""
         target = Path(path or self.path / STORE_FILE)
-        if target.is_file():
-            try:
-                held = stored_runs(target)
-            except sqlite3.DatabaseError as exc:
-                if is_unusable(exc):
-                    raise
-                raise RunDirError(f"--output: {target} is damaged or not a RoboFollow results store ({exc}); the run "
-                                  "cannot be continued from it: keep it aside and choose another --output") from None
-            if run_id is not None and held and run_id not in held:
-                record = self.path / run_record
-                raise RunDirError(f"--output: {target} holds run {', '.join(sorted(held))}, but {record} is run "
-                                  f"{run_id}: they are not one run, and resuming would mix their trials; "
-                                  "put the run's own store back or choose another --output")
+        check_store(target, run_id, self.path / run_record)
         store = RunStore(target)
         self._stores.append(store)
         return store
@@ -162,3 +161,22 @@ class RunDirectory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_store(target: Path, run_id: str | None = None, record: Path | None = None) -> None:
+    """Refuse (:class:`RunDirError`, nothing changed) an existing store that is damaged, not a store this
+    package wrote, or -- given ``run_id``, the run that ``record`` says this is -- holds other runs but not
+    this one. An absent store passes; "cannot read" errors of the OS pass unchanged (the caller maps them)."""
+    if not target.is_file():
+        return
+    try:
+        held = stored_runs(target)
+    except sqlite3.DatabaseError as exc:
+        if is_unusable(exc):
+            raise
+        raise RunDirError(f"--output: {target} is damaged or not a RoboFollow results store ({exc}); the run "
+                          "cannot be continued from it: keep it aside and choose another --output") from None
+    if run_id is not None and held and run_id not in held:
+        raise RunDirError(f"--output: {target} holds run {', '.join(sorted(held))}, but {record} is run "
+                          f"{run_id}: they are not one run, and resuming would mix their trials; "
+                          "put the run's own store back or choose another --output")

@@ -9,7 +9,8 @@ Each command records its identity in a file it writes anyway, so the check adds 
 ``robofollow eval`` in ``run.json`` among other fields (``partial``: only the identity's fields are
 compared), ``robofollow collect`` in ``meta/robofollow.json`` under ``"collect"``, ``robofollow owda
 eval`` as the whole of its ``run.json``. Which fields make the identity is each command's choice;
-widening one (eval's to policy, settings and versions) changes only the :class:`Identity` it builds.
+a field name may be a dotted path into the record (``policy.spec``). The refusal names each field
+that differs with both values (long values shortened), so the user can see what to pass instead.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from robofollow_ros.rundir.errors import RunDirError
 from robofollow_ros.rundir.layout import RUN_FILE
 
 _ABSENT = object()
+#: What :func:`lookup` gives for a field a record does not hold.
+ABSENT = _ABSENT
 
 
 @dataclass(frozen=True)
@@ -64,12 +67,58 @@ class Identity:
     def differences(self, recorded: Mapping[str, Any]) -> list[str]:
         """Names of the fields whose recorded value is not this identity's, sorted."""
         names = set(self.fields) if self.partial else set(self.fields) | set(recorded)
-        return sorted(n for n in names if recorded.get(n, _ABSENT) != self.fields.get(n, _ABSENT))
+        return sorted(n for n in names if lookup(recorded, n) != self.fields.get(n, _ABSENT))
+
+    def describe(self, recorded: Mapping[str, Any], names: list[str]) -> str:
+        """``name <recorded> in the run, <this one> now`` for each of ``names``, joined by ``; ``."""
+        return "; ".join(f"{name} {show(lookup(recorded, name), self.fields.get(name, _ABSENT))}" for name in names)
 
     def check(self, run_dir: Path) -> dict[str, Any] | None:
         """The recorded identity (None if none), after refusing one that differs with :class:`RunDirError`."""
         recorded = self.recorded(run_dir)
         if recorded is not None and (differ := self.differences(recorded)):
-            raise RunDirError(f"--output: {run_dir} holds another run ({', '.join(differ)} differ); resume it "
-                              "with the settings it was started with, or choose another --output")
+            raise RunDirError(f"--output: {run_dir} holds another run ({', '.join(differ)} differ: "
+                              f"{self.describe(recorded, differ)}); resume it with the settings it was started "
+                              "with, or choose another --output")
         return recorded
+
+
+def lookup(record: Mapping[str, Any], name: str) -> Any:
+    """The value at ``name`` in ``record``: a key, or a dotted path through nested objects (``policy.spec``).
+
+    A key that is itself dotted wins over the path; what is not there is the marker ``_ABSENT``."""
+    if name in record:
+        return record[name]
+    value: Any = record
+    for part in name.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _ABSENT
+        value = value[part]
+    return value
+
+
+#: Longest rendering of one value in a refusal (a task list can hold hundreds of entries).
+_SHOWN_CHARS = 100
+
+
+def show(recorded: Any, now: Any) -> str:
+    """``<recorded> in the run, <now> now``; two long lists are told apart by their length and first difference."""
+    if isinstance(recorded, list) and isinstance(now, list) and (
+            len(_value(recorded, cut=False)) > _SHOWN_CHARS or len(_value(now, cut=False)) > _SHOWN_CHARS):
+        first = next((i for i, (a, b) in enumerate(zip(recorded, now, strict=False)) if a != b),
+                     min(len(recorded), len(now)))
+        where = (f"first difference at #{first + 1}: {_value(_at(recorded, first))} in the run, "
+                 f"{_value(_at(now, first))} now")
+        return f"({where}) with {len(recorded)} entries in the run, {len(now)} now"
+    return f"{_value(recorded)} in the run, {_value(now)} now"
+
+
+def _at(values: list[Any], index: int) -> Any:
+    return values[index] if index < len(values) else _ABSENT
+
+
+def _value(value: Any, cut: bool = True) -> str:
+    if value is _ABSENT:
+        return "absent"
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= _SHOWN_CHARS or not cut else text[: _SHOWN_CHARS - 3] + "..."

@@ -56,8 +56,7 @@ class RunDirLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                raise OutputUnusableError(f"output: {self.run_dir} is in use by {_holder_line(self._read_holder())}; "
-                                          "wait for it to finish or stop it, or choose another --output") from None
+                raise self._in_use() from None
             if _is_file_at(fd, self.path):
                 break
             os.close(fd)  # its holder removed it on release: lock the file now at the path
@@ -73,6 +72,27 @@ class RunDirLock:
             raise
         self._fd = fd
         return self
+
+    def refuse_if_held(self) -> None:
+        """Raise :class:`OutputUnusableError` naming the holder when a live process holds the lock; creates nothing.
+
+        A look before a command starts its slow parts (``robofollow eval`` builds its policy next): the
+        lock is taken for real later, and this only spares waiting for a refusal that is certain. (It
+        holds the lock for the instant of the look when nobody else does.)"""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:  # no lock file: nobody holds it (or it cannot be read: taking it will say why)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise self._in_use() from None
+        finally:
+            os.close(fd)
+
+    def _in_use(self) -> OutputUnusableError:
+        return OutputUnusableError(f"output: {self.run_dir} is in use by {_holder_line(self._read_holder())}; "
+                                   "wait for it to finish or stop it, or choose another --output")
 
     def _read_holder(self) -> dict[str, Any]:
         # The holder writes its line right after taking the lock: give it a moment, then report what there is.

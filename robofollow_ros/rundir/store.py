@@ -96,19 +96,23 @@ class RunStore:
 
     # -- writing -------------------------------------------------------------------------------------
     def upsert_run(self, run_id: str, run: Mapping[str, Any], run_dir: str | None = None) -> None:
-        """Insert or update a run's row from its run.json content."""
+        """Insert or update a run's row from its run.json content (``model``: its policy SPEC)."""
         args = run.get("arguments") or {}
+        model = run.get("model") or (args.get("model") if isinstance(args, Mapping) else None)
         with self._transaction():
             self.conn.execute(
                 "INSERT INTO runs (run_id, run_dir, started_utc, finished_utc, status, model, expected_trials,"
                 " run_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET"
                 " finished_utc = excluded.finished_utc, status = excluded.status, run_json = excluded.run_json",
                 (run_id, run_dir, run["started_utc"], run.get("finished_utc"), run["status"],
-                 args.get("model") if isinstance(args, Mapping) else None, run.get("expected_trials"),
+                 model if isinstance(model, str) else None, run.get("expected_trials"),
                  json.dumps(run, ensure_ascii=False)))
 
     def insert_trial(self, run_id: str, trial_index: int, entry: Mapping[str, Any]) -> None:
-        """One trial and its stage scores, in one transaction: all of it is stored or none."""
+        """One trial and its stage scores, in one transaction: all of it is stored or none.
+
+        ``trial_index``: the trial's place in its run's plan (``RunWriter`` numbers trials so), not the
+        order in which trials finished, so that :meth:`trials` lists a run as results.json does."""
         with self._transaction():
             self._insert_trial(run_id, trial_index, entry)
 
@@ -138,7 +142,7 @@ class RunStore:
 
     def trials(self, run_ids: Iterable[str] | None = None, scene: str | None = None, level: str | None = None,
                task: str | None = None) -> list[dict[str, Any]]:
-        """results.json entries matching the filters, in run then trial order."""
+        """results.json entries matching the filters, by run, then in each run's plan order (``trial_index``)."""
         where, params = [], []
         if run_ids is not None:
             ids = list(run_ids)
@@ -201,6 +205,21 @@ def stored_runs(path: Path) -> set[str]:
         rows = conn.execute("SELECT run_id FROM runs UNION SELECT run_id FROM trials").fetchall()
         conn.execute("SELECT trial_index, task, round, result_json FROM trials LIMIT 0")
     return {str(row[0]) for row in rows}
+
+
+def stored_keys(path: Path, run_id: str) -> set[tuple[str, int]]:
+    """(task, round) of every trial of ``run_id`` in a store file, read only; empty when there is no store.
+
+    For looking before a run directory is taken (``RunWriter.check``); a store that cannot be read
+    gives nothing here and is refused, naming it, when the directory is opened."""
+    if not path.is_file():
+        return set()
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=rw", uri=True)) as conn:
+            rows = conn.execute("SELECT task, round FROM trials WHERE run_id = ?", (run_id,)).fetchall()
+    except sqlite3.Error:
+        return set()
+    return {(str(task), int(rnd)) for task, rnd in rows if rnd is not None}
 
 
 def stored_trials(path: Path) -> int:

@@ -97,6 +97,15 @@ class OpenpiWebsocketPolicy:
         self._closing.set()
         self._drop()
 
+    def server_info(self) -> dict[str, Any]:
+        """The server's own metadata: the frame it sends first on every connection (openpi's handshake).
+
+        Connects when not connected (with the client's attempts and timeouts; ``ConnectionError`` when the
+        server cannot be reached), so that a caller can learn what serves it before the first episode, e.g.
+        to record it in run.json. The connection stays open for the next ``predict``; ``reset`` drops it."""
+        self._connection()
+        return dict(self.server_metadata)
+
     # ------------------------------------------------------------------ transport
     def _connection(self) -> ClientConnection:
         if self._ws is not None:

@@ -1,0 +1,133 @@
+"""User policies load as users expect (issue 24, item 5), from the real ``robofollow`` console script:
+
+* ``module:function`` finds a module in the directory the command runs in, as ``python -m`` would (the
+  console script leaves that directory off ``sys.path``), in the evaluator's worker processes too;
+* a module found nowhere is one line naming it, the directory looked in and ``PYTHONPATH`` (exit 2);
+* every check of SPEC, kwargs and the policy's construction runs before the run directory is created:
+  a failed start leaves nothing behind, so the corrected command is not refused. ``bringup`` likewise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OK
+from test_cli_tasks import ROBOFOLLOW
+
+pytestmark = pytest.mark.timeout(300)
+
+SELECTION = ["--tasks", "L0_pickup_red_cylinder", "--rounds", "1", "--max-steps", "1", "--actions-per-step", "5",
+             "--no-render"]
+
+#: A user's policy module, as a user writes one beside their command.
+USER_POLICY = textwrap.dedent("""
+    import numpy as np
+
+    class Still:
+        def __init__(self, rows=5):
+            self.rows = rows
+        def reset(self):
+            pass
+        def set_instruction(self, text):
+            pass
+        def predict(self, obs):
+            return np.repeat(np.asarray(obs["joint_action"]["vector"], dtype=np.float32)[None], self.rows, axis=0)
+
+    def make(rows=5):
+        if rows < 1:
+            raise ValueError(f"rows: must be >= 1, got {rows}")
+        return Still(rows)
+""")
+
+
+def _robofollow(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The console script run in ``cwd``; PYTHONPATH (if set) names the package under test, never ``cwd``."""
+    assert str(cwd) not in os.environ.get("PYTHONPATH", "")
+    return subprocess.run([ROBOFOLLOW, *args], cwd=cwd, capture_output=True, text=True, timeout=280)
+
+
+@pytest.fixture
+def user_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "my_policy.py").write_text(USER_POLICY)
+    (folder / "broken_policy.py").write_text("import no_such_dependency_for_robofollow_tests\n")
+    return folder
+
+
+@pytest.mark.parametrize("backend", ["local", "inline"])
+def test_a_module_in_the_current_directory_loads_from_the_console_script(user_dir: Path, backend: str) -> None:
+    out = user_dir / "run"
+    done = _robofollow(user_dir, "eval", "--policy", "my_policy:make", "--kwargs", '{"rows": 3}', *SELECTION,
+                       "--backend", backend, "--output", str(out))
+    assert done.returncode == EXIT_OK, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert len(results) == 1 and "policy_error" not in results[0] and results[0]["frames"] == 1 + 3
+    run = json.loads((out / "run.json").read_text())
+    assert run["arguments"]["policy_factory"] == "my_policy:make" and run["policy"]["kwargs"] == {"rows": 3}
+
+
+def test_a_missing_module_names_pythonpath_and_leaves_nothing(user_dir: Path) -> None:
+    out = user_dir / "run"
+    done = _robofollow(user_dir, "eval", "--policy", "no_such_policy_module:make", *SELECTION, "--output", str(out))
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "'no_such_policy_module'" in lines[0] and str(user_dir) in lines[0] and "PYTHONPATH" in lines[0]
+    assert not out.exists()
+
+
+def test_a_module_whose_own_import_fails_says_so(user_dir: Path) -> None:
+    done = _robofollow(user_dir, "eval", "--policy", "broken_policy:make", *SELECTION, "--output",
+                       str(user_dir / "run"))
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    assert "importing module 'broken_policy' failed" in done.stderr
+    assert "no_such_dependency_for_robofollow_tests" in done.stderr and "a module it imports is missing" in done.stderr
+    assert not (user_dir / "run").exists()
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--policy", "no_such_policy_module:make"], ["no_such_policy_module", "PYTHONPATH"]),
+    (["--policy", "my_policy:nothing_here"], ["my_policy", "no callable 'nothing_here'"]),
+    (["--policy", "my_policy:make", "--kwargs", '{"colour": "red"}'], ["bad kwargs", "colour"]),
+    (["--policy", "my_policy:make", "--kwargs", '{"rows": 0}'], ["rows: must be >= 1, got 0"]),  # the factory raised
+    (["--policy", "my_policy:make", "--kwargs", "[1]"], ["--kwargs", "JSON object"]),
+    (["--policy", "hold", "--kwargs", '{"chunk": 3}'], ["policy spec 'hold'", "chunk"]),
+])
+@pytest.mark.parametrize("backend", ["local", "inline"])
+def test_a_bad_spec_or_kwargs_leaves_no_run_directory_and_the_fix_runs(user_dir: Path, args: list[str],
+                                                                       words: list[str], backend: str) -> None:
+    out = user_dir / "run"
+    done = _robofollow(user_dir, "eval", *args, *SELECTION, "--backend", backend, "--output", str(out))
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    assert not out.exists()  # nothing behind: the corrected command is not refused
+    if args[1] == "my_policy:make" and backend == "inline":
+        fixed = _robofollow(user_dir, "eval", "--policy", "my_policy:make", *SELECTION, "--backend", backend,
+                            "--output", str(out))
+        assert fixed.returncode == EXIT_OK, fixed.stderr[-3000:]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--policy", "no_such_policy_module:make"], ["no_such_policy_module", "PYTHONPATH"]),
+    (["--policy", "my_policy:make", "--kwargs", '{"rows": 0}'], ["rows: must be >= 1, got 0"]),
+])
+def test_bringup_checks_the_policy_before_it_creates_its_output(user_dir: Path, args: list[str],
+                                                                words: list[str]) -> None:
+    out = user_dir / "run"
+    done = _robofollow(user_dir, "bringup", "sim", *args, "--tasks", "L0_pickup_red_cylinder", "--rounds", "1",
+                       "--no-foxglove", "--exit-when-done", "--output", str(out))
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    for word in words:
+        assert word in done.stderr
+    assert not out.exists()
