@@ -9,7 +9,7 @@ from typing import Any
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 
 from robofollow_ros.nodes._main import shutdown_executor
@@ -18,10 +18,15 @@ from robofollow_ros.nodes._main import shutdown_executor
 class RosHarness:
     """Spins the nodes it is given in a background thread; ``wait_for`` blocks until a condition holds."""
 
-    def __init__(self) -> None:
+    def __init__(self, single_threaded: bool = False) -> None:
+        """``single_threaded``: spin as ``nodes._main.run_node`` does, one callback at a time. rclpy's
+        ``MultiThreadedExecutor`` busy-waits while a mutually exclusive callback group with a backlog is
+        busy (ros2/rclpy#1223, #1452): that loop takes the GIL from the callback it waits for, and a node
+        flooded with messages then drains a few a second."""
         self.context = Context()
         rclpy.init(context=self.context)
-        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self.executor: Executor = (SingleThreadedExecutor(context=self.context) if single_threaded
+                                   else MultiThreadedExecutor(num_threads=4, context=self.context))
         self.nodes: list[Node] = []
         self._changed = threading.Condition()
         self._stop = threading.Event()
@@ -67,6 +72,28 @@ class RosHarness:
                 if remaining <= 0:
                     raise TimeoutError(f"timed out after {timeout:.1f} s waiting for {what}")
                 self._changed.wait(min(remaining, 0.05))
+
+    def publish_until(self, publish: Callable[[], object], predicate: Callable[[], bool], timeout: float = 10.0,
+                      what: str = "condition", period: float = 0.05) -> None:
+        """Publish, then wait up to ``period`` for ``predicate``; again until it holds or ``timeout`` passes.
+
+        For a publisher whose first messages may precede discovery. The publish runs outside the condition's
+        lock and at most once a period: publishing on every wake-up, under the lock that every collecting
+        callback takes to notify, starves the executor (a backlog drained at a few messages a second)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            publish()
+            with self._changed:
+                wake = min(time.monotonic() + period, deadline)
+                while not predicate():
+                    remaining = wake - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._changed.wait(remaining)
+                else:
+                    return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"timed out after {timeout:.1f} s waiting for {what}")
 
     def close(self) -> None:
         """Destroy every node even if one fails to, so no node outlives its test and talks to the next."""

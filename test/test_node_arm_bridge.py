@@ -58,7 +58,7 @@ class Bench:
 def bench(tmp_path):  # type: ignore[no-untyped-def]
     config = tmp_path / "drivers.yaml"
     config.write_text(DRIVERS)
-    with RosHarness() as ros:
+    with RosHarness(single_threaded=True) as ros:  # the bridge's executor in its own process (run_node)
         bridge = ArmBridgeNode(
             context=ros.context,
             parameter_overrides=[
@@ -87,7 +87,7 @@ def bench(tmp_path):  # type: ignore[no-untyped-def]
                                            position=right or [0, 0, 0, 0, 0, 0.2, 0.01]))
 
         # The drivers report their state until the bridge republishes it as /joint_states.
-        ros.wait_for(lambda: publish_state() or bool(got["joint_states"]), what="/joint_states from the bridge")
+        ros.publish_until(publish_state, lambda: bool(got["joint_states"]), what="/joint_states from the bridge")
         yield Bench(ros, got, command, estop, bridge, driver, publish_state)
 
 
@@ -227,7 +227,7 @@ def test_drivers_sharing_one_state_topic(tmp_path):
         both = driver.create_publisher(JointState, "/both/joint_states", 10)
         msg = JointState(name=["la1", "la2", "la3", "la4", "la5", "la6", "lg", "ra1", "ra2", "ra3", "ra4", "ra5",
                                "ra6", "rg"], position=[0.1] * 6 + [0.04] + [0.2] * 6 + [0.07])
-        ros.wait_for(lambda: both.publish(msg) or bool(out), what="/joint_states from one shared topic")
+        ros.publish_until(lambda: both.publish(msg), lambda: bool(out), what="/joint_states from one shared topic")
     assert out[0].position[6] == pytest.approx(1.0) and out[0].position[13] == pytest.approx(1.0)
     assert out[0].position[7] == pytest.approx(0.2)
 
@@ -302,8 +302,8 @@ def test_commands_flooded_during_an_estop_are_not_replayed_after_its_release(ben
     ros.wait_for(lambda: any("e-stop released" in s.data for s in got["status"]), what="the release report")
 
     fresh = [0.12, -0.05, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0.2, 0.0]  # marker -0.05: sent after the release
-    ros.wait_for(lambda: flood.publish(command(fresh, stamped)) or any(c[1] == -0.05 for c in sent),
-                 timeout=60, what="motion resuming with a command sent after the release")
+    ros.publish_until(lambda: flood.publish(command(fresh, stamped)), lambda: any(c[1] == -0.05 for c in sent),
+                      timeout=60, what="motion resuming with a command sent after the release")
 
     assert bench.bridge.safety.refused_since_release > 0  # commands were still queued at the release ...
     replayed = [c for c in sent if c[1] > 0]
@@ -330,8 +330,8 @@ def test_a_command_stamped_before_the_release_is_refused_though_received_after_i
     ros.wait_for(lambda: any("stamped" in s.data for s in got["status"][count:]), what="the refusal")
     assert sent[before:] and all(c == MEASURED_LEFT for c in sent[before:])  # a hold, not the old target
     new = JointState(name=list(JOINT_NAMES), position=[0.3, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0.2, 0.0])
-    ros.wait_for(lambda: bench.command.publish(_stamped_now(new, driver)) or any(c[0] == 0.3 for c in sent),
-                 what="the command stamped after the release")
+    ros.publish_until(lambda: bench.command.publish(_stamped_now(new, driver)), lambda: any(c[0] == 0.3 for c in sent),
+                      what="the command stamped after the release")
 
 
 def _stamped_now(msg: JointState, node: Any) -> JointState:
@@ -349,8 +349,8 @@ def test_an_arm_measured_outside_its_limits_is_held_within_them_and_reported(ben
     monkeypatch.setattr(right_publisher, "publish",
                         lambda msg: right_sent.append(list(msg.points[0].positions)) or right_publish(msg))
     left, right = [4.0, 0, 0, 0, 0, 0, 0.04], [0, 2.1, 0, 0, 0, 0.2, 0.01]
-    ros.wait_for(lambda: bench.publish_state(left, right) or got["joint_states"][-1].position[0] == 4.0,
-                 what="the bridge measuring the arms outside their limits")
+    ros.publish_until(lambda: bench.publish_state(left, right), lambda: got["joint_states"][-1].position[0] == 4.0,
+                      what="the bridge measuring the arms outside their limits")
     _send(bench.command, [2.0, 0, 0, 0, 0, 0, 1.0, 0, 1.9, 0, 0, 0, 0.2, 0.0])
     ros.wait_for(lambda: any(json.loads(s.data).get("outside_limits") for s in got["status"]), what="the report")
     report = next(json.loads(s.data) for s in got["status"] if json.loads(s.data).get("outside_limits"))

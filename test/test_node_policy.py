@@ -134,7 +134,7 @@ def test_lockstep_sends_each_row_after_the_previous_state_and_adds_privileged_ob
     ros.add(PolicyNode(context=ros.context, parameter_overrides=[
         Parameter("policy", value="test_node_policy:recorder"), Parameter("privileged", value=True)]))
     trial.publish(_trial("t1", max_steps=2, per_step=2))
-    ros.wait_for(lambda: publish_state(np.zeros(14)) or bool(SEEN), what="first predict")
+    ros.publish_until(lambda: publish_state(np.zeros(14)), lambda: bool(SEEN), what="first predict")
     ros.wait_for(lambda: _done(got) is not None, what="policy done")
     done = _done(got)
     assert (done["steps"], done["rows"], done["error"]) == (2, 4, None)
@@ -165,7 +165,8 @@ def _spied(robot, record, *parameters: Parameter) -> list[set[str]]:  # type: ig
     ros, got, trial, publish_state = robot
     ros.add(PolicyNode(context=ros.context, parameter_overrides=list(parameters)))
     trial.publish(_trial("spy", max_steps=2, per_step=1))
-    ros.wait_for(lambda: publish_state(np.zeros(14)) or _done(got) is not None, timeout=30, what="policy done")
+    ros.publish_until(lambda: publish_state(np.zeros(14)), lambda: _done(got) is not None, timeout=30,
+                      what="policy done")
     assert _done(got)["error"] is None and _done(got)["steps"] == 2  # the spy wrote before each call returned
     return [set(line["keys"]) for line in read_record(str(record))]
 
@@ -202,7 +203,7 @@ def test_a_raising_policy_fails_its_trial_with_the_reason(robot):
     ros, got, trial, publish_state = robot
     ros.add(PolicyNode(context=ros.context, parameter_overrides=[Parameter("policy", value="test_node_policy:broken")]))
     trial.publish(_trial("t2", max_steps=3, per_step=2))
-    ros.wait_for(lambda: publish_state(np.zeros(14)) or _done(got) is not None, what="policy done")
+    ros.publish_until(lambda: publish_state(np.zeros(14)), lambda: _done(got) is not None, what="policy done")
     done = _done(got)
     assert done["steps"] == 0 and "model exploded" in done["error"] and not got["commands"]
 
@@ -217,7 +218,7 @@ def test_rate_mode_holds_the_measured_position_when_joint_states_go_stale(robot)
     measured = np.full(14, 0.25)
     got["answer_first"][0] = 20  # the fake sim answers 20 commands with states, then falls silent
     trial.publish(_trial("t3", max_steps=100000, per_step=5))
-    ros.wait_for(lambda: publish_state(measured) or len(got["commands"]) > 0, what="first command")
+    ros.publish_until(lambda: publish_state(measured), lambda: len(got["commands"]) > 0, what="first command")
     ros.wait_for(lambda: _done(got) is not None, timeout=30, what="stale hold")
     done = _done(got)
     assert "stale" in done["error"]
@@ -243,7 +244,7 @@ def test_rate_mode_holds_while_the_policy_is_stale(robot):
     assert any(np.array_equal(sent[i], sent[i - 1]) for i in range(1, len(sent)))
     assert _done(got) is None  # the trial goes on: a slow model is held, not failed
     RELEASE_SLOW.set()
-    ros.wait_for(lambda: publish_state(measured) or _done(got) is not None, timeout=30, what="policy done")
+    ros.publish_until(lambda: publish_state(measured), lambda: _done(got) is not None, timeout=30, what="policy done")
     assert _done(got)["error"] is None and _done(got)["rows"] == 4
 
 
@@ -268,7 +269,8 @@ def test_a_best_effort_camera_driver_feeds_the_policy(robot):
     ros.wait_for(lambda: len(policy.cache.images(0)) == len(CAMERA_NAMES), timeout=30,
                  what="every camera's picture in the policy node")
     trial.publish(_trial("t5", max_steps=2, per_step=1))
-    ros.wait_for(lambda: publish_state(np.zeros(14)) or _done(got) is not None, timeout=30, what="policy done")
+    ros.publish_until(lambda: publish_state(np.zeros(14)), lambda: _done(got) is not None, timeout=30,
+                      what="policy done")
     assert _done(got)["error"] is None
     for obs in SEEN:
         for key in ("head_camera", "left_camera", "right_camera"):
@@ -317,8 +319,8 @@ def test_a_trial_a_fault_stopped_abandons_the_call_in_flight_without_blaming_the
     ros, got, trial, publish_state = robot
     node = ros.add(PolicyNode(context=ros.context, parameter_overrides=[*STALL]))  # the default timeout: 300 s
     trial.publish(_trial("s3", max_steps=3, per_step=2))
-    ros.wait_for(lambda: publish_state(np.zeros(14)) or node._predict_since is not None, timeout=30,
-                 what="a predict in flight")
+    ros.publish_until(lambda: publish_state(np.zeros(14)), lambda: node._predict_since is not None, timeout=30,
+                      what="a predict in flight")
     stopping = json.loads(_trial("s3", 3, 2).data) | {"phase": "stopping", "fault": "e-stop"}
     trial.publish(String(data=tp.encode(stopping)))
     ros.wait_for(lambda: _done_of(got, "s3") is not None, timeout=30, what="the stopped trial to end")
@@ -333,8 +335,8 @@ def test_a_trial_its_time_budget_stopped_lets_the_call_in_flight_answer_or_time_
     node = ros.add(PolicyNode(context=ros.context, parameter_overrides=[*STALL, Parameter("policy_timeout_s",
                                                                                           value=2.0)]))
     trial.publish(_trial("s4", max_steps=3, per_step=2))
-    ros.wait_for(lambda: publish_state(np.zeros(14)) or node._predict_since is not None, timeout=30,
-                 what="a predict in flight")
+    ros.publish_until(lambda: publish_state(np.zeros(14)), lambda: node._predict_since is not None, timeout=30,
+                      what="a predict in flight")
     stopping = json.loads(_trial("s4", 3, 2).data) | {"phase": "stopping"}
     trial.publish(String(data=tp.encode(stopping)))
     ros.wait_for(lambda: _done_of(got, "s4") is not None, timeout=30, what="the stopped trial to end")
@@ -355,8 +357,8 @@ def test_a_stalled_remote_policy_fails_its_trial_at_the_policy_timeout_too(robot
                 Parameter("policy", value=f"tcp://127.0.0.1:{server.address[1]}"),
                 Parameter("policy_timeout_s", value=1.0)]))
             trial.publish(_trial("r1", max_steps=3, per_step=2))
-            ros.wait_for(lambda: publish_state(np.zeros(14)) or _done_of(got, "r1") is not None, timeout=30,
-                         what="the remote trial to fail on the timeout")
+            ros.publish_until(lambda: publish_state(np.zeros(14)), lambda: _done_of(got, "r1") is not None, timeout=30,
+                              what="the remote trial to fail on the timeout")
             assert _done_of(got, "r1")["error"] == "PolicyTimeoutError: policy predict: no answer within 1 s"
         finally:
             hung.release.set()  # let the server's stuck call end before the server closes

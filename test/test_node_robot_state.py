@@ -59,8 +59,8 @@ def test_description_static_and_link_transforms_follow_the_joint_states():
         vector = kin.home_vector()
         vector[:6] += [0.4, -0.3, 0.5, 0.2, -0.6, 0.7]
         vector[6] = 0.25  # the left gripper a quarter open
-        ros.wait_for(lambda: joints.publish(joint_state_msg(vector, 123_456_789)) or bool(got["tf"]),
-                     what="link transforms")
+        ros.publish_until(lambda: joints.publish(joint_state_msg(vector, 123_456_789)), lambda: bool(got["tf"]),
+                          what="link transforms")
         moving = got["tf"][-1]
         assert {stamp_ns(t.header.stamp) for t in moving.transforms} == {123_456_789}
         frames = {**static, **_as_dict([moving])}
@@ -99,7 +99,7 @@ def test_headless_recordings_name_and_place_the_frames_as_the_graph_does():
         got: list[TFMessage] = []
         probe.create_subscription(TFMessage, "/tf", ros.collector(got), tp.STATE_STREAM)
         joints = probe.create_publisher(JointState, "/joint_states", tp.STATE_STREAM)
-        ros.wait_for(lambda: joints.publish(joint_state_msg(vector, 5)) or bool(got), what="link transforms")
+        ros.publish_until(lambda: joints.publish(joint_state_msg(vector, 5)), lambda: bool(got), what="link transforms")
         graph_links = poses(got[-1].transforms)
     for graph, recorded in ((graph_static, poses(headless.static_transforms())),
                             (graph_links, poses(headless.link_transforms(vector, 5)))):
