@@ -10,7 +10,6 @@ check by ``trial_manager_node`` (through ``policy_node``) before its first trial
 from __future__ import annotations
 
 import errno
-import re
 import socket
 from typing import Any
 
@@ -18,8 +17,6 @@ from typing import Any
 CONNECT_TIMEOUT_S = 5.0
 #: ... and answer ``reset`` within this long.
 RESET_TIMEOUT_S = 15.0
-
-_REMOTE = re.compile(r"^(?P<scheme>tcp|openpi)://(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d{1,5})/?$")
 
 
 class PolicyUnreachable(RuntimeError):
@@ -31,11 +28,15 @@ class PortInUse(RuntimeError):
 
 
 def remote_address(spec: str) -> tuple[str, str, int] | None:
-    """(scheme, host, port) of a ``tcp://`` or ``openpi://`` SPEC; None for a local policy."""
-    match = _REMOTE.match(spec.strip())
-    if match is None:
+    """(scheme, host, port) of a remote SPEC (``policy.remote``); None for a local policy or a bad SPEC
+    (loading it names what is wrong)."""
+    from robofollow_ros.policy.remote import RemoteSpecError, parse_remote
+
+    try:
+        remote = parse_remote(spec)
+    except RemoteSpecError:
         return None
-    return match["scheme"], match["host"].strip("[]"), int(match["port"])
+    return None if remote is None else (remote.scheme, remote.host, remote.port)
 
 
 def reach_policy(spec: str, kwargs: dict[str, Any] | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S,

@@ -131,3 +131,37 @@ def test_bringup_checks_the_policy_before_it_creates_its_output(user_dir: Path, 
     for word in words:
         assert word in done.stderr
     assert not out.exists()
+
+
+# -- remote SPECs: one table of wire clients (policy/remote.py) --------------------------------------
+def test_a_remote_spec_parses_into_address_path_and_options():
+    from robofollow_ros.policy.remote import REMOTE_CLIENTS, RemoteClient, parse_remote
+
+    REMOTE_CLIENTS["probe"] = RemoteClient("x:Y", "a test row", url_options=True)
+    try:
+        remote = parse_remote("probe://[::1]:8000/v1/robot?dialect=roboarena&session_id=a1")
+        assert remote is not None
+        assert (remote.host, remote.port, remote.path) == ("::1", 8000, "/v1/robot")
+        assert remote.options == {"dialect": "roboarena", "session_id": "a1"}
+        assert remote.client_kwargs({"timeout_s": 5}) == {"host": "::1", "port": 8000, "path": "/v1/robot",
+                                                          "dialect": "roboarena", "session_id": "a1", "timeout_s": 5}
+        with pytest.raises(ValueError, match="session_id given both in the URL and in --kwargs"):
+            remote.client_kwargs({"session_id": "b"})
+    finally:
+        del REMOTE_CLIENTS["probe"]
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("gopher://127.0.0.1:70", ["unknown scheme 'gopher'", "tcp://HOST:PORT"]),
+    ("tcp://127.0.0.1:8999/path", ["tcp:// takes no path or query"]),
+    ("openpi://127.0.0.1:8000?x=1", ["openpi:// takes no path or query"]),
+    ("tcp://127.0.0.1:70000", ["port 70000 is outside 1..65535"]),
+    ("tcp://127.0.0.1", ["expected tcp://HOST:PORT"]),
+])
+def test_a_bad_remote_spec_is_refused_naming_it(spec, words):
+    from robofollow_ros.policy.spec import PolicySpecError, load_policy
+
+    with pytest.raises(PolicySpecError) as info:
+        load_policy(spec)
+    for word in words:
+        assert word in str(info.value)

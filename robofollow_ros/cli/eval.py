@@ -20,12 +20,13 @@ from robofollow_ros.exit_status import (
 
 
 def register(subparsers: Any) -> None:
+    from robofollow_ros.policy.spec import spec_forms
+
     p = subparsers.add_parser(
         "eval", help="evaluate a policy on the RoboFollow protocol in SAPIEN (no ROS middleware)",
         description="Run trials (tasks x rounds) headless and write run.json, results.json, summary.json and SQLite.",
     )
-    p.add_argument("--policy", required=True, help="hold | oracle | blind | memorizer | module:function | "
-                                                   "tcp://HOST:PORT | openpi://HOST:PORT")
+    p.add_argument("--policy", required=True, metavar="SPEC", help=f"one of: {spec_forms()}")
     p.add_argument("--kwargs", default="{}", help="JSON keyword arguments for the policy factory or client")
     p.add_argument("--scene", default="all", help="all, or a comma list of scene1..scene4 (default all)")
     p.add_argument("--levels", default="L0,L1,L2,L3", help="comma list of L0..L3 (default all)")

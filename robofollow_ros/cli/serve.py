@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import json
 import signal
 import sys
@@ -27,18 +28,30 @@ from typing import Any
 from robofollow_ros.cli._common import PORT, CliError, integer, number, seconds
 from robofollow_ros.exit_status import EXIT_PORT_IN_USE
 
-PROTOCOLS = ("robofollow", "openpi")
+#: --protocol → (the server class, ``module:Class``; what clients speak it). A server is built as
+#: ``Server(sessions, host, port, metadata=..., **limits)``; a new protocol adds a row.
+SERVERS: dict[str, tuple[str, str]] = {
+    "robofollow": ("robofollow_ros.policy.wire.robofollow.server:RoboFollowTcpServer",
+                   "RoboFollow TCP: tcp:// clients, the official remote_policy.py"),
+    "openpi": ("robofollow_ros.policy.wire.openpi.server:OpenpiPolicyServer",
+               "openpi websocket: openpi:// clients, openpi-client"),
+}
+PROTOCOLS = tuple(SERVERS)
 
 
 def register(subparsers: Any) -> None:
+    from robofollow_ros.policy.spec import spec_forms
+
     p = subparsers.add_parser("serve", help="serve a policy over the RoboFollow TCP or the openpi websocket protocol",
                               description="Expose a policy SPEC over RoboFollow's TCP protocol or openpi's "
                                           "websocket protocol. Prints 'Policy server: HOST:PORT' once listening; "
                                           "SIGINT or SIGTERM stops it and closes the policy.")
     p.add_argument("--policy", required=True, metavar="SPEC",
-                   help="hold, module:function, tcp://HOST:PORT, openpi://HOST:PORT or another built-in")
+                   help=f"the policy to serve, one of: {spec_forms()}")
     p.add_argument("--kwargs", default="{}", metavar="JSON", help="keyword arguments for the policy factory")
-    p.add_argument("--protocol", choices=PROTOCOLS, default="robofollow")
+    p.add_argument("--protocol", choices=PROTOCOLS, default="robofollow",
+                   help="; ".join(f"{name}: {what}" for name, (_, what) in SERVERS.items())
+                   + " (default robofollow)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=PORT, default=8999, help="port to bind; 0 picks a free one (default 8999)")
     p.add_argument("--policy-timeout", type=seconds(), default=300.0, metavar="S",
@@ -112,14 +125,9 @@ def _serve(args: argparse.Namespace) -> int:
               "max_connections": args.max_connections}
     server: Any
     try:
-        if args.protocol == "openpi":
-            from robofollow_ros.policy.wire.openpi.server import OpenpiPolicyServer
-
-            server = OpenpiPolicyServer(sessions, args.host, args.port, metadata={"policy": args.policy}, **limits)
-        else:
-            from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
-
-            server = RoboFollowTcpServer(sessions, args.host, args.port, **limits)
+        module, _, name = SERVERS[args.protocol][0].partition(":")
+        server_class = getattr(importlib.import_module(module), name)
+        server = server_class(sessions, args.host, args.port, metadata={"policy": args.policy}, **limits)
     except OSError as exc:
         sessions.close()
         if shared is not None:

@@ -27,8 +27,9 @@ from robofollow_ros.evaluation.episode import EpisodeSettings, policy_failure, r
 from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.evaluation.worker_errors import PolicyStartError
 from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S as DEFAULT_POLICY_TIMEOUT_S  # for the runner
-from robofollow_ros.policy.guard import REMOTE_SCHEMES, TimeoutGuardedPolicy, guarded_kwargs
+from robofollow_ros.policy.guard import TimeoutGuardedPolicy, guarded_kwargs
 from robofollow_ros.policy.interface import close_policy
+from robofollow_ros.policy.remote import is_remote
 from robofollow_ros.policy.spec import load_policy
 
 
@@ -101,7 +102,7 @@ def start_policy(spec: WorkerSpec) -> tuple[TimeoutGuardedPolicy, dict[str, Any]
     except (Exception, SystemExit) as exc:
         raise PolicyStartError(f"policy {spec.policy!r} could not be built: {policy_failure(exc)}") from exc
     metadata = None
-    if spec.probe_remote and spec.policy.strip().startswith(REMOTE_SCHEMES):
+    if spec.probe_remote and is_remote(spec.policy):
         try:
             policy.reset()
             metadata = server_info(policy)

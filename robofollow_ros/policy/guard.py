@@ -22,12 +22,11 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any
 
 from robofollow_ros.policy.interface import Observation, Policy, PolicyError, PolicyWrapper, close_policy
+from robofollow_ros.policy.remote import is_remote
 
 #: The official evaluate.py default for ``--policy-timeout`` (seconds), which covers a first model
 #: compilation: ``robofollow eval``, ``robofollow serve`` and ``policy_node`` (``policy_timeout_s``) share it.
 DEFAULT_POLICY_TIMEOUT_S = 300.0
-#: SPEC prefixes of the remote policies, whose clients have a socket timeout of their own.
-REMOTE_SCHEMES = ("tcp://", "openpi://")
 #: How often a wait that may be abandoned looks at ``abandon_when`` (seconds).
 ABANDON_POLL_S = 0.05
 
@@ -49,7 +48,7 @@ def guarded_kwargs(spec: str, kwargs: dict[str, Any], timeout_s: float) -> dict[
     timeout follows the guard's, as evaluate.py passes it to its client, set a little above it so that the
     whole-call bound is the one that speaks (one reason)."""
     out = dict(kwargs)
-    if spec.strip().startswith(REMOTE_SCHEMES):
+    if is_remote(spec):  # a remote client has a socket timeout of its own
         out.setdefault("timeout_s", timeout_s * 1.1 + 1.0)
     return out
 

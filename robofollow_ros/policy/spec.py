@@ -21,6 +21,7 @@ found nowhere is named with the directory looked in and ``PYTHONPATH``, the way 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -29,10 +30,10 @@ from collections.abc import Callable
 from typing import Any
 
 from robofollow_ros.policy.interface import OWN_POLICIES, Policy, ValidatedPolicy
+from robofollow_ros.policy.remote import RemoteSpecError, parse_remote
 
 PolicyFactory = Callable[..., Policy]
 
-_REMOTE = re.compile(r"^(?P<scheme>tcp|openpi)://(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d{1,5})/?$")
 _FACTORY = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
 
 
@@ -118,7 +119,7 @@ def load_served_policy(spec: str, kwargs: dict[str, Any] | None = None) -> Polic
     ``--privileged``). So a policy's declaration is not refused here, and a ``tcp://`` upstream passes on
     what arrived; the evaluating run, not the server, decides what travels."""
     spec = spec.strip() if isinstance(spec, str) else spec
-    return load_policy(spec, kwargs, privileged=isinstance(spec, str) and not spec.startswith("openpi://"))
+    return load_policy(spec, kwargs, privileged=isinstance(spec, str) and _can_carry_privileged(spec))
 
 
 #: The ``tcp://`` client's keyword that ``load_policy`` sets from ``privileged`` (never from kwargs).
@@ -126,12 +127,20 @@ FORWARD_PRIVILEGED = "forward_privileged"
 
 
 def check_privileged(spec: str, privileged: bool) -> None:
-    """``PolicySpecError`` naming ``--privileged`` when ``spec`` cannot carry privileged state (``openpi://``:
-    the ALOHA request holds ``state``, ``images`` and ``prompt`` only)."""
-    if privileged and spec.strip().startswith("openpi://"):
-        raise PolicySpecError(f"--privileged: {spec.strip()} cannot carry privileged state (an openpi request "
-                              "holds state, images and prompt only); serve the policy with --protocol robofollow "
+    """``PolicySpecError`` naming ``--privileged`` when ``spec`` cannot carry privileged state (every wire but
+    RoboFollow's own: a peer's request holds the images, the state and the instruction only)."""
+    if privileged and not _can_carry_privileged(spec):
+        raise PolicySpecError(f"--privileged: {spec.strip()} cannot carry privileged state (its requests hold "
+                              "images, state and instruction only); serve the policy with --protocol robofollow "
                               "and use tcp://, or drop --privileged")
+
+
+def _can_carry_privileged(spec: str) -> bool:
+    try:
+        remote = parse_remote(spec)
+    except RemoteSpecError:
+        return True  # not this check's business: loading names what is wrong with the SPEC
+    return remote is None or remote.client.carries_privileged
 
 
 def _check_declaration(spec: str, policy: Any, privileged: bool) -> None:
@@ -143,8 +152,14 @@ def _check_declaration(spec: str, policy: Any, privileged: bool) -> None:
                               "with published results)")
 
 
-def _forms() -> str:
-    return f"{', '.join(builtin_names())}, learned:CKPT, module:function, tcp://HOST:PORT, openpi://HOST:PORT"
+def spec_forms() -> str:
+    """Every SPEC form, for ``--help`` and error messages: the built-ins, checkpoints, factories, wires."""
+    from robofollow_ros.policy.remote import forms
+
+    return f"{', '.join(builtin_names())}, learned:CKPT, module:function, {forms()}"
+
+
+_forms = spec_forms
 
 
 def _call(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -163,21 +178,20 @@ def _build(spec: str, kwargs: dict[str, Any], privileged: bool, search_dir: str 
         from robofollow_ros.policy.learned.policy import learned_policy
 
         return _call(spec, learned_policy, {"checkpoint": spec.removeprefix("learned:"), **kwargs})
-    remote = _REMOTE.match(spec)
-    if remote:
-        host, port = remote["host"].strip("[]"), int(remote["port"])
-        if not 0 < port < 65536:
-            raise PolicySpecError(f"policy spec {spec!r}: port {port} is outside 1..65535")
-        if remote["scheme"] == "tcp":
-            from robofollow_ros.policy.wire.robofollow.client import RoboFollowTcpPolicy
-
-            return _call(spec, RoboFollowTcpPolicy,
-                         {"host": host, "port": port, **kwargs, FORWARD_PRIVILEGED: privileged})
-        from robofollow_ros.policy.wire.openpi.client import OpenpiWebsocketPolicy
-
-        return _call(spec, OpenpiWebsocketPolicy, {"host": host, "port": port, **kwargs})
-    if "://" in spec:
-        raise PolicySpecError(f"policy spec {spec!r}: expected tcp://HOST:PORT or openpi://HOST:PORT")
+    try:
+        remote = parse_remote(spec)
+    except RemoteSpecError as exc:
+        raise PolicySpecError(str(exc)) from None
+    if remote is not None:
+        module, _, name = remote.client.factory.partition(":")
+        client = getattr(importlib.import_module(module), name)
+        try:
+            client_kwargs = remote.client_kwargs(kwargs)
+        except RemoteSpecError as exc:
+            raise PolicySpecError(str(exc)) from None
+        if remote.client.carries_privileged:
+            client_kwargs[FORWARD_PRIVILEGED] = privileged
+        return _call(spec, client, client_kwargs)
     factory = _FACTORY.match(spec)
     if not factory:
         raise PolicySpecError(f"policy spec {spec!r}: not a built-in and not module:function; expected {_forms()}")
@@ -217,7 +231,6 @@ def _import_user_module(spec: str, name: str, search_dir: str | None) -> Any:
 #: What ``load_policy`` calls for the SPECs that are not ``module:function`` themselves (run.json's
 #: ``arguments.policy_factory`` names it, as the official evaluator's ``--policy-factory`` would).
 _LEARNED_FACTORY = "robofollow_ros.policy.learned.policy:learned_policy"
-_OPENPI_FACTORY = "robofollow_ros.policy.wire.openpi.client:OpenpiWebsocketPolicy"
 
 
 def factory_of(spec: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -230,18 +243,21 @@ def factory_of(spec: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any
     kwargs = dict(kwargs or {})
     spec = spec.strip() if isinstance(spec, str) else ""
     out: dict[str, Any] = {"factory": None, "kwargs": kwargs, "remote": None}
-    remote = _REMOTE.match(spec)
+    try:
+        remote = parse_remote(spec)
+    except RemoteSpecError:
+        remote = None
     if spec in _BUILTINS:
         factory = _BUILTINS[spec]
         name = f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
         out["factory"] = name if "<" not in name else None
     elif spec.startswith("learned:"):
         out.update(factory=_LEARNED_FACTORY, kwargs={"checkpoint": spec.removeprefix("learned:"), **kwargs})
-    elif remote and remote["scheme"] == "tcp":
-        out["remote"] = (remote["host"].strip("[]"), int(remote["port"]))
-    elif remote:
-        out.update(factory=_OPENPI_FACTORY,
-                   kwargs={"host": remote["host"].strip("[]"), "port": int(remote["port"]), **kwargs})
+    elif remote is not None and remote.scheme == "tcp":
+        out["remote"] = (remote.host, remote.port)
+    elif remote is not None:
+        with contextlib.suppress(RemoteSpecError):
+            out.update(factory=remote.client.factory, kwargs=remote.client_kwargs(kwargs))
     elif _FACTORY.match(spec):
         out["factory"] = spec
     return out

@@ -211,12 +211,15 @@ class RoboFollowTcpServer:
                  frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, backlog: int = 128,
                  max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
-                 budget_wait_s: float = DEFAULT_BUDGET_WAIT_S) -> None:
+                 budget_wait_s: float = DEFAULT_BUDGET_WAIT_S, metadata: dict[str, Any] | None = None) -> None:
+        """``metadata``: what served, for logs (this protocol has no metadata message; ``robofollow serve``
+        passes every server the same arguments)."""
         if max_connections < 1:
             raise ValueError(f"max_connections: expected >= 1, got {max_connections}")
         if not budget_wait_s >= 0:
             raise ValueError(f"budget_wait_s: expected >= 0 seconds, got {budget_wait_s!r}")
         self.sessions = PolicySessions.coerce(policy)
+        self.metadata = dict(metadata or {})
         self.debug = debug
         self.idle_timeout_s = idle_timeout_s
         self.frame_timeout_s = frame_timeout_s
