@@ -18,8 +18,8 @@ import json_numpy
 import numpy as np
 import pytest
 import requests
-from act_stub_server import StubActServer
 
+from act_stub_server import StubActServer
 from robofollow_ros.contract import ACTION_DIM
 from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
 from robofollow_ros.policy.baselines.hold import HoldPolicy
@@ -45,7 +45,8 @@ def test_openvla_oft_preset_sends_the_aloha_keys_and_reads_the_chunk() -> None:
         obs = make_observation(seed=3)
         chunk = client.predict(obs)
         payload, encoded, headers = stub.requests[-1]
-    assert not encoded and set(payload) == {"full_image", "left_wrist_image", "right_wrist_image", "state", "instruction"}
+    assert not encoded
+    assert set(payload) == {"full_image", "left_wrist_image", "right_wrist_image", "state", "instruction"}
     for key in ("full_image", "left_wrist_image", "right_wrist_image"):
         assert payload[key].dtype == np.uint8 and payload[key].shape == (224, 224, 3)
     np.testing.assert_array_equal(payload["state"], np.float32(obs["joint_action"]["vector"]))
