@@ -35,6 +35,8 @@ SERVERS: dict[str, tuple[str, str]] = {
                    "RoboFollow TCP: tcp:// clients, the official remote_policy.py"),
     "openpi": ("robofollow_ros.policy.wire.openpi.server:OpenpiPolicyServer",
                "openpi websocket: openpi:// clients, openpi-client"),
+    "act": ("robofollow_ros.policy.wire.act.server:ActPolicyServer",
+            "json_numpy POST /act (openvla-oft ALOHA keys): act+http:// clients, openvla-oft's run_aloha_eval"),
 }
 PROTOCOLS = tuple(SERVERS)
 

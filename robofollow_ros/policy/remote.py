@@ -37,6 +37,9 @@ REMOTE_CLIENTS: dict[str, RemoteClient] = {
                         "RoboFollow's TCP protocol (robofollow serve, the official serve.py)", carries_privileged=True),
     "openpi": RemoteClient("robofollow_ros.policy.wire.openpi.client:OpenpiWebsocketPolicy",
                            "an openpi websocket policy server (pi0, pi0.5)"),
+    "act+http": RemoteClient("robofollow_ros.policy.wire.act.client:ActHttpPolicy",
+                             "a json_numpy POST /act server (openvla-oft, X-VLA, GR00T http_server; ?preset=...)",
+                             url_options=True),
 }
 
 _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>\[[^\]]+\]|[^:/\s?#\[\]]+):(?P<port>\d{1,5})"
