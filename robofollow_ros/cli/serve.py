@@ -35,6 +35,8 @@ SERVERS: dict[str, tuple[str, str]] = {
                    "RoboFollow TCP: tcp:// clients, the official remote_policy.py"),
     "openpi": ("robofollow_ros.policy.wire.openpi.server:OpenpiPolicyServer",
                "openpi websocket: openpi:// clients, openpi-client"),
+    "vla-eval": ("robofollow_ros.policy.wire.vlaeval.server:VlaEvalPolicyServer",
+                 "vla-eval model server: vla-eval:// clients, vla-evaluation-harness"),
 }
 PROTOCOLS = tuple(SERVERS)
 
