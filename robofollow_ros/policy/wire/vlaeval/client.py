@@ -18,6 +18,7 @@ ours or specs that disagree with ours refuse the server with one line before the
 from __future__ import annotations
 
 import collections
+import inspect
 import time
 from typing import Any
 
@@ -43,6 +44,9 @@ from robofollow_ros.policy.wire.vlaeval.codec import (
 )
 from robofollow_ros.policy.wire.vlaeval.observation import actions_from_reply, to_vlaeval_observation
 from robofollow_ros.policy.wire.vlaeval.specs import check_action_spec, check_observation_spec
+
+#: websockets >= 17 warns unless a long-lived connection says so explicitly; older versions lack the flag.
+_LONG_LIVED: dict[str, Any] = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
 
 
 class ProtocolVersionError(PolicyError, ValueError):
@@ -172,7 +176,7 @@ class VlaEvalPolicy:
                 time.sleep(self.connect_interval_s)  # pacing between attempts, not synchronisation
             try:
                 ws = connect(self.uri, compression=None, max_size=self.max_message_bytes, ping_interval=None,
-                             open_timeout=self.timeout_s, close_timeout=5)
+                             open_timeout=self.timeout_s, close_timeout=5, **_LONG_LIVED)
             except InvalidURI as exc:
                 raise ValueError(f"vla-eval server: bad address {self.uri!r} ({exc})") from exc
             except (OSError, InvalidHandshake) as exc:
