@@ -315,3 +315,28 @@ def test_a_remote_error_reaches_our_client_as_remote_policy_error() -> None:
         with pytest.raises(RemotePolicyError, match=f"vla-eval server ws://127.0.0.1:{server.address[1]}"):
             policy.predict(make_observation())
         policy.close()
+
+
+def test_serve_stops_cleanly_on_sigterm_with_a_client_connected() -> None:
+    proc = subprocess.Popen([*ROBOFOLLOW, "serve", "--protocol", "vla-eval", "--policy", "hold", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)})
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("Policy server: 127.0.0.1:"), line
+        ws = raw_session(int(line.rsplit(":", 1)[1]))
+        ws.send(observation_message(2))
+        kind, payload, _ = unpack_message(ws.recv(timeout=30))
+        assert kind == "action" and payload["actions"].shape[1] == 14
+        proc.terminate()
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=30)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001  # going away
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err[-2000:]
+        assert "policy server stopped, policies closed" in err and "Traceback" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
