@@ -23,4 +23,4 @@ bench: setup
 	@for script in bench/*.py; do echo "==> $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf .venv .venv-reader build install log *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv .venv-reader .venv-vlaeval build install log *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -37,6 +37,8 @@ SERVERS: dict[str, tuple[str, str]] = {
                "openpi websocket: openpi:// clients, openpi-client"),
     "act": ("robofollow_ros.policy.wire.act.server:ActPolicyServer",
             "json_numpy POST /act (openvla-oft ALOHA keys): act+http:// clients, openvla-oft's run_aloha_eval"),
+    "vla-eval": ("robofollow_ros.policy.wire.vlaeval.server:VlaEvalPolicyServer",
+                 "vla-eval model server: vla-eval:// clients, vla-evaluation-harness"),
 }
 PROTOCOLS = tuple(SERVERS)
 

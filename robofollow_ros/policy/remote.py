@@ -40,6 +40,8 @@ REMOTE_CLIENTS: dict[str, RemoteClient] = {
     "act+http": RemoteClient("robofollow_ros.policy.wire.act.client:ActHttpPolicy",
                              "a json_numpy POST /act server (openvla-oft, X-VLA, GR00T http_server; ?preset=...)",
                              url_options=True),
+    "vla-eval": RemoteClient("robofollow_ros.policy.wire.vlaeval.client:VlaEvalPolicy",
+                             "a vla-evaluation-harness model server (groot, oft, pi0, starvla, xvla, lerobot...)"),
 }
 
 _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>\[[^\]]+\]|[^:/\s?#\[\]]+):(?P<port>\d{1,5})"

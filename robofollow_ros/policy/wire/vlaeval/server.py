@@ -1,0 +1,354 @@
+"""Any RoboFollow policy as a vla-eval model server (``robofollow serve --protocol vla-eval``), so that
+vla-evaluation-harness (its ``Connection`` client and orchestrator) can evaluate our policies.
+
+Per connection, as vla-eval's ``model_servers/serve.py`` does: ``hello`` is answered with ours
+(``harness_version``, ``protocol_version``, ``model_server``, ``observation_params``, our
+``action_spec`` / ``observation_spec`` from ``specs.py``, the served SPEC under ``robofollow``); a
+client announcing another protocol version gets an ``error`` and the close. ``episode_start``
+resets the connection's policy session and sets its instruction (``task.instruction``, else
+``task.task_description`` / ``task.name``); each ``observation`` is answered with ``action``
+``{"actions": float32 [T, 14], "policy_timing": {"infer_ms"}}`` carrying its ``seq``; an
+``observation``'s ``task_description`` that differs from the instruction in use sets it (vla-eval
+sends it with every step). An observation before any ``episode_start`` starts an episode.
+``episode_end`` ends it. A failed call is answered with ``error`` ``{"error": one line}`` (the
+traceback only with ``--debug``) and the connection stays open, as vla-eval's server does; a
+message that is not the protocol gets the ``error`` and the close (1007). ``GET /health`` answers
+200 ``{"status": "ok"}`` (vla-eval's readiness probe); there is no ``/config``: vla-eval's changes
+server attributes without authentication. Binds 127.0.0.1 by default.
+
+Bounds, as the openpi server's: one policy session per connection (``wire/sessions.py``; a session
+whose call timed out is dropped, the next observation gets a fresh one), ``max_connections`` (the
+next is closed with 1013 and a reason naming the limit), ``idle_timeout_s`` for the next message, a
+deadline of ``frame_timeout_s`` for a message once its first bytes arrived (1008),
+``max_message_bytes`` per message (1009), :data:`~.codec.VLAEVAL_MAX_OBJECTS` msgpack values per
+message. Memory: the websocket library holds at most one unread message per connection
+(``max_queue=1``); what a handler holds is charged to one budget across connections
+(``max_pending_bytes``, ``wire/budget.py``): the message and what decoding it builds before it is
+unpacked, then its png/jpeg images' pixels before they are inflated (only our three cameras are
+ever inflated). No room within ``budget_wait_s``: an ``error`` ``server busy ...`` and a close with
+1013. Unlike the openpi server, bytes still inside the library's buffers are bounded by
+``max_connections × 2 × max_message_bytes`` rather than charged as they arrive.
+"""
+
+from __future__ import annotations
+
+import http
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
+from websockets.http11 import Request, Response
+from websockets.sync.server import Server, ServerConnection, serve
+
+from robofollow_ros import __version__
+from robofollow_ros.policy.interface import Policy
+from robofollow_ros.policy.observation import validate_observation
+from robofollow_ros.policy.wire.budget import (
+    DEFAULT_BUDGET_WAIT_S,
+    DEFAULT_MAX_PENDING_BYTES,
+    Hold,
+    MemoryBudget,
+    MemoryBudgetError,
+    decode_cost,
+)
+from robofollow_ros.policy.wire.common import (
+    DEFAULT_FRAME_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    WireFormatError,
+    describe_error,
+)
+from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
+from robofollow_ros.policy.wire.vlaeval.codec import (
+    ACTION,
+    ALL_IMAGE_FORMATS,
+    EPISODE_END,
+    EPISODE_START,
+    ERROR,
+    HELLO,
+    OBSERVATION,
+    PROTOCOL_VERSION,
+    VLAEVAL_MAX_MESSAGE_BYTES,
+    VLAEVAL_MAX_OBJECTS,
+    EncodedImage,
+    count_objects,
+    pack_message,
+    unpack_message,
+)
+from robofollow_ros.policy.wire.vlaeval.observation import from_vlaeval_observation
+from robofollow_ros.policy.wire.vlaeval.specs import ACTION_SPEC, OBSERVATION_SPEC
+
+LOG = logging.getLogger(__name__)
+#: How often a waiting handler looks whether a message has started arriving (its deadline starts then).
+_POLL_S = 0.25
+MEMORY_REFUSAL_REASON = "server busy: memory budget full (max_pending_bytes); try again later"
+
+
+class _Episode:
+    """One connection's state: its policy session and the instruction in use."""
+
+    def __init__(self) -> None:
+        self.session: Session | None = None
+        self.instruction: str | None = None
+
+
+class VlaEvalPolicyServer:
+    """Serve a policy as a vla-eval model server on ``host:port`` (0 = any free port).
+
+    ``policy`` is what the other servers take: a :class:`PolicySessions`, a factory, a shareable
+    policy, or one plain policy object.
+    """
+
+    def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 8000,
+                 *, debug: bool = False, metadata: dict[str, Any] | None = None,
+                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, max_message_bytes: int = VLAEVAL_MAX_MESSAGE_BYTES,
+                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+                 budget_wait_s: float = DEFAULT_BUDGET_WAIT_S) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections: expected >= 1, got {max_connections}")
+        if not budget_wait_s >= 0:
+            raise ValueError(f"budget_wait_s: expected >= 0 seconds, got {budget_wait_s!r}")
+        self.sessions = PolicySessions.coerce(policy)
+        self.debug = debug
+        self.metadata = dict(metadata or {})
+        self.idle_timeout_s = idle_timeout_s
+        self.frame_timeout_s = frame_timeout_s
+        self.max_connections = max_connections
+        self.budget_wait_s = float(budget_wait_s)
+        self.memory = MemoryBudget(max_pending_bytes)
+        self._lock = threading.Lock()
+        self._open = 0
+        self._stopping = threading.Event()
+        self._server: Server = serve(self._handle, host, port, compression=None, max_size=max_message_bytes,
+                                     max_queue=1, ping_interval=None, process_request=self._health)
+        self.address: tuple[str, int] = self._server.socket.getsockname()[:2]
+        self._thread: threading.Thread | None = None
+        self.stats = {"connections": 0, "requests": 0, "episodes": 0, "errors": 0, "refused": 0, "timeouts": 0,
+                      "peak_connections": 0}
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self.stats[key] += 1
+
+    # ------------------------------------------------------------------ lifecycle
+    def serve_forever(self) -> None:
+        self._server.serve_forever()
+
+    def start(self) -> VlaEvalPolicyServer:
+        self._thread = threading.Thread(target=self.serve_forever, name="vlaeval-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, join_timeout_s: float = 10.0) -> None:
+        """Stop accepting, close every connection (1001) once its handler is between messages, close the policies."""
+        self._stopping.set()
+        self._server.shutdown()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(join_timeout_s)
+        self.sessions.close()
+
+    def __enter__(self) -> VlaEvalPolicyServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def open_connections(self) -> int:
+        with self._lock:
+            return self._open
+
+    def hello(self) -> dict[str, Any]:
+        """Our ``hello`` payload (vla-eval's ``make_hello_payload`` fields, plus the served SPEC)."""
+        return {"harness_version": f"robofollow-{__version__}", "protocol_version": PROTOCOL_VERSION,
+                "model_server": "robofollow", "capabilities": {}, "observation_params": {},
+                "action_spec": ACTION_SPEC, "observation_spec": OBSERVATION_SPEC, "robofollow": self.metadata}
+
+    # ------------------------------------------------------------------ handlers
+    @staticmethod
+    def _health(connection: ServerConnection, request: Request) -> Response | None:
+        if request.path in ("/health", "/healthz"):
+            response = connection.respond(http.HTTPStatus.OK, json.dumps({"status": "ok"}) + "\n")
+            response.headers["Content-Type"] = "application/json"
+            return response
+        return None
+
+    def _handle(self, ws: ServerConnection) -> None:
+        with self._lock:
+            admitted = self._open < self.max_connections
+            if admitted:
+                self._open += 1
+                self.stats["connections"] += 1
+                self.stats["peak_connections"] = max(self.stats["peak_connections"], self._open)
+            else:
+                self.stats["refused"] += 1
+        if not admitted:
+            ws.close(CloseCode.TRY_AGAIN_LATER, f"server busy: {self.max_connections} connections are open, "
+                                                "the limit (--max-connections); try again later")
+            return
+        episode = _Episode()
+        hold = self.memory.hold()
+        try:
+            self._serve(ws, episode, hold)
+        finally:
+            hold.close()
+            if episode.session is not None:
+                self.sessions.release(episode.session)
+            with self._lock:
+                self._open -= 1
+
+    def _receive(self, ws: ServerConnection) -> str | bytes | None:
+        """The next message, or None once the connection is closed (by the peer, idleness, a deadline, stop)."""
+        idle_until = time.monotonic() + self.idle_timeout_s
+        message_until: float | None = None
+        while True:
+            if self._stopping.is_set():
+                ws.close(CloseCode.GOING_AWAY, "server stopping")
+                return None
+            now = time.monotonic()
+            if message_until is None and _message_in_progress(ws):
+                message_until = now + self.frame_timeout_s
+            until = idle_until if message_until is None else message_until
+            if now >= until:
+                if message_until is None:
+                    ws.close(CloseCode.NORMAL_CLOSURE, f"idle for {self.idle_timeout_s:g} s")
+                else:
+                    self._count("timeouts")
+                    ws.close(CloseCode.POLICY_VIOLATION, f"message not complete within {self.frame_timeout_s:g} s")
+                return None
+            try:
+                return ws.recv(timeout=min(_POLL_S, until - now))
+            except TimeoutError:
+                continue
+            except ConnectionClosed:
+                return None
+
+    def _serve(self, ws: ServerConnection, episode: _Episode, hold: Hold) -> None:
+        while (message := self._receive(ws)) is not None:
+            self._count("requests")
+            seq = 0
+            try:
+                if isinstance(message, str):
+                    raise WireFormatError("message: expected a binary msgpack frame, got a text frame")
+                objects = count_objects(message, VLAEVAL_MAX_OBJECTS)
+                if not hold.charge(decode_cost(len(message), objects, copies=2), self.budget_wait_s):
+                    raise hold.refusal(f"a {len(message):,}-byte message of {objects:,} msgpack values",
+                                       self.budget_wait_s)
+                kind, payload, seq = unpack_message(message, image_formats=ALL_IMAGE_FORMATS, counted=True)
+                del message
+            except ConnectionClosed:
+                return
+            except Exception as exc:  # not the protocol, or no memory: tell the client, then close
+                self._reply_error(ws, seq, exc, close=True)
+                return
+            try:
+                reply = self._dispatch(kind, payload, seq, episode, hold)
+                if reply is not None:
+                    ws.send(reply)
+            except ConnectionClosed:
+                return
+            except _Close as exc:
+                self._reply_error(ws, seq, exc.error, close=True)
+                return
+            except Exception as exc:
+                self._reply_error(ws, seq, exc, close=False)
+                if episode.session is not None:
+                    episode.session = self.sessions.drop_if_stuck(episode.session)
+            finally:
+                hold.release()
+
+    def _dispatch(self, kind: str, payload: dict[str, Any], seq: int, episode: _Episode,
+                  hold: Hold) -> bytes | None:
+        if kind == HELLO:
+            version = payload.get("protocol_version", PROTOCOL_VERSION)
+            if version != PROTOCOL_VERSION:
+                raise _Close(WireFormatError(f"hello: protocol_version {str(version)[:20]}; this server speaks "
+                                             f"{PROTOCOL_VERSION}"))
+            return pack_message(HELLO, self.hello(), seq)
+        if kind == EPISODE_START:
+            given = payload.get("task")
+            task: dict[str, Any] = given if isinstance(given, dict) else {}
+            text = next((task[k] for k in ("instruction", "task_description", "name") if isinstance(task.get(k), str)),
+                        "")
+            self._start_episode(episode, text)
+            return None
+        if kind == OBSERVATION:
+            return self._observation(payload, seq, episode, hold)
+        if kind == EPISODE_END:
+            return None
+        if kind == ERROR:
+            LOG.warning("client error: %s", str(payload.get("error", payload))[:500])
+            return None
+        raise WireFormatError(f"message type: a client sends no {kind!r}")
+
+    def _start_episode(self, episode: _Episode, instruction: str) -> Session:
+        if episode.session is None:
+            episode.session = self.sessions.acquire()
+        episode.session.reset()
+        episode.session.set_instruction(instruction)
+        episode.instruction = instruction
+        self._count("episodes")
+        return episode.session
+
+    def _observation(self, payload: dict[str, Any], seq: int, episode: _Episode, hold: Hold) -> bytes:
+        obs, task = from_vlaeval_observation(payload)
+        encoded = [c for c in obs["observation"].values() if isinstance(c["rgb"], EncodedImage)]
+        pixels = sum(c["rgb"].nbytes for c in encoded)
+        if pixels and not hold.charge(pixels, self.budget_wait_s):
+            raise _Close(hold.refusal(f"{pixels:,} bytes of decoded images", self.budget_wait_s))
+        for camera in encoded:
+            camera["rgb"] = camera["rgb"].decode()
+        obs = validate_observation(obs)
+        session = episode.session
+        if session is None or episode.instruction is None:
+            session = self._start_episode(episode, task or episode.instruction or "")
+        elif task is not None and task != episode.instruction:
+            session.set_instruction(task)
+            episode.instruction = task
+        start = time.perf_counter()
+        actions = session.predict(obs)
+        infer_ms = 1000 * (time.perf_counter() - start)
+        return pack_message(ACTION, {"actions": np.asarray(actions, dtype=np.float32),
+                                     "policy_timing": {"infer_ms": infer_ms}}, seq)
+
+    def _reply_error(self, ws: ServerConnection, seq: int, exc: BaseException, *, close: bool) -> None:
+        self._count("errors")
+        error, trace = describe_error(exc, self.debug)
+        LOG.warning("error reply: %s", error)
+        try:
+            ws.send(pack_message(ERROR, {"error": error, "traceback": trace}, seq))
+            if close:
+                busy = isinstance(exc, MemoryBudgetError)
+                ws.close(*((CloseCode.TRY_AGAIN_LATER, MEMORY_REFUSAL_REASON) if busy
+                           else (CloseCode.INVALID_DATA, _reason(f"not the vla-eval protocol: {error}"))))
+        except ConnectionClosed:
+            pass
+
+
+def _reason(text: str) -> str:
+    """A close reason fits in 123 bytes of UTF-8 (the error message before it says everything)."""
+    return text.encode("utf-8")[:120].decode("utf-8", "ignore")
+
+
+class _Close(Exception):
+    """Answer with an error, then close the connection."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _message_in_progress(ws: ServerConnection) -> bool:
+    """True while part of a message has arrived (websockets 13-17 internals; False if renamed, and
+    then only the idle timeout bounds a trickle)."""
+    protocol = ws.protocol
+    reader = getattr(protocol, "reader", None)
+    if reader is not None and len(getattr(reader, "buffer", b"")) > 0:
+        return True
+    return bool(getattr(protocol, "current_size", None) or getattr(protocol, "cur_size", None))

@@ -1,0 +1,120 @@
+"""vla-eval's own code as the other end of the wire, run in .venv-vlaeval (vla-eval from PyPI, no
+robofollow_ros) by test_protocol_vlaeval.py. Not a test double: everything protocol-side here is
+vla-eval's (``PredictModelServer`` + ``serve_async``; ``Connection``; ``specs.check_specs``).
+
+``python vlaeval_peer.py model-server [--action-spec joints|eef] [--protocol-version N]``
+    A vla-eval model server built on vla-eval's ``PredictModelServer`` serving a trivial model on a
+    free loopback port; prints ``PORT <n>`` once listening, runs until killed. The model's chunk is
+    known: ``CHUNK`` rows, row i = state + 0.01 (i + 1); the action payload also carries ``echo``
+    (what the model received: task_description, image dtype/shape/sum per camera, the state keys).
+    ``--action-spec eef`` declares vla-eval's end-effector delta spec (position/rotation/gripper);
+    ``--protocol-version N`` sets vla-eval's own ``PROTOCOL_VERSION`` constant before serving.
+
+``python vlaeval_peer.py client PORT OUT_NPZ STEPS INSTRUCTION``
+    vla-eval's ``Connection`` (what its orchestrator uses) against a model server: hello, the spec
+    check vla-eval's orchestrator runs (against the specs of vla-eval's RoboTwin benchmark, copied
+    from ``benchmarks/robotwin/benchmark.py``: importing it needs the simulator), one episode of
+    STEPS RoboTwin-style observations (random 240×320 images, ``joint_state``, task_description),
+    sent png-encoded as vla-eval sends them. Prints one JSON line (hello, spec warnings, actions) and
+    saves what it sent to OUT_NPZ for the test to compare with what our policy received.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import anyio
+import numpy as np
+
+CHUNK = 8
+
+
+def model_server(args: list[str]) -> None:
+    from vla_eval.model_servers.predict import PredictModelServer
+    from vla_eval.model_servers.serve import serve_async
+    from vla_eval.protocol import messages
+    from vla_eval.specs import (
+        GRIPPER_CLOSE_POS,
+        IMAGE_RGB,
+        LANGUAGE,
+        POSITION_DELTA,
+        ROTATION_AA,
+        STATE_JOINT,
+        DimSpec,
+    )
+
+    options = dict(zip(args[::2], args[1::2], strict=True))
+    if "--protocol-version" in options:
+        messages.PROTOCOL_VERSION = int(options["--protocol-version"])
+    eef = options.get("--action-spec", "joints") == "eef"
+
+    class KnownChunk(PredictModelServer):
+        def predict(self, obs, ctx):  # type: ignore[no-untyped-def]
+            state = np.asarray(obs.get("state", obs.get("joint_state")), dtype=np.float32)
+            chunk = state[None, :] + 0.01 * np.arange(1, CHUNK + 1, dtype=np.float32)[:, None]
+            echo = {"task_description": obs.get("task_description"), "state_keys": sorted(
+                k for k in ("state", "joint_state") if k in obs), "step": ctx.step, "images": {
+                name: [str(image.dtype), list(image.shape), int(image.astype(np.int64).sum())]
+                for name, image in obs.get("images", {}).items()}}
+            return {"actions": chunk, "echo": echo}
+
+        def get_action_spec(self):  # type: ignore[no-untyped-def]
+            if eef:
+                return {"position": POSITION_DELTA, "rotation": ROTATION_AA, "gripper": GRIPPER_CLOSE_POS}
+            return {"joints": DimSpec("joints", 14, "joint_positions")}
+
+        def get_observation_spec(self):  # type: ignore[no-untyped-def]
+            return {"head_camera": IMAGE_RGB, "left_camera": IMAGE_RGB, "right_camera": IMAGE_RGB,
+                    "state": STATE_JOINT, "language": LANGUAGE}
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            port = await tg.start(serve_async, KnownChunk(), "127.0.0.1", 0)
+            print(f"PORT {port}", flush=True)
+
+    anyio.run(main)
+
+
+def client(port: str, out: str, steps: str, instruction: str) -> None:
+    from vla_eval.connection import Connection
+    from vla_eval.specs import IMAGE_RGB, LANGUAGE, STATE_JOINT, DimSpec, check_specs
+
+    bench_action = {"joints": DimSpec("joints", 14, "joint_positions")}
+    bench_obs = {"head_camera": IMAGE_RGB, "left_camera": IMAGE_RGB, "right_camera": IMAGE_RGB,
+                 "state": STATE_JOINT, "language": LANGUAGE}
+    rng = np.random.default_rng(7)
+    sent: dict[str, np.ndarray] = {}
+
+    async def main() -> dict:
+        conn = Connection(f"ws://127.0.0.1:{port}", timeout=30.0, max_retries=1)
+        await conn.connect(benchmark="robotwin")
+        info = conn.server_info
+        server_action = {k: DimSpec.from_dict(v) for k, v in info.get("action_spec", {}).items()}
+        server_obs = {k: DimSpec.from_dict(v) for k, v in info.get("observation_spec", {}).items()}
+        warnings = check_specs(server_action, bench_action, server_obs, bench_obs)
+        await conn.start_episode({"task": {"name": "robofollow_task", "instruction": instruction}})
+        actions = []
+        for step in range(int(steps)):
+            images = {cam: rng.integers(0, 256, (240, 320, 3), dtype=np.uint8)
+                      for cam in ("head_camera", "left_camera", "right_camera")}
+            joint_state = rng.uniform(-1, 1, 14)
+            for cam, image in images.items():
+                sent[f"{step}/{cam}"] = image
+            sent[f"{step}/joint_state"] = joint_state
+            reply = await conn.act({"images": images, "task_description": instruction, "joint_state": joint_state})
+            actions.append(np.asarray(reply["actions"]).tolist())
+        await conn.end_episode({"success": False})
+        await conn.close()
+        return {"hello": info, "warnings": warnings, "actions": actions}
+
+    result = anyio.run(main)
+    np.savez(out, **sent)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "model-server":
+        model_server(sys.argv[2:])
+    else:
+        client(*sys.argv[2:6])
