@@ -38,9 +38,16 @@ def register(subparsers: Any) -> None:
     ev = sub.add_parser("eval", help="run a decision model over a suite")
     ev.add_argument("--suite", type=Path, required=True, metavar="DIR")
     ev.add_argument("--model", required=True, metavar="SPEC",
-                    help="reference | ignore:N|E|Q|T | openai:URL?model=NAME (OpenAI-compatible chat endpoint)")
+                    help="reference (the template grammar and the solver) | ignore:N|E|Q|T (the reference with "
+                         "one operator dropped) | openai:URL?model=NAME (an OpenAI-compatible chat endpoint; "
+                         "key from $OPENAI_API_KEY) | module:function (a Python factory returning an object with "
+                         "decide(anchor, instruction), found in the current directory first, then on PYTHONPATH; "
+                         "see docs/owda.md)")
+    ev.add_argument("--model-kwargs", default="{}", metavar="JSON",
+                    help="JSON keyword arguments for a module:function factory (default {}); recorded in run.json")
     ev.add_argument("--output", type=Path, required=True, metavar="DIR")
-    ev.add_argument("--timeout", type=seconds(), default=120.0, help="seconds per model request (default 120)")
+    ev.add_argument("--timeout", type=seconds(), default=120.0,
+                    help="seconds per model request or decide() call (default 120)")
     ev.add_argument("--bootstrap-seed", type=SEED, default=0)
     ev.add_argument("--json", action="store_true", help="print metrics.json")
     ev.set_defaults(func=_eval)
@@ -141,18 +148,31 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_kwargs(text: str) -> dict[str, Any]:
+    import json
+
+    try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--model-kwargs: not valid JSON ({exc})") from None
+    if not isinstance(kwargs, dict):
+        raise CliError(f"--model-kwargs: expected a JSON object, got {text!r}")
+    return kwargs
+
+
 def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.decisions.chat_client import ChatError
     from robofollow_ros.decisions.deciders import load_decider
-    from robofollow_ros.decisions.errors import OwdaError
+    from robofollow_ros.decisions.errors import ModelError, OwdaError
     from robofollow_ros.decisions.evaluate import format_report, run_evaluation
     from robofollow_ros.rundir import OutputUnusableError
 
     if args.output.exists() and not args.output.is_dir():
         raise CliError(f"--output: {args.output} exists and is not a directory")
+    kwargs = _model_kwargs(args.model_kwargs)
     suite = _load(args.suite)
-    try:
-        decider = load_decider(args.model, timeout_s=args.timeout)
+    try:  # before the output exists: a bad SPEC or a failing factory leaves nothing behind
+        decider = load_decider(args.model, timeout_s=args.timeout, kwargs=kwargs)
     except OwdaError as exc:
         raise _owda_error(exc) from None
 
@@ -168,10 +188,11 @@ def _eval(args: argparse.Namespace) -> int:
             print(f"  {done}/{total} instances, {rate:.1f}/s, ETA {(total - done) / rate:.0f} s", file=sys.stderr)
 
     try:
-        result = run_evaluation(suite, decider, args.output, str(args.suite), counted, args.bootstrap_seed)
-    except ChatError as exc:  # the endpoint failed: what was answered is kept for a resumed run
-        code = EXIT_POLICY_UNREACHABLE if answered[0] == 0 else EXIT_TRIALS_FAILED
-        raise CliError(str(exc), exit_code=code) from None
+        result = run_evaluation(suite, decider, args.output, str(args.suite), counted, args.bootstrap_seed,
+                                record=getattr(decider, "record", None))
+    except ModelError as exc:  # no answer (endpoint down, decide() raised or timed out): the answers so far are kept
+        unreachable = isinstance(exc, ChatError) and answered[0] == 0
+        raise CliError(str(exc), exit_code=EXIT_POLICY_UNREACHABLE if unreachable else EXIT_TRIALS_FAILED) from None
     except OwdaError as exc:
         raise _owda_error(exc) from None
     except OutputUnusableError as exc:  # another owda eval writes it, read-only, or full: answers so far are kept

@@ -12,12 +12,12 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from robofollow_ros.decisions.errors import OwdaError
+from robofollow_ros.decisions.errors import ModelError
 
 MAX_NEW_TOKENS = 512
 
 
-class ChatError(OwdaError):
+class ChatError(ModelError):
     """The endpoint could not be reached or did not speak the chat-completions protocol."""
 
 

@@ -21,3 +21,14 @@ class TaskError(OwdaError):
 
 class ParseError(OwdaError):
     """An instruction or a model answer cannot be mapped onto the decision space."""
+
+
+class ModelError(OwdaError):
+    """The model gave no answer to score: unreachable, timed out, raised, or answered in a form no decider may.
+
+    Not a wrong answer (that is scored): the evaluation stops, keeping the answers so far for a resumed run.
+    """
+
+    def at(self, item: str) -> ModelError:
+        """The same kind of error, its message prefixed with the item it happened on."""
+        return type(self)(f"{item}: {self}")

@@ -9,13 +9,13 @@ refused), and its ``run.json`` (model, suite seed, counts) is the identity a rer
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.decisions.deciders import Decider
-from robofollow_ros.decisions.errors import OwdaError
+from robofollow_ros.decisions.errors import ModelError, OwdaError
 from robofollow_ros.decisions.generator import Suite
+from robofollow_ros.decisions.interface import Decider
 from robofollow_ros.decisions.metrics import compute_metrics
 from robofollow_ros.decisions.prompt import normalised, same_decision
 from robofollow_ros.rundir import Identity, RunDirectory, RunDirError
@@ -51,16 +51,24 @@ def _open_output(out_dir: Path, identity: Identity) -> RunDirectory:
 
 
 def run_evaluation(suite: Suite, decider: Decider, out_dir: Path, suite_dir: str = "",
-                   on_progress: Callable[[int, int], None] | None = None, bootstrap_seed: int = 0) -> dict[str, Any]:
-    identity = Identity({"model": decider.name, "suite_seed": suite.seed, "counts": suite.counts()})
+                   on_progress: Callable[[int, int], None] | None = None, bootstrap_seed: int = 0,
+                   record: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Ask ``decider`` every instance not answered yet, then score them all.
+
+    ``record``: more of the model's identity for ``run.json`` and ``metrics.json`` (a factory's
+    ``{"factory", "kwargs"}``); a resumed run must match it as it must match the model's name.
+    A ``ModelError`` (no answer at all) stops the run naming the instance; the answers so far are kept.
+    """
+    record = dict(record or {})
+    identity = Identity({"model": decider.name, **record, "suite_seed": suite.seed, "counts": suite.counts()})
     with _open_output(out_dir, identity) as directory:
         rows = _done(directory.path / PREDICTIONS_FILE)
         _ask_the_rest(suite, decider, directory, rows, on_progress)
         metrics = compute_metrics(suite.families, {k: r["correct"] for k, r in rows.items()},
                                   {k: r["decision"] for k, r in rows.items()},
                                   {k: r["status"] for k, r in rows.items()}, seed=bootstrap_seed)
-        result = {"model": decider.name, "suite": suite_dir, "suite_seed": suite.seed, "counts": suite.counts(),
-                  "metrics": metrics}
+        result = {"model": decider.name, **record, "suite": suite_dir, "suite_seed": suite.seed,
+                  "counts": suite.counts(), "metrics": metrics}
         with directory.errors():
             directory.write_json(METRICS_FILE, result, ensure_ascii=True)
     return result
@@ -80,7 +88,10 @@ def _ask_the_rest(suite: Suite, decider: Decider, directory: RunDirectory, rows:
             for inst in fam.instances:
                 if inst.instance_id in rows:
                     continue
-                answer = decider.decide(anchor, inst.text)
+                try:
+                    answer = decider.decide(anchor, inst.text)
+                except ModelError as exc:
+                    raise exc.at(f"instance {inst.instance_id}") from None
                 hit = same_decision(anchor, answer.decision, inst.decision)
                 decision = normalised(anchor, answer.decision)
                 rows[inst.instance_id] = {"correct": hit, "status": answer.status, "decision": decision}

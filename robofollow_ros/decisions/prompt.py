@@ -131,6 +131,12 @@ def read_reply(anchor: Anchor, text: str) -> Reading:
     ids = [raw] if isinstance(raw, str) else raw
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         return Reading(None, "format_failure", "'decision' is not a list of ids")
+    return read_ids(anchor, ids)
+
+
+def read_ids(anchor: Anchor, ids: list[str]) -> Reading:
+    """Map a list of ids onto the decision space: the part of :func:`read_reply` after the JSON, which
+    a Python decider's answer (``module:function``) goes through as well."""
     if not ids:
         return Reading(None, "invalid_decision", "the decision is empty")
     unknown = [i for i in ids if i not in anchor.candidate_ids]

@@ -195,7 +195,7 @@ def _build(spec: str, kwargs: dict[str, Any], privileged: bool, search_dir: str 
     factory = _FACTORY.match(spec)
     if not factory:
         raise PolicySpecError(f"policy spec {spec!r}: not a built-in and not module:function; expected {_forms()}")
-    module = _import_user_module(spec, factory["module"], search_dir)
+    module = import_user_module(spec, factory["module"], search_dir)
     target = getattr(module, factory["attr"], None)
     if not callable(target):
         raise PolicySpecError(f"policy spec {spec!r}: module {factory['module']!r} has no callable "
@@ -203,12 +203,14 @@ def _build(spec: str, kwargs: dict[str, Any], privileged: bool, search_dir: str 
     return _call(spec, target, kwargs)
 
 
-def _import_user_module(spec: str, name: str, search_dir: str | None) -> Any:
+def import_user_module(spec: str, name: str, search_dir: str | None, what: str = "policy spec") -> Any:
     """Import ``name`` as ``python -m`` would from ``search_dir`` (default: the current directory).
 
     The directory goes first on ``sys.path`` and stays there (a module may import its neighbours
     later); it is added once. A module found nowhere names the directory and ``PYTHONPATH``; a module
-    that is found but fails while importing (one of *its* imports is missing) says so instead."""
+    that is found but fails while importing (one of *its* imports is missing) says so instead.
+    ``what`` names the option in each message (``owda eval``'s deciders pass ``--model``)."""
+    where = f"{what} {spec!r}"
     folder = os.path.abspath(search_dir or os.getcwd())
     if folder not in (os.path.abspath(p or os.curdir) for p in sys.path):
         sys.path.insert(0, folder)
@@ -218,13 +220,13 @@ def _import_user_module(spec: str, name: str, search_dir: str | None) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
             raise PolicySpecError(
-                f"policy spec {spec!r}: no module named {exc.name!r} in {folder} (the current directory) or on "
+                f"{where}: no module named {exc.name!r} in {folder} (the current directory) or on "
                 f"sys.path; run from the folder that holds it, or add that folder to PYTHONPATH "
                 f"(PYTHONPATH=/path/to/folder robofollow ...)") from exc
-        raise PolicySpecError(f"policy spec {spec!r}: importing module {name!r} failed: {exc} "
+        raise PolicySpecError(f"{where}: importing module {name!r} failed: {exc} "
                               "(a module it imports is missing)") from exc
     except (ImportError, SyntaxError) as exc:
-        raise PolicySpecError(f"policy spec {spec!r}: importing module {name!r} failed: "
+        raise PolicySpecError(f"{where}: importing module {name!r} failed: "
                               f"{type(exc).__name__}: {exc}") from exc
 
 
