@@ -165,3 +165,23 @@ def test_a_bad_remote_spec_is_refused_naming_it(spec, words):
         load_policy(spec)
     for word in words:
         assert word in str(info.value)
+
+
+@pytest.mark.parametrize("command", ["eval", "serve"])
+def test_help_lists_every_spec_form_from_the_one_table(command, capsys, monkeypatch):
+    """``--help`` is generated from the SPEC tables, so a protocol added there is listed without a second edit."""
+    from robofollow_ros.cli import build_parser
+    from robofollow_ros.cli.serve import SERVERS
+    from robofollow_ros.policy.remote import REMOTE_CLIENTS
+    from robofollow_ros.policy.spec import builtin_names
+
+    monkeypatch.setenv("COLUMNS", "10000")  # argparse wraps at hyphens ("vla-" / "eval://")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for form in [*(f"{scheme}://HOST:PORT" for scheme in REMOTE_CLIENTS), "learned:CKPT", "module:function",
+                 *builtin_names()]:
+        assert form in text
+    if command == "serve":
+        for protocol in SERVERS:
+            assert f"{protocol}:" in text
