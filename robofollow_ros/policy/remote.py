@@ -37,6 +37,8 @@ REMOTE_CLIENTS: dict[str, RemoteClient] = {
                         "RoboFollow's TCP protocol (robofollow serve, the official serve.py)", carries_privileged=True),
     "openpi": RemoteClient("robofollow_ros.policy.wire.openpi.client:OpenpiWebsocketPolicy",
                            "an openpi websocket policy server (pi0, pi0.5)"),
+    "xpolicylab": RemoteClient("robofollow_ros.policy.wire.xpolicylab.client:XPolicyLabPolicy",
+                               "XPolicyLab's websocket policy server (RoboTwin 2.0's model zoo)", url_options=True),
 }
 
 _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>\[[^\]]+\]|[^:/\s?#\[\]]+):(?P<port>\d{1,5})"
