@@ -36,7 +36,8 @@ REMOTE_CLIENTS: dict[str, RemoteClient] = {
     "tcp": RemoteClient("robofollow_ros.policy.wire.robofollow.client:RoboFollowTcpPolicy",
                         "RoboFollow's TCP protocol (robofollow serve, the official serve.py)", carries_privileged=True),
     "openpi": RemoteClient("robofollow_ros.policy.wire.openpi.client:OpenpiWebsocketPolicy",
-                           "an openpi websocket policy server (pi0, pi0.5)"),
+                           "an openpi websocket policy server (pi0, pi0.5; ?dialect=roboarena for RoboArena's framing)",
+                           url_options=True),
     "xpolicylab": RemoteClient("robofollow_ros.policy.wire.xpolicylab.client:XPolicyLabPolicy",
                                "XPolicyLab's websocket policy server (RoboTwin 2.0's model zoo)", url_options=True),
 }
