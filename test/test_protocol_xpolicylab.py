@@ -343,7 +343,8 @@ def test_lifecycle_envelopes_and_observation_match_their_protocol(recorder) -> N
     assert set(sent["vision"]) == {"cam_head", "cam_left_wrist", "cam_right_wrist"}
     np.testing.assert_array_equal(sent["vision"]["cam_left_wrist"]["color"], obs["observation"]["left_camera"]["rgb"])
     vector = obs["joint_action"]["vector"].astype(np.float32)
-    assert sent["state"]["left_ee_joint_state"].tolist() == [vector[6]] and sent["state"]["right_ee_joint_state"][0] == 1
+    assert sent["state"]["left_ee_joint_state"].tolist() == [vector[6]]
+    assert sent["state"]["right_ee_joint_state"][0] == 1
     np.testing.assert_array_equal(sent["state"]["right_arm_joint_state"], vector[7:13])
     # our policy behind the stub got exactly what we sent
     predicted = [call[1] for call in policy.calls if call[0] == "predict"]
@@ -351,7 +352,7 @@ def test_lifecycle_envelopes_and_observation_match_their_protocol(recorder) -> N
 
 
 def test_camera_key_map_renames_and_leaves_out(recorder) -> None:
-    stub, model, _ = recorder
+    stub, _, _ = recorder
     c = client(stub.port, cameras="head=cam_high,left_wrist=")
     c.predict(make_observation())
     assert set(stub.frames[-1]["payload"]["observation"]["vision"]) == {"cam_high", "cam_right_wrist"}
@@ -363,7 +364,7 @@ def test_camera_key_map_renames_and_leaves_out(recorder) -> None:
 def test_a_missing_camera_is_refused_naming_it() -> None:
     obs = make_observation()
     del obs["observation"]["right_camera"]
-    with pytest.raises(ObservationError, match="observation.right_camera.rgb: missing"):
+    with pytest.raises(ObservationError, match=r"observation\.right_camera\.rgb: missing"):
         XPolicyLabPolicy("127.0.0.1", 9).predict(obs)
 
 
@@ -429,11 +430,11 @@ def test_oversized_replies_and_requests_are_refused() -> None:
     big = lambda r: {**r, "payload": {**r["payload"], "pad": b"x" * 200_000}}  # noqa: E731
     with XPolicyLabStub(RoboFollowModel(RecordingPolicy()), mangle=big) as stub:
         c = client(stub.port, max_reply_bytes=100_000)
-        with pytest.raises(ConnectionError, match="1009|too big"):
+        with pytest.raises(ConnectionError, match=r"1009|too big"):
             c.predict(make_observation())
     with XPolicyLabStub(RoboFollowModel(RecordingPolicy())) as stub:
         c = client(stub.port, max_message_bytes=10_000)  # ~690 kB of images
-        with pytest.raises(WireFormatError, match="infer request: .* exceed the limit of 10000"):
+        with pytest.raises(WireFormatError, match=r"infer request: .* exceed the limit of 10000"):
             c.predict(make_observation())
         assert "infer" not in stub.types()  # refused before sending
         c.close()

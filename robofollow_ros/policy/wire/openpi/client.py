@@ -21,6 +21,7 @@ server needs it or the user gave one. The default dialect's bytes are unchanged.
 from __future__ import annotations
 
 import collections
+import contextlib
 import inspect
 import threading
 import time
@@ -62,9 +63,10 @@ class OpenpiWebsocketPolicy:
         if path and not path.startswith("/"):
             raise ValueError(f"path: {path!r} must start with '/'")
         # URL query options arrive as strings
-        timeout_s, connect_interval_s = _number("timeout_s", timeout_s), _number("connect_interval_s", connect_interval_s)
-        connect_attempts, image_size = int(_number("connect_attempts", connect_attempts)), int(_number("image_size",
-                                                                                                      image_size))
+        timeout_s = _number("timeout_s", timeout_s)
+        connect_interval_s = _number("connect_interval_s", connect_interval_s)
+        connect_attempts = int(_number("connect_attempts", connect_attempts))
+        image_size = int(_number("image_size", image_size))
         max_message_bytes = int(_number("max_message_bytes", max_message_bytes))
         self.dialect = check_dialect(dialect)
         if session_id is not None and not (isinstance(session_id, str) and 0 < len(session_id) <= 256):
@@ -144,10 +146,8 @@ class OpenpiWebsocketPolicy:
     def close(self) -> None:
         self._closing.set()
         if self.dialect == "roboarena" and self._ws is not None:
-            try:
+            with contextlib.suppress(ConnectionError, RemotePolicyError, WireFormatError):  # closing anyway
                 self._end_episode()
-            except (ConnectionError, RemotePolicyError, WireFormatError):
-                pass  # closing anyway
         self._drop()
 
     def server_info(self) -> dict[str, Any]:

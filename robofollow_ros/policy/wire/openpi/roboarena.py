@@ -51,7 +51,8 @@ def roboarena_settings(config: Any, uri: str, image_size: int) -> dict[str, Any]
     ``cameras`` (which ALOHA images), ``session_id`` (whether it is needed); raises
     :class:`HandshakeRefused` naming the field and the value."""
     if not isinstance(config, dict):
-        raise HandshakeRefused(f"roboarena server {uri}: handshake is {type(config).__name__}, not a PolicyServerConfig")
+        raise HandshakeRefused(f"roboarena server {uri}: handshake is {type(config).__name__}, "
+                               "not a PolicyServerConfig")
 
     def refuse(field: str, why: str) -> HandshakeRefused:
         return HandshakeRefused(f"roboarena server {uri}: {field}={config.get(field)!r} {why}")
@@ -78,7 +79,8 @@ def roboarena_settings(config: Any, uri: str, image_size: int) -> dict[str, Any]
     return {"image_size": resize, "cameras": cameras, "needs_session_id": bool(config.get("needs_session_id"))}
 
 
-def roboarena_request(obs: Observation, prompt: str, settings: dict[str, Any], session_id: str | None) -> dict[str, Any]:
+def roboarena_request(obs: Observation, prompt: str, settings: dict[str, Any],
+                      session_id: str | None) -> dict[str, Any]:
     """An ``infer`` request: the ALOHA observation with the handshake's cameras and resolution, the
     endpoint, and ``session_id`` when there is one to send."""
     try:
