@@ -35,6 +35,8 @@ SERVERS: dict[str, tuple[str, str]] = {
                    "RoboFollow TCP: tcp:// clients, the official remote_policy.py"),
     "openpi": ("robofollow_ros.policy.wire.openpi.server:OpenpiPolicyServer",
                "openpi websocket: openpi:// clients, openpi-client"),
+    "gr00t": ("robofollow_ros.policy.wire.gr00t.server:Gr00tPolicyServer",
+              "GR00T ZMQ: gr00t:// clients, Isaac-GR00T's PolicyClient (token from GR00T_API_TOKEN)"),
 }
 PROTOCOLS = tuple(SERVERS)
 

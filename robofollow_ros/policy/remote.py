@@ -37,6 +37,8 @@ REMOTE_CLIENTS: dict[str, RemoteClient] = {
                         "RoboFollow's TCP protocol (robofollow serve, the official serve.py)", carries_privileged=True),
     "openpi": RemoteClient("robofollow_ros.policy.wire.openpi.client:OpenpiWebsocketPolicy",
                            "an openpi websocket policy server (pi0, pi0.5)"),
+    "gr00t": RemoteClient("robofollow_ros.policy.wire.gr00t.client:Gr00tZmqPolicy",
+                          "an NVIDIA Isaac-GR00T ZMQ policy server (N1.5, N1.6, N1.7)"),
 }
 
 _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>\[[^\]]+\]|[^:/\s?#\[\]]+):(?P<port>\d{1,5})"
