@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Python module -> rosdep key (keys checked against ros/rosdistro's rosdep/python.yaml).
 PYTHON_KEYS = {"numpy": "python3-numpy", "yaml": "python3-yaml", "cv2": "python3-opencv",
                "matplotlib": "python3-matplotlib", "msgpack": "python3-msgpack", "websockets": "python3-websockets",
+               "zmq": "python3-zmq",
                "PIL": "python3-pil", "google": "python3-protobuf"}
 #: Not in rosdep: installed with pip (README); torch is optional (doctor reports it).
 PIP_ONLY = {"sapien": "sapien", "foxglove": "foxglove-sdk", "mcap": "mcap", "rosbags": "rosbags",

@@ -39,6 +39,8 @@ SERVERS: dict[str, tuple[str, str]] = {
             "json_numpy POST /act (openvla-oft ALOHA keys): act+http:// clients, openvla-oft's run_aloha_eval"),
     "vla-eval": ("robofollow_ros.policy.wire.vlaeval.server:VlaEvalPolicyServer",
                  "vla-eval model server: vla-eval:// clients, vla-evaluation-harness"),
+    "gr00t": ("robofollow_ros.policy.wire.gr00t.server:Gr00tPolicyServer",
+              "GR00T ZMQ: gr00t:// clients, Isaac-GR00T's PolicyClient (token from GR00T_API_TOKEN)"),
 }
 PROTOCOLS = tuple(SERVERS)
 

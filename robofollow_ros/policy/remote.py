@@ -38,13 +38,15 @@ REMOTE_CLIENTS: dict[str, RemoteClient] = {
     "openpi": RemoteClient("robofollow_ros.policy.wire.openpi.client:OpenpiWebsocketPolicy",
                            "an openpi websocket policy server (pi0, pi0.5; ?dialect=roboarena for RoboArena's framing)",
                            url_options=True),
-    "xpolicylab": RemoteClient("robofollow_ros.policy.wire.xpolicylab.client:XPolicyLabPolicy",
-                               "XPolicyLab's websocket policy server (RoboTwin 2.0's model zoo)", url_options=True),
+    "gr00t": RemoteClient("robofollow_ros.policy.wire.gr00t.client:Gr00tZmqPolicy",
+                          "an NVIDIA Isaac-GR00T ZMQ policy server (N1.5, N1.6, N1.7)"),
     "act+http": RemoteClient("robofollow_ros.policy.wire.act.client:ActHttpPolicy",
                              "a json_numpy POST /act server (openvla-oft, X-VLA, GR00T http_server; ?preset=...)",
                              url_options=True),
     "vla-eval": RemoteClient("robofollow_ros.policy.wire.vlaeval.client:VlaEvalPolicy",
                              "a vla-evaluation-harness model server (groot, oft, pi0, starvla, xvla, lerobot...)"),
+    "xpolicylab": RemoteClient("robofollow_ros.policy.wire.xpolicylab.client:XPolicyLabPolicy",
+                               "XPolicyLab's websocket policy server (RoboTwin 2.0's model zoo)", url_options=True),
 }
 
 _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>\[[^\]]+\]|[^:/\s?#\[\]]+):(?P<port>\d{1,5})"

@@ -1,0 +1,322 @@
+"""Any RoboFollow policy behind GR00T's ZMQ protocol, so GR00T clients (``PolicyClient``, N1.5's
+``RobotInferenceClient``, a harness speaking them) can evaluate RoboFollow's policies.
+
+Endpoints, and nothing else: ``ping`` (``{"status": "ok", ...}`` as GR00T answers), ``reset``
+(``{}``), ``get_action`` and ``get_modality_config`` (the key map as ModalityConfig-shaped maps; the
+action horizon is the chunk length of the last answer, ``[]`` before the first). ``kill`` and unknown
+endpoints are answered ``{"error": ...}``: a client never stops this server; its operator does. A
+``get_action`` whose ``data`` holds ``observation`` is N1.6 (nested or flat keys; answered
+``[action, {}]``), otherwise the data is an N1.5 flat observation (answered with the ``action.<key>``
+map). Arrays come back in the form the request used (``.npy`` maps, or msgpack-numpy for N1.7).
+With an ``api_token`` (argument, else the ``GR00T_API_TOKEN`` environment variable) a request
+without it gets GR00T's ``Unauthorized: Invalid API token``.
+
+Many clients (issue 16): a ROUTER socket, so each client (its ZMQ identity: a REQ socket) gets its
+own policy session from ``wire/sessions.py``; requests of different clients run concurrently on a
+pool of ``max_connections`` threads while one I/O thread owns the socket. A client has one request in
+flight at a time (a second is refused), at most ``max_connections`` clients hold sessions (the next is
+told ``server busy``), and a client idle for ``idle_timeout_s`` loses its session (released for reuse).
+A client that reopens its socket is a new client with a fresh session (our ``api=n1.5`` client resets
+that way; N1.5 has no reset endpoint).
+
+Bounds: ``ZMQ_MAXMSGSIZE`` (libzmq drops a peer that sends more; nothing reaches us), ``RCVHWM``
+per peer, the ZMTP handshake within ``frame_timeout_s`` (libzmq assembles each message itself, so
+there is no per-message deadline to set beyond that), ZMTP heartbeats that drop dead peers, and one
+memory budget (``wire/budget.py``) charged with each request's bytes and what decoding builds while
+it is being answered. Binds 127.0.0.1 by default. ``stop`` closes the socket (linger 0), terms the
+context and closes the sessions' policies: no abort at exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hmac
+import logging
+import os
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import zmq
+
+from robofollow_ros.policy.interface import Policy
+from robofollow_ros.policy.observation import validate_observation
+from robofollow_ros.policy.wire.budget import (
+    DEFAULT_BUDGET_WAIT_S,
+    DEFAULT_MAX_PENDING_BYTES,
+    MemoryBudget,
+    decode_cost,
+)
+from robofollow_ros.policy.wire.common import (
+    DEFAULT_FRAME_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    WireFormatError,
+    describe_error,
+)
+from robofollow_ros.policy.wire.gr00t.codec import GR00T_MAX_MESSAGE_BYTES, GR00T_MAX_OBJECTS, packb, unpackb
+from robofollow_ros.policy.wire.gr00t.observation import (
+    Gr00tKeyMap,
+    from_gr00t_observation,
+    key_map,
+    modality_config,
+    to_gr00t_action,
+)
+from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
+
+LOG = logging.getLogger(__name__)
+ENDPOINTS = ("ping", "reset", "get_action", "get_modality_config")
+TOKEN_ENV = "GR00T_API_TOKEN"
+#: How often the I/O thread wakes to expire idle clients when nothing happens.
+_TICK_MS = 500
+
+
+class EndpointError(Exception):
+    """A request this server refuses (endpoint, token, busy); its text is the ``error`` reply."""
+
+
+@dataclass
+class _Client:
+    session: Session | None = None
+    last_seen: float = field(default_factory=time.monotonic)
+    busy: bool = False
+    instruction: str | None = None
+    fresh: bool = True  # reset (or new) and no get_action since: no reset needed on the first instruction
+
+
+class Gr00tPolicyServer:
+    """Serve a policy to GR00T clients on ``host:port`` (0 = any free port); ``policy`` is what the other
+    servers take: :class:`PolicySessions`, a factory, a shareable policy or one plain policy object."""
+
+    def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 5555,
+                 *, debug: bool = False, metadata: dict[str, Any] | None = None,
+                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, api_token: str | None = None,
+                 keys: Gr00tKeyMap | None = None, max_message_bytes: int = GR00T_MAX_MESSAGE_BYTES,
+                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+                 budget_wait_s: float = DEFAULT_BUDGET_WAIT_S) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections: expected >= 1, got {max_connections}")
+        self.sessions = PolicySessions.coerce(policy)
+        self.debug = debug
+        self.metadata = dict(metadata or {})
+        self.idle_timeout_s = float(idle_timeout_s)
+        self.max_connections = max_connections
+        self.api_token = api_token if api_token is not None else (os.environ.get(TOKEN_ENV) or None)
+        self.keys = keys or key_map()
+        self.max_message_bytes = max_message_bytes
+        self.budget_wait_s = float(budget_wait_s)
+        self.memory = MemoryBudget(max_pending_bytes)
+        self.horizon = 0
+        self.stats = {"requests": 0, "errors": 0, "refused": 0, "clients": 0, "peak_clients": 0}
+        self._clients: dict[bytes, _Client] = {}
+        self._lock = threading.Lock()
+        self._replies: queue.SimpleQueue[tuple[list[bytes], bytes]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers=min(max_connections, 32), thread_name_prefix="gr00t-call")
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.ROUTER)
+        for option, value in ((zmq.LINGER, 0), (zmq.MAXMSGSIZE, max_message_bytes), (zmq.RCVHWM, 4),
+                              (zmq.SNDHWM, 4), (zmq.ROUTER_MANDATORY, 1),
+                              (zmq.HANDSHAKE_IVL, int(1000 * frame_timeout_s)),
+                              (zmq.HEARTBEAT_IVL, 10_000), (zmq.HEARTBEAT_TIMEOUT, 30_000)):
+            self._socket.setsockopt(option, value)
+        try:
+            bound = f"tcp://{host}:{port}" if port else f"tcp://{host}:*"
+            self._socket.bind(bound if ":" not in host else bound.replace(host, f"[{host}]", 1))
+        except zmq.ZMQError as exc:
+            self._close_all()
+            raise OSError(exc.errno if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL) else errno.EINVAL,
+                          f"cannot bind tcp://{host}:{port} ({exc})") from None
+        endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.address: tuple[str, int] = (host, int(endpoint.rsplit(":", 1)[1]))
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> Gr00tPolicyServer:
+        self._thread = threading.Thread(target=self._loop, name="gr00t-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, join_timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        os.write(self._wake_w, b"x")
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(join_timeout_s)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._thread is None or not self._thread.is_alive():
+            self._close_all()
+        self.sessions.close()
+
+    def __enter__(self) -> Gr00tPolicyServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _close_all(self) -> None:
+        self._socket.close(linger=0)
+        self._context.term()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    @property
+    def clients(self) -> int:
+        with self._lock:
+            return len(self._clients)
+
+    # ------------------------------------------------------------------ I/O thread (owns the socket)
+    def _loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        while not self._stop.is_set():
+            events = dict(poller.poll(_TICK_MS))
+            if self._wake_r in events:
+                os.read(self._wake_r, 4096)
+            self._send_replies()
+            if self._socket in events:
+                for _ in range(64):  # a burst, then replies get their turn
+                    try:
+                        frames = self._socket.recv_multipart(zmq.NOBLOCK, copy=True)
+                    except zmq.Again:
+                        break
+                    self._dispatch(frames)
+            self._expire_idle()
+
+    def _send_replies(self) -> None:
+        while True:
+            try:
+                envelope, reply = self._replies.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                self._socket.send_multipart([*envelope, reply], zmq.NOBLOCK, copy=False)
+            except zmq.ZMQError as exc:  # the client is gone (EHOSTUNREACH) or not reading (EAGAIN)
+                LOG.info("reply not delivered: %s", exc)
+
+    def _dispatch(self, frames: list[bytes]) -> None:
+        if len(frames) < 2:
+            return
+        identity, payload = frames[0], frames[-1]
+        envelope = frames[:-1]  # [identity, b""] from REQ, [identity] from DEALER
+        with self._lock:
+            self.stats["requests"] += 1
+            client = self._clients.get(identity)
+            refusal = None
+            if client is None:
+                if len(self._clients) >= self.max_connections:
+                    refusal = (f"server busy: {self.max_connections} clients hold sessions, the limit "
+                               "(--max-connections); try again later")
+                else:
+                    client = self._clients[identity] = _Client()
+                    self.stats["clients"] += 1
+                    self.stats["peak_clients"] = max(self.stats["peak_clients"], len(self._clients))
+            elif client.busy:
+                refusal = "one request at a time per client: the previous one is still being answered"
+            if client is not None and refusal is None:
+                client.busy = True
+                client.last_seen = time.monotonic()
+        if refusal is not None or client is None:
+            self._count("refused")
+            self._replies.put((envelope, packb({"error": refusal})))
+            os.write(self._wake_w, b"x")
+            return
+        self._pool.submit(self._answer, client, envelope, payload)
+
+    def _expire_idle(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            idle = [ident for ident, c in self._clients.items()
+                    if not c.busy and now - c.last_seen > self.idle_timeout_s]
+            released = [self._clients.pop(ident) for ident in idle]
+        for client in released:
+            if client.session is not None:
+                self.sessions.release(client.session)
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self.stats[key] += 1
+
+    # ------------------------------------------------------------------ worker threads
+    def _answer(self, client: _Client, envelope: list[bytes], payload: bytes) -> None:
+        forms: set[str] = set()
+        hold = self.memory.hold(large=len(payload) > 8 << 20)
+        try:
+            try:
+                if not hold.charge(decode_cost(len(payload), min(len(payload), GR00T_MAX_OBJECTS), copies=2),
+                                   self.budget_wait_s):
+                    raise EndpointError(str(hold.refusal(f"a {len(payload):,}-byte request", self.budget_wait_s)))
+                request = unpackb(payload, max_bytes=self.max_message_bytes, forms=forms)
+                result = self._handle(client, request)
+            except Exception as exc:
+                self._count("errors")
+                if isinstance(exc, EndpointError):
+                    error = str(exc)
+                else:
+                    text, trace = describe_error(exc, self.debug)
+                    error = f"{text}\n{trace}" if self.debug else f"{type(exc).__name__}: {text}"
+                LOG.warning("error reply: %s", error.splitlines()[0])
+                result = {"error": error}
+                if client.session is not None:
+                    client.session = self.sessions.drop_if_stuck(client.session)
+            reply = packb(result, "msgpack-numpy" if forms == {"msgpack-numpy"} else "npy")
+        except Exception as exc:  # the answer itself could not be encoded
+            reply = packb({"error": f"reply could not be encoded: {exc}"})
+        finally:
+            hold.close()
+            with self._lock:
+                client.busy = False
+                client.last_seen = time.monotonic()
+        self._replies.put((envelope, reply))
+        with contextlib.suppress(OSError):  # stopped meanwhile
+            os.write(self._wake_w, b"x")
+
+    def _handle(self, client: _Client, request: Any) -> Any:
+        if not isinstance(request, dict):
+            raise WireFormatError(f"request: expected a map with 'endpoint', got {type(request).__name__}")
+        if self.api_token is not None:
+            token = request.get("api_token")
+            if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.api_token.encode()):
+                raise EndpointError("Unauthorized: Invalid API token")
+        endpoint = request.get("endpoint", "get_action")
+        if endpoint == "kill":
+            raise EndpointError("endpoint 'kill' is refused: this server is stopped by its operator, not by clients")
+        if endpoint not in ENDPOINTS:
+            raise EndpointError(f"Unknown endpoint: {str(endpoint)[:80]!r}; this server answers {', '.join(ENDPOINTS)}")
+        data = request.get("data")
+        if endpoint == "ping":
+            return {"status": "ok", "message": "Server is running"}
+        if endpoint == "get_modality_config":
+            return modality_config(self.keys, self.horizon)
+        if client.session is None:
+            client.session = self.sessions.acquire()
+        if endpoint == "reset":
+            client.session.reset()
+            client.instruction, client.fresh = None, True
+            return {}
+        return self._get_action(client, client.session, data)
+
+    def _get_action(self, client: _Client, session: Session, data: Any) -> Any:
+        n16 = isinstance(data, dict) and isinstance(data.get("observation"), dict)
+        raw = data["observation"] if n16 else data
+        obs, text, batched = from_gr00t_observation(raw, self.keys)
+        obs = validate_observation(obs)
+        if text != client.instruction:
+            if not client.fresh:  # a new instruction mid-connection: a new episode (N1.5 has no reset)
+                session.reset()
+            session.set_instruction(text)
+            client.instruction = text
+        client.fresh = False
+        chunk = session.predict(obs)
+        self.horizon = int(chunk.shape[0])
+        flat = not n16 or not isinstance(raw.get("video"), dict)
+        action = to_gr00t_action(np.asarray(chunk), self.keys, batched, flat)
+        return [action, {}] if n16 else action

@@ -1,0 +1,437 @@
+"""GR00T's ZMQ protocol (``gr00t://`` client, ``serve --protocol gr00t``) over real ZMQ sockets.
+
+Isaac-GR00T is not on PyPI (it installs from its repository with torch, flash-attn and a model), so
+its ``PolicyServer`` / ``PolicyClient`` cannot run here. The peers below are test doubles written in
+this file from the protocol facts of ``gr00t/policy/server_client.py`` (N1.6) and
+``gr00t/eval/service.py`` (N1.5): a REP server and a REQ client with GR00T's ``MsgSerializer``
+(``np.save`` bytes under ``__ndarray_class__``, ``np.load(allow_pickle=False)``). The N1.7 array
+form is written and read by msgpack-numpy itself (PyPI, the peer's own codec).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import msgpack_numpy
+import numpy as np
+import pytest
+import zmq
+
+from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
+from robofollow_ros.policy.drills.scripted import make_observation
+from robofollow_ros.policy.spec import load_policy
+from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.gr00t.client import Gr00tTimeoutError, Gr00tZmqPolicy
+from robofollow_ros.policy.wire.gr00t.codec import unpackb
+from robofollow_ros.policy.wire.gr00t.server import Gr00tPolicyServer
+
+pytestmark = pytest.mark.timeout(300)
+ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
+WIDTHS = {"left_arm": 6, "left_gripper": 1, "right_arm": 6, "right_gripper": 1}
+ARX_WIDTHS = {"arm_left": 6, "gripper_left": 1, "arm_right": 6, "gripper_right": 1}
+ALOHA_LANGUAGE = "annotation.human.action.task_description"
+
+
+# ------------------------------------------------------------------ GR00T's MsgSerializer (N1.6), as a test double
+def gr00t_encode(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        out = io.BytesIO()
+        np.save(out, obj, allow_pickle=False)
+        return {"__ndarray_class__": True, "as_npy": out.getvalue()}
+    return obj
+
+
+def gr00t_decode(obj: Any) -> Any:
+    if isinstance(obj, dict) and "__ndarray_class__" in obj:
+        return np.load(io.BytesIO(obj["as_npy"]), allow_pickle=False)
+    return obj
+
+
+CODECS: dict[str, tuple[Callable[[Any], bytes], Callable[[bytes], Any]]] = {
+    "npy": (lambda m: msgpack.packb(m, default=gr00t_encode), lambda b: msgpack.unpackb(b, object_hook=gr00t_decode)),
+    "msgpack-numpy": (lambda m: msgpack.packb(m, default=msgpack_numpy.encode),
+                      lambda b: msgpack.unpackb(b, object_hook=msgpack_numpy.decode)),
+}
+
+
+def modality(state_keys: list[str], language: str, horizon: int = 5) -> dict[str, Any]:
+    def config(keys: list[str], delta: list[int]) -> dict[str, Any]:
+        return {"__ModalityConfig_class__": True, "as_json": {"delta_indices": delta, "modality_keys": keys}}
+    return {"video": config(["head", "left_wrist", "right_wrist"], [0]), "state": config(state_keys, [0]),
+            "action": config(state_keys, list(range(horizon))),
+            "language": config([language], [0])}
+
+
+class StubGr00tServer:
+    """A GR00T policy server double (REP socket, one thread): records every request; answers
+    ``get_action`` with actions whose rows are ``row * 100 + joint index`` so a test can check the join."""
+
+    def __init__(self, form: str = "npy", reply: str = "n1.6", widths: dict[str, int] | None = None,
+                 language: str = ALOHA_LANGUAGE) -> None:
+        self.pack, self.unpack = CODECS[form]
+        self.reply = reply
+        self.widths = widths or WIDTHS
+        self.language = language
+        self.requests: list[dict[str, Any]] = []
+        self.next_answer: Any = None  # a one-off answer (bytes are sent raw)
+        self.stall = threading.Event()  # set: the next get_action waits for `release` before answering
+        self.release = threading.Event()
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.REP)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.port = self.socket.bind_to_random_port("tcp://127.0.0.1")
+        self.stopping = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def action(self, horizon: int = 5) -> dict[str, np.ndarray]:
+        out, start = {}, 0
+        for key, width in self.widths.items():
+            rows = np.arange(horizon)[:, None] * 100 + np.arange(start, start + width)[None]
+            out[key] = rows.astype(np.float32)[None]
+            start += width
+        return out
+
+    def run(self) -> None:
+        while not self.stopping:
+            if not self.socket.poll(50):
+                continue
+            request = self.unpack(self.socket.recv())
+            self.requests.append(request)
+            endpoint = request.get("endpoint", "get_action")
+            if endpoint == "get_action" and self.stall.is_set():
+                self.stall.clear()
+                self.release.wait(10)
+            answer, self.next_answer = self.next_answer, None
+            if isinstance(answer, bytes):
+                self.socket.send(answer)
+                continue
+            if answer is None:
+                if endpoint == "ping":
+                    answer = {"status": "ok", "message": "Server is running"}
+                elif endpoint == "get_modality_config":
+                    answer = modality(list(self.widths), self.language)
+                elif endpoint == "reset":
+                    answer = {}
+                elif endpoint == "get_action":
+                    action = self.action()
+                    answer = [action, {}] if self.reply == "n1.6" else {f"action.{k}": v[0] for k, v in action.items()}
+                else:
+                    answer = {"error": f"Unknown endpoint: {endpoint}"}
+            self.socket.send(self.pack(answer))
+
+    def endpoints(self) -> list[str]:
+        return [r.get("endpoint") for r in self.requests]
+
+    def close(self) -> None:
+        self.stopping = True
+        self.release.set()
+        self.thread.join(5)
+        self.socket.close(0)
+        self.context.term()
+
+
+@pytest.fixture
+def stub() -> Iterator[StubGr00tServer]:
+    server = StubGr00tServer()
+    yield server
+    server.close()
+
+
+def expected_chunk(horizon: int = 5) -> np.ndarray:
+    return (np.arange(horizon)[:, None] * 100 + np.arange(14)[None]).astype(np.float32)
+
+
+# ------------------------------------------------------------------ our client against the stub
+def test_client_speaks_n16_with_npy_arrays_and_joins_the_chunk(stub: StubGr00tServer) -> None:
+    client = Gr00tZmqPolicy(port=stub.port, timeout_s=10, image_size="64x96")
+    info = client.server_info()
+    assert info["modality_config"]["state"]["modality_keys"] == list(WIDTHS)  # ModalityConfig unwrapped
+    client.reset()
+    client.set_instruction("pick up the cube")
+    obs = make_observation(3)
+    chunk = client.predict(obs)
+    np.testing.assert_array_equal(chunk, expected_chunk())
+    request = stub.requests[-1]
+    assert request["endpoint"] == "get_action" and set(request["data"]) == {"observation", "options"}
+    sent = request["data"]["observation"]
+    assert {k: (v.dtype, v.shape) for k, v in sent["video"].items()} == \
+        {k: (np.dtype(np.uint8), (1, 1, 64, 96, 3)) for k in ("head", "left_wrist", "right_wrist")}
+    vector = np.asarray(obs["joint_action"]["vector"], dtype=np.float32)
+    np.testing.assert_array_equal(np.concatenate([sent["state"][k][0, 0] for k in WIDTHS]), vector)
+    assert all(sent["state"][k].dtype == np.float32 and sent["state"][k].shape == (1, 1, w) for k, w in WIDTHS.items())
+    assert sent["language"] == {"annotation.human.action.task_description": [["pick up the cube"]]}
+    assert stub.endpoints() == ["get_modality_config", "reset", "get_action"]
+    client.close()
+
+
+def test_client_reads_msgpack_numpy_arrays_and_n15_replies() -> None:
+    server = StubGr00tServer(form="msgpack-numpy", reply="n1.5")
+    try:
+        client = Gr00tZmqPolicy(port=server.port, timeout_s=10, api="n1.5", array_form="msgpack-numpy")
+        client.reset()  # N1.5 has no reset endpoint: nothing is sent
+        client.set_instruction("stack the bowls")
+        np.testing.assert_array_equal(client.predict(make_observation(1)), expected_chunk())
+        request = server.requests[-1]
+        assert request["data"]["video.head"].shape == (1, 1, 240, 320, 3)  # decoded by msgpack-numpy
+        assert request["data"]["annotation.human.action.task_description"] == ["stack the bowls"]
+        assert server.endpoints() == ["get_modality_config", "get_action"]
+        client.close()
+    finally:
+        server.close()
+
+
+def test_error_replies_become_one_line_naming_the_server(stub: StubGr00tServer) -> None:
+    client = Gr00tZmqPolicy(port=stub.port, timeout_s=10)
+    client.server_info()
+    stub.next_answer = {"error": "CUDA out of memory\n  at line 3"}
+    with pytest.raises(RemotePolicyError) as info:
+        client.predict(make_observation())
+    assert str(info.value) == (f"GR00T server gr00t://127.0.0.1:{stub.port}: get_action failed: "
+                               "CUDA out of memory at line 3")
+    stub.next_answer = b"ERROR"
+    with pytest.raises(RemotePolicyError, match="answered b'ERROR'"):
+        client.predict(make_observation())
+    np.testing.assert_array_equal(client.predict(make_observation()), expected_chunk())  # the socket still works
+    client.close()
+
+
+def test_a_timeout_reopens_the_socket_and_the_next_call_works(stub: StubGr00tServer) -> None:
+    client = Gr00tZmqPolicy(port=stub.port, timeout_s=0.5)
+    client.server_info()
+    stub.stall.set()
+    with pytest.raises(Gr00tTimeoutError, match=r"no reply within 0\.5 s"):
+        client.predict(make_observation())
+    stub.release.set()  # the late reply goes to the closed socket and is dropped
+    np.testing.assert_array_equal(client.predict(make_observation()), expected_chunk())
+    assert client.sockets_opened == 2
+    client.close()
+
+
+def test_oversize_requests_are_refused_and_oversize_replies_never_decoded(stub: StubGr00tServer) -> None:
+    client = Gr00tZmqPolicy(port=stub.port, timeout_s=1.0, max_message_bytes=200_000)
+    client.server_info()
+    with pytest.raises(WireFormatError, match="exceeds the limit of 200,000"):
+        client.predict(make_observation())  # three 320x240 frames: ~690 kB
+    assert "get_action" not in stub.endpoints()
+    small = Gr00tZmqPolicy(port=stub.port, timeout_s=1.0, max_message_bytes=200_000, image_size=32)
+    small.server_info()
+    stub.next_answer = {"pad": b"x" * 300_000}
+    with pytest.raises(Gr00tTimeoutError):  # libzmq drops a peer whose message exceeds MAXMSGSIZE
+        small.predict(make_observation())
+    np.testing.assert_array_equal(small.predict(make_observation()), expected_chunk())
+    for c in (client, small):
+        c.close()
+
+
+def test_kill_is_never_sent_and_a_mismatched_key_map_is_one_line() -> None:
+    server = StubGr00tServer(widths=ARX_WIDTHS, language="annotation.human.task_description")
+    try:
+        wrong = Gr00tZmqPolicy(port=server.port, timeout_s=10)  # aloha_agilex keys against an ARX model
+        with pytest.raises(RemotePolicyError) as info:
+            wrong.server_info()
+        assert "\n" not in str(info.value) and "state wants ['arm_left', 'gripper_left'" in str(info.value)
+        with pytest.raises(ValueError, match="not one this client calls"):
+            wrong.call("kill")
+        right = Gr00tZmqPolicy(port=server.port, timeout_s=10, preset="arx")
+        right.reset()
+        np.testing.assert_array_equal(right.predict(make_observation()), expected_chunk())
+        assert "kill" not in server.endpoints()
+        for c in (wrong, right):
+            c.close()
+    finally:
+        server.close()
+
+
+def test_decoder_refuses_pickles_structured_arrays_lies_and_floods() -> None:
+    header = b"{'descr': '|O', 'fortran_order': False, 'shape': (1,), }"
+    npy = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\x80\x04N."
+    with pytest.raises(WireFormatError, match="not numeric or bool"):
+        unpackb(msgpack.packb({"__ndarray_class__": True, "as_npy": npy}))
+    with pytest.raises(WireFormatError, match="kind b'O' is refused"):
+        unpackb(msgpack.packb(np.array([None, 1], dtype=object), default=msgpack_numpy.encode))
+    with pytest.raises(WireFormatError, match="kind b'V' is refused"):
+        unpackb(msgpack.packb(np.zeros(2, dtype=[("a", "<f4")]), default=msgpack_numpy.encode))
+    lie = io.BytesIO()
+    np.save(lie, np.zeros(4, np.float32))
+    with pytest.raises(WireFormatError, match="8 bytes do not match shape"):  # a header that claims more
+        unpackb(msgpack.packb({"__ndarray_class__": True, "as_npy": lie.getvalue()[:-8]}))
+    with pytest.raises(WireFormatError, match="more than 100,000 msgpack values"):
+        unpackb(msgpack.packb([[[]] * 400] * 400))  # 160,400 values, no list over the per-list cap
+    ok = unpackb(msgpack.packb({"a": np.arange(6, dtype=">i4").reshape(2, 3)}, default=gr00t_encode))["a"]
+    assert ok.dtype == np.dtype("=i4") and ok.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+# ------------------------------------------------------------------ our server against a GR00T-style client
+class EchoPolicy:
+    """Answers 4 rows: the observed joints plus the row index; remembers instructions and resets."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def reset(self) -> None:
+        self.log.append("reset")
+
+    def set_instruction(self, text: str) -> None:
+        self.log.append(f"instruction:{text}")
+
+    def predict(self, obs: dict[str, Any]) -> np.ndarray:
+        vector = np.asarray(obs["joint_action"]["vector"], dtype=np.float32)
+        return vector[None] + np.arange(4, dtype=np.float32)[:, None]
+
+
+class Gr00tStyleClient:
+    """GR00T's ``PolicyClient.call_endpoint`` as a test double: REQ socket, one frame each way."""
+
+    def __init__(self, port: int, token: str | None = None, form: str = "npy") -> None:
+        self.pack, self.unpack = CODECS[form]
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.REQ)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.connect(f"tcp://127.0.0.1:{port}")
+        self.token = token
+
+    def call(self, endpoint: str, data: Any = None) -> Any:
+        request: dict[str, Any] = {"endpoint": endpoint}
+        if data is not None:
+            request["data"] = data
+        if self.token:
+            request["api_token"] = self.token
+        self.socket.send(self.pack(request))
+        assert self.socket.poll(10_000), f"no reply to {endpoint}"
+        return self.unpack(self.socket.recv())
+
+    def close(self) -> None:
+        self.socket.close(0)
+        self.context.term()
+
+
+@pytest.fixture
+def connect() -> Iterator[Callable[..., Gr00tStyleClient]]:
+    """Opens GR00T-style clients and closes them all at teardown, failed assertion or not (a ZMQ
+    context with an open socket would block the interpreter's exit)."""
+    opened: list[Gr00tStyleClient] = []
+
+    def open_client(*args: Any, **kwargs: Any) -> Gr00tStyleClient:
+        opened.append(Gr00tStyleClient(*args, **kwargs))
+        return opened[-1]
+
+    yield open_client
+    for client in opened:
+        client.close()
+
+
+def gr00t_observation(vector: np.ndarray, text: str) -> dict[str, Any]:
+    frames = np.random.default_rng(0).integers(0, 256, (1, 1, 48, 64, 3), dtype=np.uint8)
+    state, start = {}, 0
+    for key, width in WIDTHS.items():
+        state[key] = vector[start:start + width].reshape(1, 1, width).astype(np.float32)
+        start += width
+    return {"video": {k: frames for k in ("head", "left_wrist", "right_wrist")}, "state": state,
+            "language": {"annotation.human.action.task_description": [[text]]}}
+
+
+def test_our_server_answers_a_gr00t_client_and_refuses_kill(connect: Callable[..., Gr00tStyleClient]) -> None:
+    policies: list[EchoPolicy] = []
+
+    def factory() -> EchoPolicy:
+        policies.append(EchoPolicy())
+        return policies[-1]
+
+    with Gr00tPolicyServer(factory, port=0).start() as server:
+        client = connect(server.address[1])
+        assert client.call("ping") == {"status": "ok", "message": "Server is running"}
+        assert client.call("get_modality_config")["state"]["modality_keys"] == list(WIDTHS)
+        assert client.call("reset", {"options": None}) == {}
+        vector = np.linspace(-1, 1, 14).astype(np.float32)
+        action, info = client.call("get_action", {"observation": gr00t_observation(vector, "open the drawer"),
+                                                  "options": None})
+        assert info == {} and {k: v.shape for k, v in action.items()} == {k: (1, 4, w) for k, w in WIDTHS.items()}
+        joined = np.concatenate([action[k][0] for k in WIDTHS], axis=1)
+        np.testing.assert_array_equal(joined, vector[None] + np.arange(4, dtype=np.float32)[:, None])
+        assert policies[0].log == ["reset", "instruction:open the drawer"]
+        assert "kill" in client.call("kill")["error"] and "refused" in client.call("kill")["error"]
+        assert client.call("shutdown")["error"].startswith("Unknown endpoint: 'shutdown'")
+        assert client.call("ping")["status"] == "ok"  # still serving
+        n15 = connect(server.address[1], form="msgpack-numpy")  # N1.5 flat request, N1.7 arrays
+        flat = gr00t_observation(vector, "close the drawer")
+        request = {f"{m}.{k}": v for m in ("video", "state") for k, v in flat[m].items()}
+        request["annotation.human.action.task_description"] = ["close the drawer"]
+        reply = n15.call("get_action", request)
+        assert sorted(reply) == sorted(f"action.{k}" for k in WIDTHS)
+        assert reply["action.left_arm"].shape == (1, 4, 6)  # batched as the request was
+        assert len(policies) == 2  # one session per client
+
+
+def test_our_server_checks_the_api_token(connect: Callable[..., Gr00tStyleClient]) -> None:
+    with Gr00tPolicyServer(EchoPolicy, port=0, api_token="s3cret").start() as server:
+        anonymous, wrong, right = (connect(server.address[1], token) for token in (None, "guess", "s3cret"))
+        assert anonymous.call("ping") == {"error": "Unauthorized: Invalid API token"}
+        assert wrong.call("get_modality_config") == {"error": "Unauthorized: Invalid API token"}
+        assert right.call("ping")["status"] == "ok"
+
+
+def test_our_client_against_our_server_keeps_clients_apart() -> None:
+    with Gr00tPolicyServer(EchoPolicy, port=0).start() as server:
+        a, b = (load_policy(f"gr00t://127.0.0.1:{server.address[1]}", {"timeout_s": 10}) for _ in range(2))
+        for policy, text in ((a, "left"), (b, "right")):
+            policy.reset()
+            policy.set_instruction(text)
+        obs = make_observation(5)
+        expected = np.asarray(obs["joint_action"]["vector"], np.float32)[None] + np.arange(4, dtype=np.float32)[:, None]
+        np.testing.assert_allclose(a.predict(obs), expected, rtol=1e-6)
+        np.testing.assert_allclose(b.predict(obs), expected, rtol=1e-6)
+        assert server.clients == 2 and server.stats["errors"] == 0
+        for policy in (a, b):
+            policy.close()
+
+
+# ------------------------------------------------------------------ end to end: eval gr00t:// vs in process
+TASKS = ["L0_pickup_yellow_block_1_left", "L0_pickup_left_cube", "L0_pickup_red_cylinder"]
+COMPARED = ("task", "intent_score", "exec_score", "completion_ok", "phases", "frames", "policy_steps")
+
+
+def scored(path: Path) -> dict[str, dict[str, Any]]:
+    return {r["task"]: {k: r.get(k) for k in COMPARED} for r in json.loads(path.read_text())}
+
+
+def test_eval_through_serve_gr00t_gives_the_in_process_verdicts(tmp_path: Path) -> None:
+    run_evaluation(EvalConfig(policy="memorizer", output=tmp_path / "local", tasks=tuple(TASKS), rounds=1,
+                              render=False))
+    local = scored(tmp_path / "local" / "results.json")
+    assert set(local) == set(TASKS) and all(r["completion_ok"] for r in local.values())
+    log = tmp_path / "serve.log"  # a file, not a pipe: a full pipe would stall the server
+    proc = subprocess.Popen([*ROBOFOLLOW, "serve", "--protocol", "gr00t", "--policy", "memorizer", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("Policy server: 127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1])
+        out = tmp_path / "remote"
+        run = subprocess.run([*ROBOFOLLOW, "eval", "--policy", f"gr00t://127.0.0.1:{port}", "--tasks", ",".join(TASKS),
+                              "--rounds", "1", "--render", "--output", str(out)],  # GR00T wants the three cameras
+                             capture_output=True, text=True, timeout=240)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert scored(out / "results.json") == local
+        run_json = json.loads((out / "run.json").read_text())
+        assert "gr00t" in json.dumps(run_json) and "modality_config" in json.dumps(run_json)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        err = log.read_text()
+        assert "terminate called" not in err and "policy server stopped, policies closed" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
