@@ -1,4 +1,5 @@
-"""``robofollow serve``: expose any policy SPEC over RoboFollow's TCP protocol or openpi's websocket.
+"""``robofollow serve``: expose any policy SPEC over one of the wire protocols in :data:`SERVERS`
+(RoboFollow TCP, openpi websocket, GR00T ZMQ, json_numpy ``/act``, vla-eval websocket).
 
 Prints ``Policy server: HOST:PORT`` once listening (scripts wait for that line; with ``--port 0``
 it names the port chosen), serves until SIGINT or SIGTERM, then closes the policies.
@@ -48,9 +49,9 @@ PROTOCOLS = tuple(SERVERS)
 def register(subparsers: Any) -> None:
     from robofollow_ros.policy.spec import spec_forms
 
-    p = subparsers.add_parser("serve", help="serve a policy over the RoboFollow TCP or the openpi websocket protocol",
-                              description="Expose a policy SPEC over RoboFollow's TCP protocol or openpi's "
-                                          "websocket protocol. Prints 'Policy server: HOST:PORT' once listening; "
+    p = subparsers.add_parser("serve", help=f"serve a policy over a wire protocol ({', '.join(SERVERS)})",
+                              description="Expose a policy SPEC over a wire protocol, so that other harnesses' "
+                                          "clients can run it. Prints 'Policy server: HOST:PORT' once listening; "
                                           "SIGINT or SIGTERM stops it and closes the policy.")
     p.add_argument("--policy", required=True, metavar="SPEC",
                    help=f"the policy to serve, one of: {spec_forms()}")

@@ -6,9 +6,12 @@
   session per connection, a timed-out one dropped; dynamic batching of a shareable policy's
   concurrent requests; one memory budget across a server's connections, charged as bytes arrive).
 - ``robofollow/``: RoboFollow's TCP protocol (length-prefixed JSON). ``openpi/``: openpi's
-  websocket protocol (msgpack, ALOHA observations). Each has ``codec``, a client (``tcp://`` or
-  ``openpi://`` SPECs) and a server (``robofollow serve --protocol``); a new peer protocol gets a
-  folder of its own beside them.
+  websocket protocol (msgpack, ALOHA observations; RoboArena's dialect in ``openpi/roboarena``).
+  ``gr00t/``: Isaac-GR00T's ZMQ protocol. ``act/``: the json_numpy ``POST /act`` family (openvla-oft,
+  X-VLA, GR00T's http server). ``vlaeval/``: vla-evaluation-harness model servers. ``xpolicylab/``:
+  XPolicyLab's websocket (client only). Each has a ``codec``, a client (its SPEC scheme, one row in
+  ``policy/remote.py``) and, where offered, a server (one row in ``cli/serve.py``'s ``SERVERS``); a new
+  peer protocol gets a folder of its own beside them.
 
 Imports point downward: a protocol folder imports ``common``, ``sessions``, ``batching``, ``budget``
 and the policy core (``policy.interface``, ``policy.guard``, ``policy.observation``: every server
