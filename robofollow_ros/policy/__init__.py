@@ -2,8 +2,9 @@
 
 The core, at this level: ``interface`` (what every policy speaks), ``observation`` (the observation
 contract, checked in one place), ``spec`` (SPEC strings → policies, and the table of built-in
-names), ``guard`` (time bounds on calls) and ``chunking`` (executing action chunks). Around it,
-one folder per kind of thing:
+names), ``guard`` (time bounds on calls), ``latency`` (a policy slowed down on purpose, ``latency:MS:SPEC``)
+and ``execution/`` (executing action chunks: synchronous, and real-time under latency; ``chunking``
+re-exports its older names). Around it, one folder per kind of thing:
 
 - ``wire/``: the wire protocols (one folder each: ``robofollow/``, ``openpi/``), what they share,
   and the serving machinery (per-connection sessions, dynamic batching);

@@ -21,7 +21,15 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any
 
-from robofollow_ros.policy.interface import Observation, Policy, PolicyError, PolicyWrapper, close_policy
+from robofollow_ros.policy.interface import (
+    Observation,
+    Policy,
+    PolicyError,
+    PolicyWrapper,
+    RtcHint,
+    accepts_rtc,
+    close_policy,
+)
 from robofollow_ros.policy.remote import is_remote
 
 #: The official evaluate.py default for ``--policy-timeout`` (seconds), which covers a first model
@@ -56,7 +64,10 @@ def guarded_kwargs(spec: str, kwargs: dict[str, Any], timeout_s: float) -> dict[
 class TimeoutGuardedPolicy(PolicyWrapper):
     """Runs every call of ``inner`` in a worker thread and waits at most ``timeout_s`` for it.
 
-    ``interface.receives_privileged`` reads through it to the policy's own wrapper."""
+    ``interface.receives_privileged`` reads through it to the policy's own wrapper; an RTC hint passes
+    through it (``interface.accepts_rtc``)."""
+
+    forwards_rtc = True
 
     def __init__(self, inner: Policy, timeout_s: float) -> None:
         if not timeout_s > 0:
@@ -138,7 +149,9 @@ class TimeoutGuardedPolicy(PolicyWrapper):
     def set_instruction(self, text: str) -> None:
         self._call("set_instruction", self.inner.set_instruction, text)
 
-    def predict(self, obs: Observation) -> Any:
+    def predict(self, obs: Observation, *, rtc: RtcHint | None = None) -> Any:
+        if rtc is not None and accepts_rtc(self.inner):
+            return self._call("predict", lambda o: self.inner.predict(o, rtc=rtc), obs)
         return self._call("predict", self.inner.predict, obs)
 
     def close(self) -> None:

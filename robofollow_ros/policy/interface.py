@@ -14,10 +14,17 @@ Whether a policy *receives* it is decided once, when it is loaded (``spec.load_p
 privileged=)``, the run's ``--privileged``), and carried by its :class:`ValidatedPolicy`;
 :func:`receives_privileged` reads that through the wrappers. The observation is then built by
 ``observation.contract_observation``, the one builder every path uses.
+
+Real-time chunking (RTC, ``policy.execution``): a policy that can condition its next chunk on the rows
+still queued for execution and on the expected delay declares ``accepts_rtc = True`` and takes
+``predict(obs, *, rtc=RtcHint(...))``. The hint travels beside the observation, never inside it: a
+policy that did not declare it is called ``predict(obs)`` exactly as before (:func:`accepts_rtc`, and
+the wrappers' ``predict(obs, *, rtc=None)``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -92,15 +99,52 @@ OWN_POLICIES = "robofollow_ros.policy."
 
 class PolicyWrapper:
     """Base of this package's wrappers around a policy (:class:`ValidatedPolicy`, the guard's
-    ``TimeoutGuardedPolicy``): ``inner`` is the wrapped policy."""
+    ``TimeoutGuardedPolicy``): ``inner`` is the wrapped policy.
+
+    ``forwards_rtc``: the wrapper's ``predict(obs, *, rtc=None)`` hands an :class:`RtcHint` on to ``inner``
+    (when ``inner`` accepts it); :func:`accepts_rtc` looks through such wrappers only."""
 
     inner: Any
+    forwards_rtc = False
 
 
 def _unwrapped(policy: object) -> object:
     while isinstance(policy, PolicyWrapper):
         policy = policy.inner
     return policy
+
+
+@dataclass(frozen=True)
+class RtcHint:
+    """What a real-time-chunking policy may condition its next chunk on (``policy.execution``).
+
+    ``queued_rows``: float32 ``[n, 14]``, the rows of the previous plan still queued when the request went
+    out, in execution order (the first is executed on the tick of the request); ``n`` may be 0.
+    ``delay_steps``: the executor's estimate of the control steps that pass before the new chunk arrives
+    (that many of the queued rows will have been executed by then: the frozen prefix)."""
+
+    queued_rows: Any
+    delay_steps: int
+
+    @property
+    def frozen_steps(self) -> int:
+        """Rows of the new chunk that will already have been executed from the old plan (GR00T's open
+        RTC PRs call it ``rtc_frozen_steps``; ``len(queued_rows)`` is their ``rtc_overlap_steps``)."""
+        return min(int(self.delay_steps), len(self.queued_rows))
+
+
+def accepts_rtc(policy: object) -> bool:
+    """True when ``policy`` (through the wrappers that forward the hint) declares ``accepts_rtc = True``."""
+    while isinstance(policy, PolicyWrapper) and policy.forwards_rtc:
+        policy = policy.inner
+    return getattr(policy, "accepts_rtc", False) is True
+
+
+def predict_maybe_rtc(policy: Any, obs: Observation, rtc: RtcHint | None) -> Any:
+    """``policy.predict(obs, rtc=rtc)`` for a policy that accepts the hint, else ``policy.predict(obs)``."""
+    if rtc is not None and accepts_rtc(policy):
+        return policy.predict(obs, rtc=rtc)
+    return policy.predict(obs)
 
 
 def declares_privileged(policy: object) -> bool:
@@ -130,6 +174,8 @@ class ValidatedPolicy(PolicyWrapper):
     unchanged.
     """
 
+    forwards_rtc = True
+
     def __init__(self, inner: Policy, *, privileged: bool = False) -> None:
         for method in ("reset", "set_instruction", "predict"):
             if not callable(getattr(inner, method, None)):
@@ -149,8 +195,9 @@ class ValidatedPolicy(PolicyWrapper):
     def set_instruction(self, text: str) -> None:
         self.inner.set_instruction(text)
 
-    def predict(self, obs: Observation) -> np.ndarray:
-        return validate_actions(self.inner.predict(obs))
+    def predict(self, obs: Observation, *, rtc: RtcHint | None = None) -> np.ndarray:
+        """``inner.predict(obs)``, validated; ``rtc`` reaches ``inner`` only when it accepts it."""
+        return validate_actions(predict_maybe_rtc(self.inner, obs, rtc))
 
     def close(self) -> None:
         close_policy(self.inner)

@@ -3,7 +3,8 @@
 ``hold`` and the other built-ins (``oracle``, ``blind``, ``memorizer``, and names users add with
 :func:`register_builtin`), ``module:function`` (a factory called with the JSON kwargs),
 ``tcp://HOST:PORT`` (a RoboFollow policy server), ``openpi://HOST:PORT`` (an openpi websocket
-server) and ``learned:CKPT`` (a ``robofollow train`` checkpoint).
+server), ``learned:CKPT`` (a ``robofollow train`` checkpoint) and ``latency:MS[~JITTER_MS[n]][@SEED]:SPEC``
+(any of these, slowed down by a fixed or sampled latency before each predict: ``policy.latency``).
 
 This module owns the table of built-in names. Each entry is a small factory that imports its
 policy's module only when called, so naming a built-in costs neither SAPIEN nor torch until the
@@ -29,7 +30,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from robofollow_ros.policy.interface import OWN_POLICIES, Policy, ValidatedPolicy
+from robofollow_ros.policy.interface import OWN_POLICIES, Policy, PolicyWrapper, ValidatedPolicy
+from robofollow_ros.policy.latency import LatencyPolicy, LatencySpec, parse_latency_spec
 from robofollow_ros.policy.remote import RemoteSpecError, parse_remote
 
 PolicyFactory = Callable[..., Policy]
@@ -137,6 +139,12 @@ def check_privileged(spec: str, privileged: bool) -> None:
 
 def _can_carry_privileged(spec: str) -> bool:
     try:
+        delayed = parse_latency_spec(spec)
+    except ValueError:
+        return True  # loading names what is wrong with the SPEC
+    if delayed is not None:
+        return _can_carry_privileged(delayed.inner)
+    try:
         remote = parse_remote(spec)
     except RemoteSpecError:
         return True  # not this check's business: loading names what is wrong with the SPEC
@@ -144,6 +152,8 @@ def _can_carry_privileged(spec: str) -> bool:
 
 
 def _check_declaration(spec: str, policy: Any, privileged: bool) -> None:
+    while isinstance(policy, PolicyWrapper):  # a wrapper of this package declares what its inner policy does
+        policy = policy.inner
     declared = getattr(policy, "needs_privileged", False) is True
     if declared and not privileged and not type(policy).__module__.startswith(OWN_POLICIES):
         raise PolicySpecError(f"policy spec {spec!r}: {type(policy).__name__} declares needs_privileged = True; "
@@ -156,7 +166,7 @@ def spec_forms() -> str:
     """Every SPEC form, for ``--help`` and error messages: the built-ins, checkpoints, factories, wires."""
     from robofollow_ros.policy.remote import forms
 
-    return f"{', '.join(builtin_names())}, learned:CKPT, module:function, {forms()}"
+    return f"{', '.join(builtin_names())}, learned:CKPT, module:function, {forms()}, latency:MS[~JITTER_MS]:SPEC"
 
 
 _forms = spec_forms
@@ -171,7 +181,24 @@ def _call(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any
         raise PolicySpecError(f"policy spec {spec!r}: {exc}") from exc
 
 
+def _latency_of(spec: str) -> LatencySpec | None:
+    try:
+        return parse_latency_spec(spec)
+    except ValueError as exc:
+        raise PolicySpecError(str(exc)) from None
+
+
 def _build(spec: str, kwargs: dict[str, Any], privileged: bool, search_dir: str | None = None) -> Any:
+    delayed = _latency_of(spec)
+    if delayed is not None:  # the inner SPEC is built as it would be alone, then slowed down
+        inner = _build(delayed.inner, kwargs, privileged, search_dir)
+        if not callable(getattr(inner, "predict", None)):
+            raise PolicySpecError(f"policy spec {delayed.inner!r}: the factory returned {type(inner).__name__}, "
+                                  "which has no predict() method")
+        if isinstance(inner, ValidatedPolicy):
+            inner = inner.inner
+        _check_declaration(delayed.inner, inner, privileged)
+        return LatencyPolicy(inner, **delayed.kwargs())
     if spec in _BUILTINS:
         return _call(spec, _BUILTINS[spec], kwargs)
     if spec.startswith("learned:"):  # a checkpoint of `robofollow train` (learned/policy.py)
@@ -233,6 +260,14 @@ def import_user_module(spec: str, name: str, search_dir: str | None, what: str =
 #: What ``load_policy`` calls for the SPECs that are not ``module:function`` themselves (run.json's
 #: ``arguments.policy_factory`` names it, as the official evaluator's ``--policy-factory`` would).
 _LEARNED_FACTORY = "robofollow_ros.policy.learned.policy:learned_policy"
+_LATENCY_FACTORY = "robofollow_ros.policy.spec:latency_policy"
+
+
+def latency_policy(inner: str, latency_ms: float, jitter_ms: float = 0.0, distribution: str = "uniform",
+                   seed: int = 0, inner_kwargs: dict[str, Any] | None = None) -> Policy:
+    """The factory ``factory_of`` names for a ``latency:`` SPEC: ``inner`` (a SPEC, with ``inner_kwargs``)
+    behind a :class:`~robofollow_ros.policy.latency.LatencyPolicy`."""
+    return LatencyPolicy(load_policy(inner, inner_kwargs, validate=False), latency_ms, jitter_ms, distribution, seed)
 
 
 def factory_of(spec: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -249,7 +284,14 @@ def factory_of(spec: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any
         remote = parse_remote(spec)
     except RemoteSpecError:
         remote = None
-    if spec in _BUILTINS:
+    try:
+        delayed = parse_latency_spec(spec)
+    except ValueError:
+        delayed = None
+    if delayed is not None:
+        out.update(factory=_LATENCY_FACTORY, kwargs={"inner": delayed.inner, **delayed.kwargs(),
+                                                     "inner_kwargs": kwargs})
+    elif spec in _BUILTINS:
         factory = _BUILTINS[spec]
         name = f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
         out["factory"] = name if "<" not in name else None
