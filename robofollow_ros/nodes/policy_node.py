@@ -33,6 +33,7 @@ it (``oracle``, ``blind``), in this process, or any policy when the ``privileged
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import sys
@@ -362,9 +363,8 @@ class PolicyNode(Node):
                     error = f"joint states stale for more than {self.stale_s} s; holding"
                     self._hold("observations stale")
                     break
-                seen = state
                 try:
-                    tick = executor.tick(tick_index, lambda s=seen: self._observation(trial, s, start))
+                    tick = executor.tick(tick_index, functools.partial(self._observation, trial, state, start))
                 except PolicyAbandonedError:
                     break  # stopped meanwhile: not the policy's failure
                 except Exception as exc:  # raising, timed-out or malformed policy
