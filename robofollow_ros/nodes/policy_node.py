@@ -355,6 +355,8 @@ class PolicyNode(Node):
         executor.reset(hold=state.vector)
         rows, error, detail = 0, None, ""
         last = state.stamp_ns
+        chunk_ticks: list[int] = []  # ticks on which a chunk arrived: its first row (merged) was sent then
+        hold_ticks: list[int] = []
         try:
             for tick_index in range(max_steps * per_step):
                 if cancelled.is_set():
@@ -370,6 +372,10 @@ class PolicyNode(Node):
                 except Exception as exc:  # raising, timed-out or malformed policy
                     error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3)
                     break
+                if executor.stats.chunks > len(chunk_ticks):
+                    chunk_ticks.append(tick_index)
+                if tick.hold:
+                    hold_ticks.append(tick_index)
                 if tick.row is not None:  # a hold repeats the previous command (absolute position control)
                     self.command.publish(joint_state_msg(np.asarray(tick.row, dtype=np.float64), state.stamp_ns))
                     rows += 0 if tick.hold else 1
@@ -388,7 +394,9 @@ class PolicyNode(Node):
         finally:
             close_pool()
         stats = executor.stats
-        extra = {"execution": executor.describe(), "realtime": stats.as_dict()}
+        # One command per tick, in order: tick i is the i-th /robofollow/joint_command of the trial.
+        extra = {"execution": executor.describe(),
+                 "realtime": {**stats.as_dict(), "chunk_ticks": chunk_ticks, "hold_tick_list": hold_ticks}}
         return stats.chunks + stats.late_chunks, rows, last, error, detail, extra
 
     def _render(self, stamp_ns: int, cancelled: threading.Event) -> str | None:
