@@ -168,3 +168,28 @@ def test_the_nodes_declarations_are_read_as_the_running_nodes_declare_them(tmp_p
         finally:
             for node in nodes:
                 node.destroy_node()
+
+
+def test_execution_realtime_runs_the_sim_on_a_wall_clock_timer_and_is_recorded_for_run_json():
+    import json
+
+    from robofollow_ros.bringup import Choices, apply_choices
+
+    """bringup sim --execution realtime (execution:=realtime): policy_node in rate mode with the real-time
+    executor, sim_node stepping on its timer at the same rate; the trial manager records both."""
+    flag = lambda name: f"--{name}"  # noqa: E731
+    default = apply_choices(load_profile("sim"), Choices(), flag)
+    assert json.loads(default.node("trial_manager_node").parameters["execution"]) == {
+        "mode": "lockstep", "sim_step_mode": "command"}
+    chosen = apply_choices(load_profile("sim"), Choices(execution="realtime", merge="ensemble", control_hz=50.0), flag)
+    policy, sim = chosen.node("policy_node").parameters, chosen.node("sim_node").parameters
+    assert (policy["mode"], policy["execution"], policy["merge"], policy["control_hz"]) == (
+        "rate", "realtime", "ensemble", 50.0)
+    assert policy["request_images"] is False and (sim["step_mode"], sim["step_hz"]) == ("timer", 50.0)
+    assert json.loads(chosen.node("trial_manager_node").parameters["execution"]) == {
+        "mode": "rate", "execution": "realtime", "control_hz": 50.0, "merge": "ensemble", "sim_step_mode": "timer",
+        "sim_step_hz": 50.0}
+    with pytest.raises(ProfileError, match=r"^--merge: needs --execution realtime"):
+        apply_choices(load_profile("sim"), Choices(merge="weighted"), flag)
+    with pytest.raises(ProfileError, match=r"^--execution: 'fast' is not one of lockstep, rate, realtime"):
+        apply_choices(load_profile("sim"), Choices(execution="fast"), flag)

@@ -362,3 +362,77 @@ def test_a_stalled_remote_policy_fails_its_trial_at_the_policy_timeout_too(robot
             assert _done_of(got, "r1")["error"] == "PolicyTimeoutError: policy predict: no answer within 1 s"
         finally:
             hung.release.set()  # let the server's stuck call end before the server closes
+
+
+#: (monotonic time, chunk number) of each call that reached :class:`Stepped` (after the latency: wait).
+STEPPED_CALLS: list[tuple[float, int]] = []
+
+
+class Stepped:
+    """Chunk n (from 1) puts joint 0 at 0.1·n on every row and keeps the other observed joints: a merged
+    row is then told apart from any chunk's own rows by its joint 0 alone."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def reset(self) -> None:
+        self.n = 0
+        STEPPED_CALLS.clear()
+
+    def set_instruction(self, text: str) -> None:
+        pass
+
+    def predict(self, obs: dict[str, Any]) -> np.ndarray:
+        import time
+
+        self.n += 1
+        STEPPED_CALLS.append((time.monotonic(), self.n))
+        vector = np.asarray(obs["joint_action"]["vector"], dtype=np.float32).copy()
+        vector[0] = np.float32(0.1 * self.n)
+        return np.repeat(vector[None, :], 20, axis=0)
+
+
+def stepped() -> Stepped:
+    return Stepped()
+
+
+def test_realtime_rate_mode_keeps_rows_flowing_while_a_predict_is_in_flight_and_merges_the_overlap(robot):
+    """20 rows a chunk at 50 Hz, the next one requested with 10 rows (200 ms) still queued, a 100 ms model:
+    the arm never runs dry after the first chunk, commands reach the robot while each later call is in flight,
+    the overlapping rows are sent merged (weight 0.5: halfway between two chunks), and the done report carries
+    the executor's settings and counters."""
+    import time
+
+    ros, got, trial, publish_state = robot
+    latency_s = 0.1
+    ros.add(PolicyNode(context=ros.context, parameter_overrides=[
+        Parameter("policy", value="latency:100:test_node_policy:stepped"), Parameter("mode", value="rate"),
+        Parameter("execution", value="realtime"), Parameter("merge", value="weighted"),
+        Parameter("weight", value=0.5), Parameter("privileged", value=False), Parameter("control_hz", value=50.0),
+        Parameter("stale_s", value=5.0)]))
+    arrived: list[float] = []
+    ros.node("command_clock").create_subscription(JointState, "/robofollow/joint_command",
+                                                  lambda _m: arrived.append(time.monotonic()), tp.STATE_STREAM)
+    trial.publish(_trial("rt1", max_steps=4, per_step=20))
+    ros.publish_until(lambda: publish_state(np.zeros(14)), lambda: _done(got) is not None, timeout=30,
+                      what="the real-time trial to end")
+    done = _done(got)
+    stats = done["realtime"]
+    assert done["error"] is None
+    assert done["execution"]["executor"] == "realtime" and done["execution"]["merge"] == "weighted"
+    assert done["execution"]["weight"] == 0.5 and done["execution"]["threshold"] == 10
+    assert stats["requests"] == 5 and stats["chunks"] == 4 and done["steps"] == 4  # the 5th ends the trial
+    assert stats["starved_ticks"] == 0  # after the first chunk, a row on every tick
+    assert stats["hold_ticks"] == stats["idle_in_flight_ticks"] >= 1  # only the cold start held
+    assert stats["merged_rows"] > 0 and stats["late_chunks"] == 0
+    assert all(latency >= latency_s for latency in stats["latencies_s"])
+    assert done["rows"] == stats["rows_sent"] == len(got["commands"]) - stats["hold_ticks"]
+    # every later call: the robot got commands while it was in flight (the wait ran before the call itself)
+    for called, n in STEPPED_CALLS[1:]:
+        assert any(called - latency_s < t < called for t in arrived), f"no command while call {n} was in flight"
+    joint0 = [round(float(joint_vector(c)[0]), 4) for c in got["commands"]]
+    chunks = {round(0.1 * n, 4) for n in range(1, 5)}
+    halfway = {round(0.1 * n - 0.05, 4) for n in range(2, 5)}
+    assert set(joint0) <= chunks | halfway | {0.0}  # holds of the measured 0, chunk rows, merged rows
+    assert set(joint0) & halfway  # the overlap was sent merged
+    assert joint0 == sorted(joint0)  # and never went back

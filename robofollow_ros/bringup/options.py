@@ -48,6 +48,12 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
     "policy_kwargs": ("", "JSON object of keyword arguments for the policy (as robofollow eval --kwargs)"),
     "privileged": ("", "as robofollow eval --privileged: true hands any policy the privileged state (task id, "
                        "true object poses), also over tcp://; recorded in run.json (empty: the profile's, false)"),
+    "execution": ("", "lockstep (the sim world waits for the policy; scoring parity) | rate (sim: the world "
+                      "steps on a wall-clock timer at control_hz, policy_node sends rows at that rate, synchronous "
+                      "chunks) | realtime (rate, with the real-time chunk executor); empty: the profile's; "
+                      "recorded in run.json"),
+    "merge": ("", "execution:=realtime: how overlapping chunks merge: latest | weighted | average | ensemble"),
+    "control_hz": ("", "execution:=rate|realtime: control ticks per second (sim: a divisor of 250; default 25)"),
     "output": ("", "run directory for the results (empty: runs/ros-<UTC time>)"),
     "foxglove_host": ("", "address the live Foxglove server binds (empty: the profile's, 127.0.0.1)"),
     "foxglove_port": ("", "port of the live Foxglove server (empty: the profile's, 8765; 0 picks a free one)"),
@@ -74,6 +80,9 @@ class Choices:
     policy_timeout: float | None = None
     privileged: bool | None = None
     output: str | None = None
+    execution: str | None = None  # lockstep | rate | realtime
+    merge: str | None = None
+    control_hz: float | None = None
     render: bool | None = None
     foxglove: bool = True
     foxglove_host: str | None = None
@@ -132,6 +141,7 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
     put("policy_node", "policy_timeout_s", _float(choices.policy_timeout), "policy_timeout")
     put(TRIAL_MANAGER, "policy_timeout_s", _float(choices.policy_timeout), "policy_timeout")
     put("sim_node", "render", choices.render, "no_render")
+    _put_execution(profile, choices, flag, put)
     if choices.foxglove:
         put("foxglove_node", "host", choices.foxglove_host, "foxglove_host")
         put("foxglove_node", "port", choices.foxglove_port, "foxglove_port")
@@ -169,6 +179,53 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
         except PolicySpecError as exc:
             raise ProfileError(str(exc).replace("--privileged", flag("privileged"), 1)) from None
     return chosen
+
+
+#: The choices ``execution`` offers, and the policy_node settings each one stands for.
+EXECUTIONS = ("lockstep", "rate", "realtime")
+#: A wall-clock sim's joint states arrive every tick, but rendering can stall a tick or two.
+SIM_RATE_STALE_S = 2.0
+
+
+def _put_execution(profile: Profile, choices: Choices, flag: Any, put: Any) -> None:
+    """``execution`` / ``merge`` / ``control_hz`` on policy_node (and, in a sim, on sim_node: step on a
+    wall-clock timer at the control rate, so the world moves while the policy thinks)."""
+    from robofollow_ros.policy.execution import MERGE_RULES
+
+    execution = choices.execution
+    if execution is not None and execution not in EXECUTIONS:
+        raise ProfileError(f"{flag('execution')}: {execution!r} is not one of {', '.join(EXECUTIONS)}")
+    current = profile.node("policy_node").parameters if profile.has("policy_node") else {}
+    realtime = execution == "realtime" or (execution is None and current.get("execution") == "realtime")
+    if choices.merge is not None:
+        if choices.merge not in MERGE_RULES:
+            raise ProfileError(f"{flag('merge')}: {choices.merge!r} is not one of {', '.join(MERGE_RULES)}")
+        if not realtime:
+            raise ProfileError(f"{flag('merge')}: needs {flag('execution')} realtime")
+    hz = choices.control_hz
+    if hz is not None:
+        if not 0 < hz < math.inf:
+            raise ProfileError(f"{flag('control_hz')}: must be a positive number, got {hz:g}")
+        if execution == "lockstep" or (execution is None and current.get("mode", "lockstep") == "lockstep"):
+            raise ProfileError(f"{flag('control_hz')}: needs {flag('execution')} rate or realtime")
+    if execution in ("rate", "realtime"):
+        sim = profile.has("sim_node")
+        hz = hz if hz is not None else 25.0 if sim else None
+        # sim_node itself refuses a step_hz that does not divide its physics rate (the rig side never imports
+        # the simulator: test_house)
+        put("policy_node", "mode", "rate", "execution")
+        put("policy_node", "execution", "realtime" if execution == "realtime" else "sync", "execution")
+        if sim:
+            put("policy_node", "request_images", False, "execution")  # the cameras' own timer feeds it
+            put("policy_node", "stale_s", SIM_RATE_STALE_S, "execution")
+            put("sim_node", "step_mode", "timer", "execution")
+            put("sim_node", "step_hz", _float(hz), "control_hz")
+    elif execution == "lockstep":
+        put("policy_node", "mode", "lockstep", "execution")
+        if profile.has("sim_node"):
+            put("sim_node", "step_mode", "command", "execution")
+    put("policy_node", "control_hz", _float(hz), "control_hz")
+    put("policy_node", "merge", choices.merge, "merge")
 
 
 def _float(value: float | None) -> float | None:
@@ -281,7 +338,8 @@ def launch_profile(**values: str) -> Profile:
                       rounds=_int_argument(values, "rounds"), max_steps=_int_argument(values, "max_steps"),
                       policy_timeout=_float_argument(values, "policy_timeout"),
                       privileged=_bool_argument(values, "privileged"),
-                      output=text("output"), foxglove_host=text("foxglove_host"),
+                      output=text("output"), execution=text("execution"), merge=text("merge"),
+                      control_hz=_float_argument(values, "control_hz"), foxglove_host=text("foxglove_host"),
                       foxglove_port=_int_argument(values, "foxglove_port"), calibration_dir=text("calibration_dir"),
                       driver_config=text("driver_config"), remaps=(text("remap") or "").split(),
                       remap_files=(text("remap_file") or "").split())

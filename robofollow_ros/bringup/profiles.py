@@ -17,6 +17,7 @@ parameter, before anything starts.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -216,7 +217,8 @@ def with_overrides(profile: Profile, *, trials: str | None = None, policy: str |
     if unknown:
         raise ProfileError(f"profile {profile.name}: has no {', '.join(unknown)} to apply options to")
     nodes = tuple(replace(n, parameters={**n.parameters, **changes.get(n.executable, {})}) for n in profile.nodes)
-    return replace(profile, nodes=_record_privileged(nodes), remappings=profile.remappings + tuple(remappings))
+    return replace(profile, nodes=_record_execution(_record_privileged(nodes)),
+                   remappings=profile.remappings + tuple(remappings))
 
 
 def _record_privileged(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:
@@ -226,6 +228,29 @@ def _record_privileged(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:
         return nodes
     privileged = bool(by_name["policy_node"].parameters.get("privileged", False))
     return tuple(replace(n, parameters={**n.parameters, "privileged": privileged}) if n.executable == TRIAL_MANAGER
+                 else n for n in nodes)
+
+
+def _record_execution(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:
+    """The trial manager records how rows were paced (run.json's ``execution``): policy_node's ``mode`` and,
+    in rate mode, its executor settings, and how sim_node steps. Copied, never chosen apart."""
+    by_name = {n.executable: n for n in nodes}
+    if "policy_node" not in by_name or TRIAL_MANAGER not in by_name:
+        return nodes
+    policy = by_name["policy_node"].parameters
+    record: dict[str, Any] = {"mode": str(policy.get("mode", "lockstep"))}
+    if record["mode"] == "rate":
+        record.update(execution=str(policy.get("execution", "sync")), control_hz=policy.get("control_hz", 50.0))
+        if record["execution"] == "realtime":
+            record.update({k: policy[k] for k in ("merge", "threshold", "max_step_rad", "weight", "ensemble_coeff",
+                                                  "warmup") if k in policy})
+    if "sim_node" in by_name:
+        sim = by_name["sim_node"].parameters
+        record["sim_step_mode"] = str(sim.get("step_mode", "command"))
+        if record["sim_step_mode"] == "timer":
+            record["sim_step_hz"] = sim.get("step_hz", 25.0)
+    text = json.dumps(record, sort_keys=True)
+    return tuple(replace(n, parameters={**n.parameters, "execution": text}) if n.executable == TRIAL_MANAGER
                  else n for n in nodes)
 
 

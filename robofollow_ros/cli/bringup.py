@@ -64,6 +64,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--policy-timeout", type=seconds(), metavar="S",
                    help="as robofollow eval: longest policy call (in-process or remote) before its trial fails, "
                         "seconds (default: the profile's, 300)")
+    p.add_argument("--execution", choices=("lockstep", "rate", "realtime"),
+                   help="lockstep: the sim world waits for the policy (scoring parity with eval); rate: the sim "
+                        "steps on a wall-clock timer at --control-hz and policy_node sends rows at that rate; "
+                        "realtime: rate with the real-time chunk executor (the next chunk requested while rows "
+                        "run); recorded in run.json (default: the profile's)")
+    p.add_argument("--merge", choices=("latest", "weighted", "average", "ensemble"),
+                   help="--execution realtime: how overlapping chunks merge (default latest)")
+    p.add_argument("--control-hz", type=float, metavar="HZ",
+                   help="--execution rate|realtime: control ticks per second (sim: a divisor of 250; default 25)")
     p.add_argument("--no-render", action="store_true", help="sim: physics only, no camera images")
     p.add_argument("--output", type=Path, metavar="DIR",
                    help="new or empty run directory (default results/ros-<UTC time>)")
@@ -106,6 +115,7 @@ def _choices(args: argparse.Namespace, output: Path) -> Any:
                    scene=args.scene, levels=args.levels,
                    limit=args.limit, tasks=args.tasks, rounds=args.rounds, max_steps=args.max_steps,
                    actions_per_step=args.actions_per_step, policy_timeout=args.policy_timeout, output=str(output),
+                   execution=args.execution, merge=args.merge, control_hz=args.control_hz,
                    render=False if args.no_render else None, foxglove=not args.no_foxglove,
                    foxglove_host=args.foxglove_host, foxglove_port=args.foxglove_port,
                    calibration_dir=args.calibration_dir, driver_config=args.driver_config, remaps=list(args.remap),

@@ -33,6 +33,7 @@ it (``oracle``, ``blind``), in this process, or any policy when the ``privileged
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import sys
@@ -72,6 +73,7 @@ from robofollow_ros.nodes.conversions import (
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.nodes.observation_cache import ObservationCache, RobotState
+from robofollow_ros.policy.execution import MERGE_RULES, RealtimeChunkExecutor, policy_submit
 from robofollow_ros.policy.guard import (
     DEFAULT_POLICY_TIMEOUT_S,
     PolicyAbandonedError,
@@ -85,6 +87,18 @@ from robofollow_ros.policy.observation import contract_observation, privileged_e
 
 def _seconds(value: Any) -> str | None:
     return None if isinstance(value, int | float) and 0 < value < math.inf else "must be a positive number of seconds"
+
+
+def _non_negative(value: Any) -> str | None:
+    return None if isinstance(value, int | float) and 0 <= value < math.inf else "must be a number >= 0"
+
+
+def _finite(value: Any) -> str | None:
+    return None if isinstance(value, int | float) and math.isfinite(value) else "must be a finite number"
+
+
+def _threshold(value: Any) -> str | None:
+    return None if isinstance(value, int) and value >= -1 else "must be an integer >= -1 (-1: actions_per_step // 2)"
 
 
 def _json_object(value: Any) -> str | None:
@@ -114,6 +128,24 @@ class PolicyNode(Node):
         self.policy_stale_s = params.declare(
             "policy_stale_s", 0.5, "rate: hold the measured position while a predict runs longer than this, s",
             positive)
+        self.execution = params.declare(
+            "execution", "sync", "rate: sync (predict, send the rows, predict again) | realtime (the next chunk "
+            "is requested while rows still run; policy.execution.RealtimeChunkExecutor)", one_of("sync", "realtime"))
+        self.merge = params.declare("merge", "latest", "realtime: how overlapping chunks merge: "
+                                    + " | ".join(MERGE_RULES), one_of(*MERGE_RULES))
+        self.threshold = params.declare("threshold", -1, "realtime: request the next chunk when at most this many "
+                                        "rows are queued (raised to the measured delay; -1: actions_per_step // 2)",
+                                        _threshold)
+        self.max_step_rad = params.declare("max_step_rad", 0.0, "realtime: largest change of any joint per tick "
+                                           "relative to the previous command, rad (0: off; the arm bridge's clamp "
+                                           "stays the last word)", _non_negative)
+        self.weight = params.declare("weight", 0.7, "realtime, merge weighted: the new chunk's weight (0..1)",
+                                     lambda v: None if isinstance(v, float) and 0 <= v <= 1 else "must be in 0..1")
+        self.ensemble_coeff = params.declare("ensemble_coeff", 0.01, "realtime, merge ensemble: ACT's m in "
+                                             "exp(-m*i), i = 0 the oldest prediction (m < 0 favours newer ones)",
+                                             _finite)
+        self.warmup = params.declare("warmup", 1, "realtime: first policy calls left out of the delay estimate",
+                                     lambda v: None if isinstance(v, int) and v >= 0 else "must be an integer >= 0")
         self.request_images = params.declare(
             "request_images", False, "lock-step: ask sim_node to render the current state before each predict "
                                      "(the observation's pictures then match the headless evaluator's)")
@@ -247,6 +279,15 @@ class PolicyNode(Node):
                 error = f"no {TOPIC_OBJECTS} (perception) within {self.state_timeout_s} s; privileged is on"
             state = self.cache.latest(True) or state
         last = state.stamp_ns if state is not None else start
+        if not lockstep and self.execution == "realtime":
+            if error is None and state is not None:
+                steps, rows, last, error, detail, extra = self._run_realtime(trial, state, start, policy, cancelled,
+                                                                             abandon)
+            else:
+                extra = {}
+            self._report(trial_id, "done", steps=steps, rows=rows, last_stamp_ns=last, error=error,
+                         error_detail=detail, **extra)
+            return
         for _ in range(max_steps if error is None and state is not None else 0):
             if cancelled.is_set() or state is None:
                 break
@@ -292,6 +333,71 @@ class PolicyNode(Node):
                 break
         self._report(trial_id, "done", steps=steps, rows=rows, last_stamp_ns=last, error=error,
                      error_detail=detail)
+
+    def _run_realtime(self, trial: dict[str, Any], state: RobotState, start: int, policy: TimeoutGuardedPolicy,
+                      cancelled: threading.Event, abandon: threading.Event
+                      ) -> tuple[int, int, int, str | None, str, dict[str, Any]]:
+        """Rate mode with the real-time executor: one tick per ``1/control_hz``; (steps, rows, last stamp,
+        error, detail, the done report's extra fields)."""
+        max_steps, per_step = int(trial["max_steps"]), int(trial["actions_per_step"])
+        inner_submit, close_pool = policy_submit(policy)
+        futures: list[Any] = []
+
+        def submit(obs: Any, hint: Any) -> Any:
+            futures.append(inner_submit(obs, hint))  # the last one is awaited when a stop ends the trial
+            return futures[-1]
+
+        executor = RealtimeChunkExecutor(
+            submit=submit, actions_per_step=per_step, threshold=None if self.threshold < 0 else self.threshold,
+            merge=self.merge, weight=self.weight, ensemble_coeff=self.ensemble_coeff,
+            control_dt_s=1.0 / self.control_hz, clock=time.monotonic, warmup=self.warmup,
+            max_step=self.max_step_rad or None)
+        executor.reset(hold=state.vector)
+        rows, error, detail = 0, None, ""
+        last = state.stamp_ns
+        chunk_ticks: list[int] = []  # ticks on which a chunk arrived: its first row (merged) was sent then
+        hold_ticks: list[int] = []
+        try:
+            for tick_index in range(max_steps * per_step):
+                if cancelled.is_set():
+                    break
+                if self._stale():
+                    error = f"joint states stale for more than {self.stale_s} s; holding"
+                    self._hold("observations stale")
+                    break
+                try:
+                    tick = executor.tick(tick_index, functools.partial(self._observation, trial, state, start))
+                except PolicyAbandonedError:
+                    break  # stopped meanwhile: not the policy's failure
+                except Exception as exc:  # raising, timed-out or malformed policy
+                    error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3)
+                    break
+                if executor.stats.chunks > len(chunk_ticks):
+                    chunk_ticks.append(tick_index)
+                if tick.hold:
+                    hold_ticks.append(tick_index)
+                if tick.row is not None:  # a hold repeats the previous command (absolute position control)
+                    self.command.publish(joint_state_msg(np.asarray(tick.row, dtype=np.float64), state.stamp_ns))
+                    rows += 0 if tick.hold else 1
+                if executor.stats.requests > max_steps:
+                    break  # the step budget is spent: the request this tick sent is not the trial's any more
+                cancelled.wait(1.0 / self.control_hz)  # the control rate itself, not a synchronisation
+                state = self.cache.latest(self.privileged) or state
+                last = state.stamp_ns
+            if cancelled.is_set() and not abandon.is_set() and error is None and futures and not futures[-1].done():
+                # Stopped by the time budget: the call in flight answers or times out, as robofollow eval's would.
+                with contextlib.suppress(Exception):
+                    futures[-1].exception(timeout=self.policy_timeout_s + 5.0)
+                failure = futures[-1].exception() if futures[-1].done() else None
+                if failure is not None and not isinstance(failure, PolicyAbandonedError):
+                    error = f"{type(failure).__name__}: {failure}"
+        finally:
+            close_pool()
+        stats = executor.stats
+        # One command per tick, in order: tick i is the i-th /robofollow/joint_command of the trial.
+        extra = {"execution": executor.describe(),
+                 "realtime": {**stats.as_dict(), "chunk_ticks": chunk_ticks, "hold_tick_list": hold_ticks}}
+        return stats.chunks + stats.late_chunks, rows, last, error, detail, extra
 
     def _render(self, stamp_ns: int, cancelled: threading.Event) -> str | None:
         """Have sim_node render the state at ``stamp_ns`` and wait for its three pictures; an error or None.

@@ -17,6 +17,15 @@ frame per row, so ROS verdicts equal headless ones. Resets come from the trial m
 published state: at each reset and after each executed row (sim time then jumps by the row's
 physics steps), never in between.
 
+``step_mode: timer`` is the wall-clock sim, for a policy node in rate mode (``execution:=rate`` /
+``realtime``): the world does not wait for the policy. A steady-clock timer (wall time: under
+``use_sim_time`` a timer on ``/clock``, which this node alone advances, would never fire) executes, every
+``1/step_hz`` s while the trial is ``running``, the newest command of each arm for ``250/step_hz`` physics
+steps (the ``direct`` stepper: the arm tracks each target as the rig's position controllers do), or holds
+the last one when none came; one state goes out per tick. Commands that arrive between ticks replace each
+other, as a driver's would. If physics and rendering take longer than the tick, sim time falls behind
+wall time (the node logs the ratio per trial); the policy's latency then costs less than on the rig.
+
 A reader of the state that matches only after a trial's start state went out (discovery under load
 is slow; being seen on ``/robofollow/trial`` says nothing about a node's other endpoints) is sent
 that start state again, as long as no row has run: the trial manager lets the rows run only once
@@ -27,10 +36,13 @@ Later states need no such help: a reader that got the start state is matched for
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any
 
 import numpy as np
+from rclpy.clock import Clock as RosClock
+from rclpy.clock import ClockType
 from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
@@ -80,6 +92,15 @@ from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 TOPIC_HEAD_DEPTH = "/cameras/head/depth"
 
 
+def _physics_divisor(value: Any) -> str | None:
+    from robofollow_ros.sim.world import PHYSICS_HZ
+
+    if not isinstance(value, int | float) or value <= 0 or value > PHYSICS_HZ:
+        return f"must be in (0, {PHYSICS_HZ}] Hz"
+    steps = PHYSICS_HZ / value
+    return None if abs(steps - round(steps)) < 1e-9 else f"must divide the physics rate {PHYSICS_HZ} Hz"
+
+
 def _non_negative(value: Any) -> str | None:
     return None if isinstance(value, int | float) and value >= 0 else "must be >= 0"
 
@@ -98,6 +119,12 @@ class SimNode(Node):
             "/robofollow/sim/render requests)", _non_negative)
         stepper = params.declare("stepper", "topp", "how each command row is executed: topp | direct",
                                  one_of("topp", "direct"))
+        self.step_mode = params.declare(
+            "step_mode", "command", "command: one row per command, sim time stands still between (lock-step); "
+            "timer: the newest command held for 1/step_hz of sim time, every 1/step_hz s of wall time (rate mode)",
+            one_of("command", "timer"))
+        step_hz = params.declare("step_hz", 25.0, "timer: control ticks per second (wall and sim time); a divisor "
+                                 "of the physics rate, 250 Hz", _physics_divisor)
         rig_file = params.declare("rig_config", "", "rig YAML (config/robot/rig.yaml when empty)")
         driver_file = params.declare("driver_config", str(share_path("config", "rig", "arm_drivers.yaml")),
                                      "the arm drivers to play: command and state topics, joint names, gripper units")
@@ -105,12 +132,14 @@ class SimNode(Node):
         from robofollow_ros.benchmark import default_registry
         from robofollow_ros.robot.rig_config import load_rig_config
         from robofollow_ros.sim.camera_settings import CameraSettings
-        from robofollow_ros.sim.world import SimWorld
+        from robofollow_ros.sim.world import PHYSICS_HZ, SimWorld
 
         rig = load_rig_config(rig_file) if rig_file else load_rig_config()
         self.drivers = load_driver_config(driver_file).arms
+        timer = self.step_mode == "timer"
         self.world = SimWorld(render=self.render, cameras=CameraSettings(width, height, depth=depth),
-                              rig=rig, stepper=stepper)
+                              rig=rig, stepper="direct" if timer else stepper,
+                              **({"direct_steps": round(PHYSICS_HZ / step_hz)} if timer else {}))
         self.registry = default_registry()
         self.step_ns = round(self.world.dt * NS_PER_S)
         self.camera_period_ns = round(1e9 / camera_hz) if camera_hz > 0 else None
@@ -139,6 +168,12 @@ class SimNode(Node):
         self.depth_image = self.create_publisher(Image, TOPIC_HEAD_DEPTH, 5)
         self.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
         self.create_service(Trigger, tp.SERVICE_SIM_RENDER, self._on_render_request)
+        self.running = False  # timer mode: the current trial is `running`, so the world moves
+        self._latest: dict[str, ArmPosition] = {}
+        self._wall_since = 0.0
+        self._sim_since = 0
+        if timer:
+            self.create_timer(1.0 / step_hz, self._on_step_timer, clock=RosClock(clock_type=ClockType.STEADY_TIME))
 
     # -- set-up ----------------------------------------------------------------------------------
     def _camera_infos(self, rig: Any, width: int, height: int) -> dict[str, dict[str, Any]]:
@@ -155,6 +190,15 @@ class SimNode(Node):
         trial = tp.decode_or_log(msg.data, TOPIC_TRIAL, self.get_logger())
         if trial is None:
             return
+        running = trial.get("phase") == tp.PHASE_RUNNING and str(trial.get("id")) == self.trial_id
+        if running and not self.running:
+            self._wall_since, self._sim_since = time.monotonic(), self.now_ns
+        elif self.running and not running and self.step_mode == "timer":
+            wall = time.monotonic() - self._wall_since
+            if wall > 0:
+                self.get_logger().info(f"trial {self.trial_id}: sim time ran at "
+                                       f"{(self.now_ns - self._sim_since) / NS_PER_S / wall:.2f} x wall time")
+        self.running = running
         if trial.get("phase") != tp.PHASE_RESETTING or trial.get("id") == self.trial_id:
             return
         self.trial_id = str(trial.get("id"))
@@ -169,6 +213,7 @@ class SimNode(Node):
         self.rows = 0
         for queue in self._pending.values():
             queue.clear()  # commands meant for the previous scene
+        self._latest.clear()
         self.now_ns += self.step_ns  # frame 0 of a trial is strictly later than anything before it
         self.next_camera_ns = self.now_ns
         self._publish_state()
@@ -187,9 +232,25 @@ class SimNode(Node):
             self.get_logger().error(f"driver command rejected: {exc}")
             return
         with self._world_lock:
+            if self.step_mode == "timer":
+                self._latest[driver.arm] = target  # executed on the next tick
+                return
             self._pending[driver.arm].append(target)
             if all(self._pending[arm] for arm in ARMS):
                 self._execute({arm: self._pending[arm].popleft() for arm in ARMS})
+
+    def _on_step_timer(self) -> None:
+        """Timer mode: one control tick of the running trial (the newest commands, or a hold)."""
+        with self._world_lock:
+            if not self.running or self.world.layout is None:
+                return
+            if all(arm in self._latest for arm in ARMS):
+                self._execute(dict(self._latest))
+            else:  # no command yet: the arms hold their reset pose
+                self.world.idle(self.world.direct_steps)
+                self.rows += 1
+                self.now_ns += self.world.direct_steps * self.step_ns
+                self._publish_state()
 
     def _execute(self, targets: dict[str, ArmPosition]) -> None:
         if self.world.layout is None:

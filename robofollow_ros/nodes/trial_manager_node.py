@@ -31,6 +31,7 @@ protocol still advances.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -87,6 +88,15 @@ def _not_empty(value: Any) -> str | None:
     return None if str(value).strip() else "must not be empty"
 
 
+def _json_or_empty(value: Any) -> str | None:
+    if value == "":
+        return None
+    try:
+        return None if isinstance(json.loads(value), dict) else "must be a JSON object or empty"
+    except (TypeError, json.JSONDecodeError) as exc:
+        return f"must be a JSON object or empty ({exc})"
+
+
 def _seconds(value: Any) -> str | None:
     return None if isinstance(value, int | float) and 0 < value < float("inf") else \
         "must be a positive number of seconds"
@@ -135,6 +145,8 @@ class TrialManagerNode(TrialServices, Node):
                                                      positive)
         self.print_summary = params.declare("print_summary", True, "log the IS/ES/CR table when the trials end")
         stepper = params.declare("stepper", "topp", "recorded in run.json (the sim node's stepper)")
+        execution = params.declare("execution", "", "recorded in run.json: how policy_node paces rows and sim_node "
+                                   "steps, a JSON object (bringup copies it from those nodes)", _json_or_empty)
 
         from robofollow_ros.benchmark import default_registry
         from robofollow_ros.nodes.trial_plan import parse_trials
@@ -144,7 +156,7 @@ class TrialManagerNode(TrialServices, Node):
         self.run_dir = Path(output) if output else Path("runs") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
         arguments = {"trials": trials, "max_steps": self.max_steps, "actions_per_step": self.actions_per_step,
                      "policy": self.policy_label, "mode": "rig" if self.rig_mode else "sim", "via": "ros",
-                     "privileged": privileged}
+                     "privileged": privileged, "execution": json.loads(execution) if execution else None}
         self.bounds = PhaseBounds.derive(reset_s=self.reset_timeout_s, confirm_s=confirm_timeout_s,
                                          score_s=self.score_timeout_s, running_s=running_timeout_s,
                                          stop_s=stop_timeout_s, policy_timeout_s=policy_timeout_s,
@@ -342,6 +354,8 @@ class TrialManagerNode(TrialServices, Node):
 
         done = self._policy_done or {}
         result["policy_steps"] = int(done.get("steps", 0))
+        if isinstance(done.get("realtime"), dict):  # rate mode with the real-time executor: its counters
+            result["realtime"] = done["realtime"]
         result["wall_s"] = round(time.monotonic() - self._started_wall, 3)
         self.safety.watch(False)
         holds = self.safety.take_holds()
