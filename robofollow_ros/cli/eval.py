@@ -20,6 +20,8 @@ from robofollow_ros.exit_status import (
 
 
 def register(subparsers: Any) -> None:
+    from robofollow_ros.monitoring.rates import CONTROL_HZ
+    from robofollow_ros.policy.execution.merge import MERGE_RULES
     from robofollow_ros.policy.spec import spec_forms
 
     p = subparsers.add_parser(
@@ -40,7 +42,20 @@ def register(subparsers: Any) -> None:
     render.add_argument("--render", dest="render", action="store_true", help="render the three cameras (default)")
     render.add_argument("--no-render", dest="render", action="store_false", help="physics only, no images")
     p.set_defaults(render=True)
-    p.add_argument("--stepper", choices=("topp", "direct"), default="topp", help="how each row is executed")
+    p.add_argument("--stepper", choices=("topp", "direct"), help="how each row is executed (default topp; "
+                                                                 "--execution realtime: direct, one row per tick)")
+    p.add_argument("--execution", choices=("lockstep", "realtime"), default="lockstep",
+                   help="lockstep: the world waits for every predict (default; the official evaluator's loop, "
+                        "comparable scores); realtime: the arms move at --control-hz while the policy thinks, "
+                        "latency costs ticks (not comparable with published results; docs/benchmarks.md)")
+    p.add_argument("--merge", choices=MERGE_RULES, help="realtime: how overlapping chunks merge (default latest)")
+    p.add_argument("--control-hz", type=integer(min(CONTROL_HZ), max(CONTROL_HZ)), choices=CONTROL_HZ,
+                   help="realtime: control ticks per second of simulated time (default 25)")
+    p.add_argument("--threshold", type=integer(0, MAX_ACTIONS_PER_STEP), metavar="ROWS",
+                   help="realtime: request the next chunk when at most ROWS are queued (default half a chunk)")
+    p.add_argument("--fixed-threshold", action="store_true",
+                   help="realtime: never raise --threshold to the measured delay (with --threshold 0: the arm "
+                        "holds while each chunk is computed)")
     p.add_argument("--workers", type=WORKERS, help="parallel workers: processes (local, default 1) or Ray actors "
                                                 "(ray, default one per CPU of the cluster)")
     p.add_argument("--backend", choices=("local", "ray", "inline"), default="local",
@@ -88,13 +103,29 @@ def build_config(args: argparse.Namespace) -> Any:
             scenes=tuple(parse_scenes(args.scene)), levels=tuple(parse_levels(args.levels)),
             rounds=args.rounds, limit=args.limit,
             tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else (),
-            settings=EpisodeSettings(args.max_steps, args.actions_per_step), render=args.render,
-            stepper=args.stepper, workers=_workers(args), resume=args.resume, record=args.record, record_hz=record_hz,
+            settings=EpisodeSettings(args.max_steps, args.actions_per_step, _execution(args)), render=args.render,
+            stepper=args.stepper or ("direct" if args.execution == "realtime" else "topp"),
+            workers=_workers(args), resume=args.resume, record=args.record, record_hz=record_hz,
             backend=args.backend, ray_address=args.ray_address, policy_timeout_s=args.policy_timeout,
             privileged=args.privileged,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
+
+
+def _execution(args: argparse.Namespace) -> Any:
+    """``--execution`` and its options; the realtime options are refused in lock-step (one line)."""
+    from robofollow_ros.evaluation.execution_mode import DEFAULT_CONTROL_HZ, ExecutionSettings
+
+    given = {name: value for name, value in (("merge", args.merge), ("control_hz", args.control_hz),
+                                             ("threshold", args.threshold)) if value is not None}
+    if args.fixed_threshold:
+        given["adapt_threshold"] = False
+    if args.execution == "lockstep" and given:
+        flags = ", ".join("--" + ("fixed-threshold" if k == "adapt_threshold" else k.replace("_", "-")) for k in given)
+        raise CliError(f"{flags}: only with --execution realtime")
+    given.setdefault("control_hz", DEFAULT_CONTROL_HZ)
+    return ExecutionSettings(mode=args.execution, **given) if args.execution == "realtime" else ExecutionSettings()
 
 
 def _workers(args: argparse.Namespace) -> int:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from robofollow_ros.benchmark import EvalTask
+from robofollow_ros.evaluation.execution_mode import ExecutionSettings
 from robofollow_ros.policy.interface import Policy, receives_privileged, validate_actions
 from robofollow_ros.policy.observation import contract_observation, privileged_extension
 from robofollow_ros.scoring.frame import frame_from_dict
@@ -58,6 +59,8 @@ class EpisodeObserver(Protocol):
 class EpisodeSettings:
     max_steps: int = DEFAULT_MAX_STEPS
     actions_per_step: int = DEFAULT_ACTIONS_PER_STEP
+    #: Lock-step (this module's loop, the default) or realtime (``evaluation.realtime_episode``).
+    execution: ExecutionSettings = field(default_factory=ExecutionSettings)
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:

@@ -80,6 +80,9 @@ class RunSettings:
     #: The policy server's metadata (openpi's handshake; None where the protocol has none): provenance,
     #: not a defining setting.
     server_metadata: Mapping[str, Any] | None = None
+    #: run.json's ``execution`` (``evaluation.execution_mode``): lock-step or realtime with the executor's
+    #: settings; None: lock-step.
+    execution: Mapping[str, Any] | None = None
 
 
 # -- this process -----------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from typing import Any
 from robofollow_ros.benchmark import EvalTask
 from robofollow_ros.benchmark.seeds import DEFAULT_ROUNDS
 from robofollow_ros.evaluation import provenance
+from robofollow_ros.evaluation.execution_mode import LOCKSTEP_RECORD
 from robofollow_ros.evaluation.provenance import (
     CODE_FIELDS,
     OFFICIAL_STEPPER,
@@ -70,7 +71,9 @@ __all__ = ["DuplicateTrialError", "RunSettings", "RunWriter", "close_abandoned_r
 #: What makes a run the run it is: ``--resume`` refuses another value of any of these (dotted: a path
 #: into run.json). The code that ran is not among them (see the module docstring).
 IDENTITY_FIELDS = ("schema_version", "selected_tasks", "expected_trials", "stepper", "policy.spec", "policy.kwargs",
-                   "max_steps", "actions_per_step", "render", "seeds", "privileged")
+                   "max_steps", "actions_per_step", "render", "seeds", "privileged", "execution")
+#: run.json's ``execution`` of a lock-step run, also what a run.json written before the field existed is read as.
+LOCKSTEP_EXECUTION = LOCKSTEP_RECORD
 
 
 def utc_now() -> str:
@@ -83,7 +86,17 @@ def run_identity(run: Mapping[str, Any]) -> Identity:
 
     Results of two selections, policies or budgets in one run would describe a run that never happened."""
     fields = {name: value for name in IDENTITY_FIELDS if (value := lookup(run, name)) is not ABSENT}
-    return Identity(fields, record=RUN_FILE, partial=True)
+    return _RunIdentity(fields, record=RUN_FILE, partial=True)
+
+
+class _RunIdentity(Identity):
+    """eval's identity: a run.json written before ``execution`` existed ran lock-step, and reads as such."""
+
+    def recorded(self, run_dir: Path) -> dict[str, Any] | None:
+        data = super().recorded(run_dir)
+        if data is not None and "execution" not in data:
+            data = {**data, "execution": dict(LOCKSTEP_EXECUTION)}
+        return data
 
 
 def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tuple[str, str]],
@@ -120,6 +133,7 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         "run_id": str(uuid.uuid4()),
         "policy": provenance.policy_record(settings, evaluator) if settings.policy else None,
         "privileged": bool(settings.privileged),
+        "execution": jsonable_execution(settings.execution),
         "max_steps": settings.max_steps,
         "actions_per_step": settings.actions_per_step,
         "render": None if settings.render is None else provenance.render_settings(settings.render),
@@ -130,6 +144,11 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         **dict(metadata_extra or {}),
     }
     return run
+
+
+def jsonable_execution(execution: Mapping[str, Any] | None) -> dict[str, Any]:
+    """run.json's ``execution``: lock-step when not told."""
+    return dict(LOCKSTEP_EXECUTION) if execution is None else provenance.jsonable(dict(execution))
 
 
 def resume_record(run: Mapping[str, Any], arguments: Mapping[str, Any], trials_before: int,

@@ -93,6 +93,9 @@ class EvalConfig:
         if self.record_hz is not None and self.record_hz not in CONTROL_HZ:
             raise ValueError(f"--record-rate: {self.record_hz} Hz is not one of {', '.join(map(str, CONTROL_HZ))}")
         check_privileged(self.policy, self.privileged)  # a PolicySpecError is a ValueError
+        if self.settings.execution.realtime and self.stepper != "direct":
+            raise ValueError(f"--stepper {self.stepper}: --execution realtime executes one row per control tick "
+                             "(the direct stepper); leave --stepper out")
 
     def arguments(self) -> dict[str, Any]:
         """run.json's ``arguments``: the official evaluator's keys (``provenance.official_arguments``), then
@@ -112,7 +115,9 @@ class EvalConfig:
         return RunSettings(policy=self.policy, policy_kwargs=dict(self.policy_kwargs),
                            max_steps=self.settings.max_steps, actions_per_step=self.settings.actions_per_step,
                            render=self.render, privileged=bool(self.arguments().get("privileged", False)),
-                           server_metadata=server_metadata)
+                           server_metadata=server_metadata,
+                           execution=self.settings.execution.describe(self.settings.max_steps,
+                                                                      self.settings.actions_per_step))
 
     def worker_spec(self) -> WorkerSpec:
         mcap = str(Path(self.output) / RECORDINGS_DIR) if self.record and self.backend != "ray" else None

@@ -24,6 +24,7 @@ from typing import Any
 
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.evaluation.episode import EpisodeSettings, policy_failure, run_episode
+from robofollow_ros.evaluation.realtime_episode import run_realtime_episode
 from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.evaluation.worker_errors import PolicyStartError
 from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S as DEFAULT_POLICY_TIMEOUT_S  # for the runner
@@ -141,7 +142,12 @@ class TrialWorker:
         #: What this worker tells the driver when it is ready (``info``): the policy server's metadata.
         self.info: dict[str, Any] = {"server_metadata": server_metadata}
         try:
-            self.world = SimWorld(render=spec.render, stepper=spec.stepper)  # type: ignore[arg-type]
+            execution = spec.settings.execution
+            if execution.realtime:  # one row per control tick, a fixed number of physics steps
+                self.world = SimWorld(render=spec.render, stepper="direct",
+                                      direct_steps=execution.tick_physics_steps)
+            else:
+                self.world = SimWorld(render=spec.render, stepper=spec.stepper)  # type: ignore[arg-type]
         except BaseException:
             close_policy(self.policy)
             raise
@@ -159,7 +165,8 @@ class TrialWorker:
     def run(self, key: TrialKey) -> TrialOutcome:
         task = self.registry.eval_task(key.task_id)
         observer = self.recorder.for_trial(key.trial_id, key.round) if self.recorder is not None else None
-        result = run_episode(self.world, self.policy, task, key.seed, self.spec.settings, observer=observer)
+        episode = run_realtime_episode if self.spec.settings.execution.realtime else run_episode
+        result = episode(self.world, self.policy, task, key.seed, self.spec.settings, observer=observer)
         recording = None
         if self.spec.ship_recordings and self.recorder is not None:
             path = self.recorder.path_of(key.trial_id)

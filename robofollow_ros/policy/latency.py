@@ -80,6 +80,10 @@ def parse_latency_spec(spec: str) -> LatencySpec | None:
     return parsed
 
 
+def _no_wait(_seconds: float) -> None:
+    """The sleep of a :meth:`LatencyPolicy.draw_only` wrapper."""
+
+
 class LatencyPolicy(PolicyWrapper):
     """``inner`` with a latency added before every ``predict`` (see the module docstring)."""
 
@@ -99,6 +103,11 @@ class LatencyPolicy(PolicyWrapper):
         self._sleep = sleep
         #: Every latency waited, in seconds (the last 10 000).
         self.waited_s: collections.deque[float] = collections.deque(maxlen=10_000)
+
+    def draw_only(self) -> None:
+        """From now on draw and record each latency (``waited_s``) without waiting: for a caller on a virtual
+        clock (``robofollow eval --execution realtime``), which charges the draw in control ticks instead."""
+        self._sleep = _no_wait
 
     def next_latency_s(self) -> float:
         """Draw the next latency (seconds, >= 0)."""
