@@ -435,3 +435,19 @@ def test_an_openpi_servers_metadata_is_recorded(tmp_path: Path) -> None:
     assert policy["server_metadata"] == {"policy": "hold"}  # what `robofollow serve --protocol openpi` announces
     assert policy["observation_keys"] == ["state", "images.cam_high", "images.cam_left_wrist", "images.cam_right_wrist",
                                           "prompt"]
+
+
+@pytest.mark.parametrize("pacing", [None, {"mode": "lockstep"},
+                                    {"mode": "rate", "execution": "realtime", "control_hz": 25.0, "merge": "ensemble",
+                                     "sim_step_mode": "timer", "sim_step_hz": 25.0}])
+def test_a_graph_runs_top_level_execution_is_the_pacing_its_trial_manager_recorded(pacing):
+    """The ROS trial manager passes no RunSettings: run.json's ``execution`` must still say how rows were paced
+    (a realtime graph run recorded as lock-step would be compared with the official evaluator's numbers)."""
+    from robofollow_ros.evaluation.results import new_run_record
+
+    arguments = {"policy": "oracle", "max_steps": 10, "actions_per_step": 50}
+    if pacing is not None:
+        arguments["execution"] = pacing
+    run = new_run_record(arguments=arguments, selected_tasks=[("scene1", "L0_pickup_red_cylinder")],
+                         expected_trials=1, stepper="topp")
+    assert run["execution"] == (pacing or {"mode": "lockstep"})

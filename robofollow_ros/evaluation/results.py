@@ -110,9 +110,13 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
     evaluator = settings is not None
     if settings is None:
         spec = args.get("policy")
+        # The graph's pacing, as the trial manager recorded it from policy_node and sim_node (bringup's
+        # ``_record_execution``): ``{"mode": "lockstep"}`` or ``{"mode": "rate", "execution": ...}``.
+        pacing = args.get("execution")
         settings = RunSettings(policy=str(spec) if spec else "", max_steps=args.get("max_steps"),
                                actions_per_step=args.get("actions_per_step"), render=args.get("render"),
-                               privileged=bool(args.get("privileged", False)))
+                               privileged=bool(args.get("privileged", False)),
+                               execution=pacing if isinstance(pacing, Mapping) and pacing.get("mode") else None)
     run: dict[str, Any] = {
         # -- the official manifest (evaluate.py:115-122), names and values --
         "status": "running",
