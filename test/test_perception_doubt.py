@@ -161,7 +161,6 @@ def test_flying_pixels_lie_between_the_far_and_the_near_surface_only_at_edges():
     depth[0, 0] = 0.0  # a hole stays a hole
     out = perturb.flying_pixels(depth, np.random.default_rng(0), width_px=2)
     changed = out != depth
-    rows, cols = np.nonzero(changed)
     assert changed.any() and out[0, 0] == 0.0
     assert np.all((out[changed] > 0.6) & (out[changed] < 0.8))
     assert np.all(depth[changed] == np.float32(0.8))  # only the far side moves

@@ -2,11 +2,11 @@
 
 A frame is built from ``/joint_states`` (EE points by forward kinematics, ``RigKinematics.ee_points``;
 grippers from the vector) and the object poses — ground-truth TF from the sim, or
-``/robofollow/objects`` from perception on the rig (``object_source``); an object pose published below
-``perception.confidence.MIN_POSE_CONFIDENCE`` is ignored (the object keeps its last confident pose). With ``frame_sync: stamp``
-(sim) a frame is scored for every state stamp of the trial, in stamp order, once both the joints
-and the objects of that stamp arrived: exactly one frame per executed row plus frame 0, as the
-headless episode records. With ``latest`` (rig) every joint state makes a frame with the newest
+``/robofollow/objects`` from perception on the rig (``object_source``); a pose published below
+``perception.confidence.MIN_POSE_CONFIDENCE`` is ignored (the object keeps its last confident one).
+With ``frame_sync: stamp`` (sim) a frame is scored for every state stamp of the trial, in stamp
+order, once both the joints and the objects of that stamp arrived: exactly one frame per executed
+row plus frame 0, as the headless episode records. With ``latest`` (rig) every joint state makes a frame with the newest
 objects. The last message of a trial says ``"final": true`` and carries the full results entry.
 In the sim, the live score of frame 0 is the trial manager's cue to let the rows run (phase
 ``starting`` → ``running``): a scorer that missed the start state would wait for it forever.

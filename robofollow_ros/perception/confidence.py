@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 #: Poses below this confidence are not scored (stage monitor, oracle agreement). One source of truth.
 MIN_POSE_CONFIDENCE = 0.5
 #: Truncated loss (units of τ², ``primitives.Fit.robust_loss``) of a fit that explains its points well / not at all.
@@ -47,7 +49,7 @@ def decayed(confidence: float, age_s: float, half_life_s: float) -> float:
     return float(confidence * 0.5 ** (max(0.0, age_s) / half_life_s))
 
 
-Pose = tuple[Sequence[float], Sequence[float]]
+Pose = tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray]
 
 
 class PoseGate:

@@ -31,9 +31,9 @@ from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_drift import ColourDrift, DriftMonitor
 from robofollow_ros.perception.colour_model import ColourModel
 from robofollow_ros.perception.colour_names import default_model
+from robofollow_ros.perception.confidence import LIFTED_HALF_LIFE_S, decayed, fit_quality, support
 from robofollow_ros.perception.detector import MIN_PIXELS, ColourBlobDetector, Detection, measure_colour
 from robofollow_ros.perception.estimate import estimate_pose, yaw_quat_wxyz
-from robofollow_ros.perception.confidence import LIFTED_HALF_LIFE_S, decayed, fit_quality, support
 from robofollow_ros.perception.grounding import Grounding, ground, is_lifted, resting_centre_z, tau
 from robofollow_ros.perception.identities import IdentityModel, identity_models
 from robofollow_ros.perception.plane import Plane
