@@ -2,10 +2,11 @@
 
 A frame is built from ``/joint_states`` (EE points by forward kinematics, ``RigKinematics.ee_points``;
 grippers from the vector) and the object poses — ground-truth TF from the sim, or
-``/robofollow/objects`` from perception on the rig (``object_source``). With ``frame_sync: stamp``
-(sim) a frame is scored for every state stamp of the trial, in stamp order, once both the joints
-and the objects of that stamp arrived: exactly one frame per executed row plus frame 0, as the
-headless episode records. With ``latest`` (rig) every joint state makes a frame with the newest
+``/robofollow/objects`` from perception on the rig (``object_source``); a pose published below
+``perception.confidence.MIN_POSE_CONFIDENCE`` is ignored (the object keeps its last confident one).
+With ``frame_sync: stamp`` (sim) a frame is scored for every state stamp of the trial, in stamp
+order, once both the joints and the objects of that stamp arrived: exactly one frame per executed
+row plus frame 0, as the headless episode records. With ``latest`` (rig) every joint state makes a frame with the newest
 objects. The last message of a trial says ``"final": true`` and carries the full results entry.
 In the sim, the live score of frame 0 is the trial manager's cue to let the rows run (phase
 ``starting`` → ``running``): a scorer that missed the start state would wait for it forever.
@@ -14,6 +15,7 @@ In the sim, the live score of frame 0 is the trial manager's cue to let the rows
 from __future__ import annotations
 
 import bisect
+import json
 from typing import Any
 
 import numpy as np
@@ -42,6 +44,7 @@ from robofollow_ros.nodes.conversions import (
     stamp_ns,
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
+from robofollow_ros.perception.confidence import PoseGate
 
 #: States kept while waiting for their partner message or for the trial to start.
 BUFFER_LIMIT = 4096
@@ -78,6 +81,7 @@ class StageMonitorNode(Node):
         self._last_scored = -1
         self._end: int | None = None
         self._finished_ids: set[str] = set()
+        self._gate = PoseGate()
         self.score = self.create_publisher(String, TOPIC_SCORE, tp.LATCHED)
         # Exactly the frames scored, so a recording (foxglove_node's MCAP) replays to the same result.
         self.frames = self.create_publisher(String, TOPIC_FRAME, tp.FRAME_STREAM)
@@ -121,7 +125,9 @@ class StageMonitorNode(Node):
         except MessageError as exc:
             self.get_logger().error(str(exc), throttle_duration_sec=5.0)
             return
-        self._objects[stamp] = self._latest_objects = (positions, quats)
+        # Poses below MIN_POSE_CONFIDENCE are ignored: the object keeps its last confident pose (or has none).
+        poses = {name: (positions[name], quats[name]) for name in positions}
+        self._objects[stamp] = self._latest_objects = self._gate.update(poses, marker_confidences(msg))
         self._latest_objects_ns = max(self._latest_objects_ns, stamp)
         self._trim(self._objects)
         self._advance()
@@ -151,6 +157,7 @@ class StageMonitorNode(Node):
 
         self._monitor = StageMonitor(self.registry.eval_task(str(trial["task"])), self.registry)
         self._trial, self._end = trial, None
+        self._gate = PoseGate()  # a new table: the last trial's confident poses say nothing about it
         start = int(trial.get("start_stamp_ns", 0))
         self._last_scored = start - 1
         for buffer in (self._joints, self._objects):
@@ -209,6 +216,21 @@ class StageMonitorNode(Node):
         self.get_logger().info(f"trial {trial_id} scored: {self._monitor.frame_count} frames")
         self._finished_ids.add(trial_id)
         self._monitor, self._end = None, None
+
+
+def marker_confidences(msg: MarkerArray) -> dict[str, float]:
+    """Per object, the confidence perception published: ``text`` JSON ``confidence``, else ``color.a``."""
+    out = {}
+    for m in msg.markers:
+        if not m.ns:
+            continue
+        try:
+            info = json.loads(m.text) if m.text else {}
+            value = float(info["confidence"]) if isinstance(info, dict) and "confidence" in info else float(m.color.a)
+        except (ValueError, TypeError):
+            value = float(m.color.a)
+        out[m.ns] = value
+    return out
 
 
 def main(args: list[str] | None = None) -> None:

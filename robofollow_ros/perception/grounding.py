@@ -107,7 +107,8 @@ def fit_for(detection: Detection, prim: Primitive, camera_origin: np.ndarray) ->
     return fit
 
 
-def _tau(detection: Detection) -> float:
+def tau(detection: Detection) -> float:
+    """The truncation of residuals when shapes are scored: max(TAU_FLOOR, TAU_SIGMAS × depth noise)."""
     return max(TAU_FLOOR, TAU_SIGMAS * detection.noise_m)
 
 
@@ -121,7 +122,7 @@ def is_lifted(detection: Detection, model: IdentityModel, plane: Plane | None) -
 
 def _shape_cost(detection: Detection, model: IdentityModel, best_loss: float, lifted: bool) -> float:
     fit = detection.fits[model.primitive.key]
-    loss = fit.robust_loss(_tau(detection))
+    loss = fit.robust_loss(tau(detection))
     cost = min(((loss - best_loss) / SHAPE_SCALE) ** 2, SHAPE_CAP)
     cost += min((max(0.0, loss - LOSS_OK) / ABSOLUTE_SCALE) ** 2, ABSOLUTE_CAP)
     return min(cost, LIFTED_SHAPE_CAP) if lifted else cost
@@ -161,7 +162,7 @@ def ground(detections: Sequence[Detection], models: Sequence[IdentityModel], tra
         if detection.kind != "solid":
             continue
         prims = {m.primitive.key: m.primitive for m in models if m.colour == detection.colour and not m.flat}
-        losses = [fit_for(detection, p, origin).robust_loss(_tau(detection)) for p in prims.values()]
+        losses = [fit_for(detection, p, origin).robust_loss(tau(detection)) for p in prims.values()]
         best_loss[i] = min(losses) if losses else 0.0
     costs = np.array([[match_cost(d, m, track_xy.get(m.name), plane, float(best_loss[i])) for m in models]
                       for i, d in enumerate(detections)]).reshape(len(detections), len(models))

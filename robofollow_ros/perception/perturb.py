@@ -120,6 +120,30 @@ def edge_holes(depth: np.ndarray, focal_px: float, baseline_m: float = D435_BASE
     return d
 
 
+def flying_pixels(depth: np.ndarray, rng: np.random.Generator, width_px: int = 2,
+                  jump_m: float = EDGE_JUMP_M) -> np.ndarray:
+    """Mixed ("flying") depth at depth edges: pixels within ``width_px`` of a nearer neighbour take a
+    depth between theirs and the nearer surface's, ``z_far + a (z_near - z_far)`` with ``a`` uniform in
+    (0, 1) per pixel, as a stereo matcher's window or a time-of-flight pixel straddling the edge returns.
+
+    The far side of every edge with a jump over ``jump_m`` is affected (an object's edge behind a
+    gripper finger floats towards the finger); holes stay holes.
+    """
+    if width_px < 1:
+        raise ValueError(f"width_px: must be >= 1, got {width_px}")
+    d = np.asarray(depth, dtype=np.float32)
+    valid = np.isfinite(d) & (d > 0)
+    far_value = np.float32(1e6)
+    source = np.where(valid, d, far_value).astype(np.float32)
+    kernel = np.ones((2 * width_px + 1, 2 * width_px + 1), dtype=np.uint8)
+    nearest = cv2.erode(source, kernel)  # the nearest valid depth within width_px (a min filter)
+    edge = valid & (nearest < far_value) & (d - nearest > jump_m)
+    a = rng.uniform(0.0, 1.0, size=d.shape).astype(np.float32)
+    out = d.copy()
+    out[edge] = d[edge] + a[edge] * (nearest[edge] - d[edge])
+    return np.where(valid, out, 0.0).astype(np.float32)
+
+
 def misregister(depth: np.ndarray, dx: int, dy: int) -> np.ndarray:
     """The depth picture moved ``dx`` px right and ``dy`` px down against colour; uncovered pixels invalid (0)."""
     if int(dx) != dx or int(dy) != dy:

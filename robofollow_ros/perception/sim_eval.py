@@ -23,6 +23,7 @@ from robofollow_ros.benchmark.records import EvalTask
 from robofollow_ros.contract import CAMERA_OBS_KEYS, TABLE_TOP_Z
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_model import ColourModel
+from robofollow_ros.perception.confidence import PoseGate
 from robofollow_ros.perception.tracker import Perception, PerceptionResult, load_colour_model
 
 #: A ground-truth object counts as visible with at least this many pixels in the head camera.
@@ -100,12 +101,14 @@ class PerceivedWorld:
         self.truth_frames: list[dict[str, Any]] = []
         self._rows = 0
         self._label = ""
+        self.gate = PoseGate()
 
     def reset(self, task: EvalTask, seed: int) -> None:
         self.world.reset(task, seed)
         assert self.world.layout is not None
         self.perception.reset(self.world.layout)
         self.perceived_frames, self.truth_frames, self._rows = [], [], 0
+        self.gate = PoseGate()
         self._label = f"{task.task_id}/{seed}: "
         self.perceive()
 
@@ -136,15 +139,14 @@ class PerceivedWorld:
         return truth
 
     def perceived_frame(self, truth: dict[str, Any]) -> dict[str, Any]:
-        """The truth frame with object poses replaced by perception's (a never-seen object: its nominal spot)."""
+        """The truth frame with object poses replaced by perception's as the stage monitor takes them (poses below
+        ``MIN_POSE_CONFIDENCE`` ignored: the last confident one; never confident: the nominal spot)."""
         frame = dict(truth)
-        objects, quats = {}, {}
+        tracks = self.perception.tracks
+        objects, quats = self.gate.update({n: (t.position, t.quat_wxyz) for n, t in tracks.items()},
+                                          {n: t.confidence for n, t in tracks.items()})
         for name, model in self.perception.models.items():
-            track = self.perception.tracks.get(name)
-            if track is not None:
-                objects[name] = [float(v) for v in track.position]
-                quats[name] = [float(v) for v in track.quat_wxyz]
-            else:
+            if name not in objects:
                 z = TABLE_TOP_Z + model.resting_top_height - model.top_offset
                 objects[name] = [model.nominal_xy[0], model.nominal_xy[1], z]
                 quats[name] = [1.0, 0.0, 0.0, 0.0]

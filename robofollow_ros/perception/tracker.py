@@ -2,14 +2,19 @@
 
 ``Perception.update(rgb, depth, stamp)`` runs segmentation → grounding → pose and folds the result
 into one track per identity. A track not seen this frame keeps its last pose; its ``age_s`` grows and
-its confidence halves every ``half_life_s`` (a gripper hiding a block does not make the block vanish).
-A seen track is smoothed by an exponential average while it stays put and jumps to the measurement
-when it moves more than ``jump_m`` (an object being carried must not lag). Lifted objects need no
-special case: their position comes from depth, and continuity keeps their name. A resting object seen
-only in part where it was (fewer than ``PARTIAL_SHARE`` of the pixels it showed when last fully seen:
-the gripper in front of or over it) counts as seen but keeps its pose: its cut outline would move the
-estimated centre. A resting object showing only a sliver (under ``SLIVER_SHARE`` of its pixels) keeps
-its pose wherever the sliver's fit lands: a sliver fits almost anywhere along the hidden shape.
+its confidence halves every ``half_life_s`` while it rests (a gripper hiding a block does not make the
+block vanish), every ``confidence.LIFTED_HALF_LIFE_S`` when it is lifted (a carried object hidden in the
+hand, or put down out of sight, is not where it was last seen). A seen track is smoothed by an
+exponential average while it stays put and jumps to the measurement when it moves more than ``jump_m``
+(an object being carried must not lag); its confidence is the evidence's (``confidence.py``).
+
+Doubt is explicit. A resting object seen only in part (fewer than ``PARTIAL_SHARE`` of the pixels it
+showed when last fully seen: a finger in front of or over it) keeps its pose only if that pose is a
+resting one (``RESTING_TOLERANCE_M``) and the cut segment's fit lies near it (``PARTIAL_NEAR_M``): its
+cut outline would move the estimated centre. A just-placed object whose track is still its in-hand pose
+takes the measurement instead, at the confidence a partial view earns. A resting track whose
+measurement says "lifted" from fewer than ``LIFT_MIN_SHARE`` of its pixels (flying depth pixels at a
+finger's edge) is not lifted: the frame counts as not seeing it.
 """
 
 from __future__ import annotations
@@ -20,14 +25,16 @@ from pathlib import Path
 import numpy as np
 
 from robofollow_ros.benchmark.records import Layout
+from robofollow_ros.contract import TABLE_TOP_Z
 from robofollow_ros.perception.align import DepthToColour, load_depth_alignment
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_drift import ColourDrift, DriftMonitor
 from robofollow_ros.perception.colour_model import ColourModel
 from robofollow_ros.perception.colour_names import default_model
+from robofollow_ros.perception.confidence import LIFTED_HALF_LIFE_S, decayed, fit_quality, support
 from robofollow_ros.perception.detector import MIN_PIXELS, ColourBlobDetector, Detection, measure_colour
 from robofollow_ros.perception.estimate import estimate_pose, yaw_quat_wxyz
-from robofollow_ros.perception.grounding import Grounding, ground, is_lifted
+from robofollow_ros.perception.grounding import Grounding, ground, is_lifted, resting_centre_z, tau
 from robofollow_ros.perception.identities import IdentityModel, identity_models
 from robofollow_ros.perception.plane import Plane
 from robofollow_ros.perception.segmenter import GeometrySegmenter
@@ -35,8 +42,10 @@ from robofollow_ros.perception.segmenter import GeometrySegmenter
 #: A cut segment within this distance of its track is the same object, still lying where it was.
 PARTIAL_NEAR_M = 0.03
 PARTIAL_SHARE = 0.6
-#: A resting object showing less than this share of its pixels is a sliver: its fit does not move the track.
-SLIVER_SHARE = 0.25
+#: A resting track meets a lifted measurement: below this share of its pixels it is doubt, not a lift.
+LIFT_MIN_SHARE = 0.25
+#: A track within this height (m) of where the layout rests it, or of standing on the table, is resting.
+RESTING_TOLERANCE_M = 0.015
 #: The reference pixel count of a track forgets slowly (an object moved further away shows fewer).
 REFERENCE_DECAY = 0.98
 COLOUR_MODEL_FILE = "colour.yaml"
@@ -181,15 +190,21 @@ class Perception:
             if position is None:
                 continue
             track = self.tracks.get(g.name)
+            confidence = self._measured_confidence(g, track)
             lifted = is_lifted(g.detection, model, plane)
-            shown = g.detection.pixel_count / max(track.reference_pixels, 1.0) if track is not None else 1.0
-            if track is not None and g.detection.kind == "solid" and not lifted and (
-                    shown < SLIVER_SHARE
-                    or (shown < PARTIAL_SHARE and np.linalg.norm(position - track.position) < PARTIAL_NEAR_M)):
-                # Seen where it was but cut (far fewer pixels than before), or only a sliver of a resting
-                # object: the fit of a cut outline could drift, the last pose is the better answer.
-                position, yaw = track.position.copy(), track.yaw
-            self._observe(g.name, position, yaw, g.confidence, stamp)
+            if g.detection.kind == "solid" and track is not None:
+                shown = g.detection.pixel_count / max(track.reference_pixels, 1.0) if track.reference_pixels else 1.0
+                at_rest = self._resting(track.position, model, plane)
+                near = bool(np.linalg.norm(position - track.position) < PARTIAL_NEAR_M)
+                if lifted and at_rest and shown < LIFT_MIN_SHARE:
+                    # A handful of points (flying depth at a finger's edge) cannot lift a resting object:
+                    # doubted evidence, the track is treated as not seen this frame.
+                    continue
+                if not lifted and at_rest and near and shown < PARTIAL_SHARE:
+                    # Seen where it rests but cut (far fewer pixels than before), or only a sliver: the fit
+                    # of a cut outline could drift, the resting pose it agrees with is the better answer.
+                    position, yaw, confidence = track.position.copy(), track.yaw, g.confidence
+            self._observe(g.name, position, yaw, confidence, stamp)
             if not lifted:
                 current = self.tracks[g.name]
                 current.reference_pixels = max(REFERENCE_DECAY * current.reference_pixels, g.detection.pixel_count)
@@ -198,7 +213,9 @@ class Perception:
             if name not in seen:
                 track.visible = False
                 track.age_s = max(0.0, stamp - track.last_seen)
-                track.confidence = track.seen_confidence * 0.5 ** (track.age_s / self.half_life_s)
+                half_life = (self.half_life_s if self._resting(track.position, self.models[name], plane)
+                             else min(self.half_life_s, LIFTED_HALF_LIFE_S))
+                track.confidence = decayed(track.seen_confidence, track.age_s, half_life)
         missing = [name for name in self.models if name not in self.tracks]
         unexplained = [g.detection for g in groundings if g.name is None]
         self._previous = [d for d in detections if d.kind == "solid"]
@@ -211,6 +228,27 @@ class Perception:
             self.drift.update(named, table)
         drift = self.drift.report()
         return PerceptionResult(stamp, dict(self.tracks), missing, unexplained, groundings, drift, plane)
+
+    def _measured_confidence(self, g: Grounding, track: Track | None) -> float:
+        """p_identity · q_fit · s_support (``confidence.py``); flat patches and RGB-only blobs: p_identity."""
+        detection = g.detection
+        if detection.kind != "solid":
+            return g.confidence
+        fit = detection.refined.get(self.models[g.name or ""].primitive.key)
+        quality = 1.0 if fit is None else fit_quality(fit.robust_loss(tau(detection)))
+        shown = 1.0
+        if track is not None and track.reference_pixels > 0:
+            shown = detection.pixel_count / track.reference_pixels
+        return g.confidence * quality * support(shown)
+
+    @staticmethod
+    def _resting(position: np.ndarray, model: IdentityModel, plane: Plane | None) -> bool:
+        """Where the layout rests the identity, or standing on the table (within ``RESTING_TOLERANCE_M``)."""
+        z = float(position[2])
+        if abs(z - resting_centre_z(model, plane, position)) < RESTING_TOLERANCE_M:
+            return True
+        table = TABLE_TOP_Z if plane is None else plane.height_at_xy(float(position[0]), float(position[1]))
+        return z - (table + model.table_centre_height) < RESTING_TOLERANCE_M
 
     def _reuse_shape_fits(self, detections: list[Detection]) -> None:
         """A segment unchanged since the last frame (same colour, same place, same size) keeps its shape fits.
