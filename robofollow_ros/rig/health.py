@@ -91,7 +91,7 @@ def check_health(settings: HealthSettings, inputs: HealthInputs, after: bool = F
                                       f"check that both arms' drivers run and publish their states, {RESUME}"))
     if joints is not None and "limits" in active:
         for i, name in enumerate(JOINT_NAMES):
-            if name not in settings.lower:
+            if name not in settings.lower or name.endswith("_gripper"):  # grippers: normalised, not the URDF's
                 continue
             lo, hi, q = settings.lower[name], settings.upper[name], float(joints[i])
             if q < lo - settings.limit_tolerance_rad or q > hi + settings.limit_tolerance_rad:
