@@ -141,8 +141,9 @@ def test_a_joint_beyond_its_limit_halts_the_run_with_the_arms_holding_until_star
         assert not _states(got, 2)  # the run waits for the operator
 
         def refused() -> bool:
-            return any(s.get("hold") and s.get("halt") and str(s["reasons"][0]).startswith("halted by the trial manager")
-                       for s in (json.loads(m.data) for m in got["bridge"]))
+            said = (json.loads(m.data) for m in got["bridge"])
+            return any(s.get("hold") and s.get("halt") and str(s["reasons"][0]).startswith("halted by the trial")
+                       for s in said)
 
         ros.publish_until(lambda: policy_command.publish(joint_state_msg(home, operator.get_clock().now().nanoseconds)),
                           refused, timeout=20, what="a command refused by the bridge's halt")

@@ -10,9 +10,9 @@ import pytest
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.contract import JOINT_NAMES
 from robofollow_ros.nodes.trial_faults import FAULT_ESTOP, FAULT_HEALTH, FAULT_RESET, FAULT_TIMEOUT, Fault, fault_result
+from robofollow_ros.paths import share_path
 from robofollow_ros.rig.health import HALT, RECORD_AND_CONTINUE, HealthInputs, HealthSettings, check_health, worst_class
 from robofollow_ros.rig.reset_check import MISPLACED, MISSING, OK, Seen, check_reset, expected_poses, yaw_error
-from robofollow_ros.paths import share_path
 from robofollow_ros.robot.kinematics import RigKinematics
 from robofollow_ros.robot.urdf_limits import read_joint_limits
 
@@ -57,7 +57,8 @@ def test_missing_doubtful_and_extra_objects_fail_the_check():
     assert statuses[first] == MISSING and statuses[second] == MISSING
     assert all(s == OK for n, s in statuses.items() if n not in (first, second))
     assert [e.what for e in report.extra] == ["purple_teapot", "unknown green object"]
-    assert report.as_dict()["missing"] == [first, second] and report.as_dict()["extra"] == [e.what for e in report.extra]
+    assert report.as_dict()["missing"] == [first, second]
+    assert report.as_dict()["extra"] == [e.what for e in report.extra]
     assert any("take it off the table" in line for line in report.lines())
     hidden = dict(_as_seen(expected), **{first: Seen(tuple(expected[first].position), visible=False)})
     assert not check_reset(layout, expected, hidden).ok  # a kept pose of an object not in view shows nothing
