@@ -146,6 +146,8 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
         put("foxglove_node", "host", choices.foxglove_host, "foxglove_host")
         put("foxglove_node", "port", choices.foxglove_port, "foxglove_port")
     put("perception_node", "calibration_dir", choices.calibration_dir, "calibration_dir")
+    if choices.calibration_dir is not None and profile.has(TRIAL_MANAGER):  # its health check reads the same
+        extra.setdefault(TRIAL_MANAGER, {})["calibration_dir"] = choices.calibration_dir
     if choices.driver_config is not None:
         path = driver_config_path(choices.driver_config)
         if not path.is_file():

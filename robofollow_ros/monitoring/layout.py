@@ -45,7 +45,7 @@ _PUBLISH = {"type": "point", "poseTopic": "/move_base_simple/goal", "pointTopic"
 def _three_d() -> dict[str, Any]:
     """Robot (URDF from /robot_description, moved by TF), scene markers, camera images projected."""
     shown: dict[str, Any] = {topics.ROBOT_DESCRIPTION: {"visible": True}, topics.SCENE: {"visible": True},
-                             topics.OBJECTS: {"visible": False}}
+                             topics.OBJECTS: {"visible": False}, topics.RESET_CHECK: {"visible": True}}
     for camera in CAMERA_NAMES:
         shown[topics.camera_topic(camera)] = {"visible": True, "cameraInfoTopic": topics.calibration_topic(camera),
                                               "distance": 0.12}

@@ -26,7 +26,8 @@ STAGE_VALUES: Final = ("IS total", "ES total", *(f"stage {k} {kind}" for k in ra
 #: ``/robofollow/status.status[i].name``.
 STATUS_NAMES: Final = ("trial", *(f"stage {k}" for k in range(1, STAGE_SLOTS + 1)), "completion")
 #: The trial manager's phases (nodes/trial_protocol.py), plus ``unknown`` for anything else.
-TRIAL_PHASES: Final = ("idle", "resetting", "awaiting_confirm", "starting", "running", "stopping", "scoring", "done",
+TRIAL_PHASES: Final = ("idle", "resetting", "awaiting_confirm", "verifying_reset", "checking", "starting", "running",
+                       "stopping", "scoring", "done",
                        "finished", "unknown")
 #: pending: nothing scored yet; intent: the intent is met, execution not yet; done: executed; missed:
 #: the trial ended without executing it.

@@ -57,6 +57,8 @@ class Topic:
 
 
 SCENE: Final = "/robofollow/scene"
+#: Before a rig trial: each object's place in the layout, where it is seen, what to move (``nodes.reset_watch``).
+RESET_CHECK: Final = "/robofollow/reset_check"
 #: The results.json entry the live trial produced, logged once at the end of a trial.
 RESULT: Final = "/robofollow/result"
 #: ``[IS total, ES total, stage 1 IS, stage 1 ES, stage 2 IS, stage 2 ES, stage 3 IS, stage 3 ES]``.
@@ -101,6 +103,7 @@ def _table() -> dict[str, Topic]:
         Topic(ROBOT_DESCRIPTION, STRING, LATCHED),
         Topic(OBJECTS, "visualization_msgs/msg/MarkerArray", STREAM),
         Topic(SCENE, "visualization_msgs/msg/MarkerArray", STREAM),
+        Topic(RESET_CHECK, "visualization_msgs/msg/MarkerArray", LATCHED),
         Topic(INSTRUCTION, STRING, LATCHED),
         Topic(TRIAL, STRING, LATCHED_HISTORY),
         Topic(SCORE, STRING, LATCHED_HISTORY),

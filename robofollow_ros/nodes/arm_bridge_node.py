@@ -63,6 +63,7 @@ from robofollow_ros.nodes.driver_messages import (
     group_by_topic,
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
+from robofollow_ros.nodes.health_watch import TOPIC_BRIDGE_HALT
 from robofollow_ros.paths import share_path
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyDecision, SafetyFilter
@@ -124,6 +125,10 @@ class ArmBridgeNode(Node):
                                      tp.STATE_STREAM)
         # The e-stop first: when both have messages waiting, the executor serves subscriptions in this order.
         self.create_subscription(Bool, TOPIC_ESTOP, self._on_estop, 10)
+        # The trial manager's halt (a failed health check) holds the arms as the e-stop does, from its own input.
+        self._estop_input = False
+        self._halt_reason: str | None = None
+        self.create_subscription(String, TOPIC_BRIDGE_HALT, self._on_halt, tp.LATCHED)
         self.create_subscription(JointState, TOPIC_JOINT_COMMAND, self._on_command, tp.STATE_STREAM)
         self._last_state: JointState | None = None
         self.joint_states = self.create_publisher(JointState, TOPIC_JOINT_STATES, tp.STATE_STREAM,
@@ -187,7 +192,8 @@ class ArmBridgeNode(Node):
                           "outside_limits": [o.as_dict() for o in decision.outside_limits]})
 
     def _report(self, status: dict[str, Any]) -> None:
-        self.status.publish(String(data=json.dumps({**status, "estop": self.safety.estop})))
+        self.status.publish(String(data=json.dumps({**status, "estop": self._estop_input,
+                                                    "halt": self._halt_reason is not None})))
 
     # -- command side ----------------------------------------------------------------------------
     def _on_command(self, msg: JointState, info: MessageInfo) -> None:
@@ -196,11 +202,25 @@ class ArmBridgeNode(Node):
                                       received=_received(info)))
 
     def _on_estop(self, msg: Bool, info: MessageInfo) -> None:
+        self._estop_input = bool(msg.data)
+        self._engage(_received(info))
+
+    def _on_halt(self, msg: String, info: MessageInfo) -> None:
+        halt = tp.decode_or_log(msg.data, TOPIC_BRIDGE_HALT, self.get_logger())
+        if halt is None:
+            return
+        self._halt_reason = f"halted by the trial manager: {halt.get('reason', '')}" if halt.get("halt") else None
+        self._engage(_received(info))
+
+    def _engage(self, received: int | None) -> None:
+        """The e-stop input or the trial manager's halt: hold while either is on; resume when both are off."""
         was = self.safety.estop
         now = self._now_s()
-        self.safety.set_estop(bool(msg.data), now, _received(info))
-        if msg.data:
-            self._send(self.safety.hold("e-stop engaged"))
+        engaged = self._estop_input or self._halt_reason is not None
+        reason = "e-stop engaged" if self._estop_input else (self._halt_reason or "")
+        self.safety.set_estop(engaged, now, received, reason)
+        if engaged:
+            self._send(self.safety.hold(reason))
         elif was:
             text = (f"e-stop released at {now:.3f} s: motion resumes with a command received after the release "
                     "and, when stamped, stamped after it")

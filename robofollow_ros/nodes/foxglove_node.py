@@ -54,7 +54,7 @@ ROSOUT_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durab
 #: Topics passed on as serialized CDR: topic -> (QoS of our subscription).
 FORWARDED = {topics.JOINT_STATES: STREAM_QOS, topics.JOINT_COMMAND: STREAM_QOS, topics.TF: STREAM_QOS,
              topics.TF_STATIC: LATCHED_QOS, topics.ROBOT_DESCRIPTION: LATCHED_QOS, topics.INSTRUCTION: LATCHED_QOS,
-             topics.OBJECTS: STREAM_QOS}
+             topics.OBJECTS: STREAM_QOS, topics.RESET_CHECK: LATCHED_QOS}
 _ROS_LOG_LEVELS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "fatal"}
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from robofollow_ros.rig.health import FAILURE_CLASSES, HALT, RECORD_AND_CONTINUE
+
 #: The e-stop was engaged between the trial's reset and its last row (``/robofollow/estop`` true).
 FAULT_ESTOP = "e-stop"
 #: The operator ended the trial (``/robofollow/trial/stop`` or ``/next``).
@@ -30,7 +32,18 @@ FAULT_NODE = "node-died"
 FAULT_TIMEOUT = "timeout"
 #: The graph failed the trial: the sim's reset failed, the stage monitor scored no frame.
 FAULT_GRAPH = "graph-error"
-FAULTS = (FAULT_ESTOP, FAULT_OPERATOR, FAULT_NODE, FAULT_TIMEOUT, FAULT_GRAPH)
+#: The table was not verified against the layout within ``reset_check_timeout_s`` (``rig.reset_check``).
+FAULT_RESET = "reset-not-verified"
+#: A health check failed before or after the trial (``rig.health``); its class says whether the run halts.
+FAULT_HEALTH = "health"
+FAULTS = (FAULT_ESTOP, FAULT_OPERATOR, FAULT_NODE, FAULT_TIMEOUT, FAULT_GRAPH, FAULT_RESET, FAULT_HEALTH)
+
+#: Every fault's class in results.json (``failure_class``, beside ``fault``): ``halt`` — the run pauses (or
+#: ends) and needs a person; ``record_and_continue`` — the trial fails with its reason and the run goes on.
+#: A health fault carries its check's class (``rig.health``).
+FAILURE_CLASS = {FAULT_ESTOP: HALT, FAULT_NODE: HALT, FAULT_OPERATOR: RECORD_AND_CONTINUE,
+                 FAULT_TIMEOUT: RECORD_AND_CONTINUE, FAULT_GRAPH: RECORD_AND_CONTINUE,
+                 FAULT_RESET: RECORD_AND_CONTINUE, FAULT_HEALTH: HALT}
 
 #: What a running trial may take beyond its policy calls (rows, observations), as ``robofollow eval``'s
 #: trial deadline allows: policy timeout × (max steps + 2) + this.
@@ -44,10 +57,15 @@ STOPPING_ALLOWANCE_S = 60.0
 class Fault:
     kind: str  # one of FAULTS
     reason: str  # one line
+    failure_class: str = ""  # one of FAILURE_CLASSES; "" takes the kind's (FAILURE_CLASS)
 
     def __post_init__(self) -> None:
         if self.kind not in FAULTS:
             raise ValueError(f"fault kind: {self.kind!r} is not one of {', '.join(FAULTS)}")
+        if not self.failure_class:
+            object.__setattr__(self, "failure_class", FAILURE_CLASS[self.kind])
+        if self.failure_class not in FAILURE_CLASSES:
+            raise ValueError(f"failure class: {self.failure_class!r} is not one of {', '.join(FAILURE_CLASSES)}")
 
 
 def fault_result(result: dict[str, Any], fault: Fault) -> dict[str, Any]:
@@ -56,7 +74,7 @@ def fault_result(result: dict[str, Any], fault: Fault) -> dict[str, Any]:
     entry = dict(result)
     entry["partial_result"] = {k: result[k] for k in ("intent_score", "exec_score", "completion_ok") if k in result}
     entry.update(intent_score=0.0, exec_score=0.0, intent_ok=False, exec_ok=False, completion_ok=False,
-                 fault=fault.kind, fault_reason=fault.reason)
+                 fault=fault.kind, fault_reason=fault.reason, failure_class=fault.failure_class)
     entry["phases"] = [dict(p, intent_score=0.0, exec_score=0.0, intent_reason=f"not executed: {fault.kind}",
                             exec_reason=f"not executed: {fault.kind}") for p in result.get("phases", [])]
     return entry
@@ -88,22 +106,24 @@ class PhaseBounds:
     running_s: float
     stop_s: float
     score_s: float
+    verify_s: float = 0.0  # ``verifying_reset`` (the table against the layout; 0: no bound)
 
     @classmethod
     def derive(cls, *, reset_s: float, confirm_s: float, score_s: float, running_s: float, stop_s: float,
-               policy_timeout_s: float, max_steps: int) -> PhaseBounds:
+               policy_timeout_s: float, max_steps: int, verify_s: float = 0.0) -> PhaseBounds:
         """``running_s`` 0 takes ``robofollow eval``'s trial deadline: every policy call may take its timeout;
         ``stop_s`` 0: the call in flight may take its timeout, then the last row its state."""
         running = running_s or policy_timeout_s * (max_steps + 2) + RUNNING_ALLOWANCE_S
         stopping = stop_s or policy_timeout_s + STOPPING_ALLOWANCE_S
         return cls(reset_s=reset_s, confirm_s=confirm_s, start_s=score_s, running_s=running, stop_s=stopping,
-                   score_s=score_s)
+                   score_s=score_s, verify_s=verify_s)
 
     def overrun(self, phase: str, waited_s: float, rig_mode: bool) -> Fault | None:
         """The fault of a trial that has been in ``phase`` for ``waited_s``, once past its bound."""
         limits = {
             "resetting": (0.0 if rig_mode else self.reset_s, "the sim did not reset within {} s"),
             "awaiting_confirm": (self.confirm_s, "the layout was not confirmed within {} s"),
+            "verifying_reset": (self.verify_s, "the table did not match the layout within {} s"),
             "starting": (self.start_s, "the stage monitor did not score the start state within {} s"),
             "running": (self.running_s, "policy_node did not end the trial within {} s"),
             "stopping": (self.stop_s, "policy_node did not end the trial within {} s of the stop"),
@@ -112,7 +132,8 @@ class PhaseBounds:
         limit, words = limits.get(phase, (0.0, ""))
         if not limit or waited_s <= limit:
             return None
-        return Fault(FAULT_TIMEOUT, f"{phase}: {words.format(f'{limit:g}')}")
+        return Fault(FAULT_RESET if phase == "verifying_reset" else FAULT_TIMEOUT,
+                     f"{phase}: {words.format(f'{limit:g}')}")
 
 
 def hold_kind(reason: str) -> str:

@@ -61,9 +61,12 @@ from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import stop_on_signals
 from robofollow_ros.nodes._params import ParameterSet, one_of, positive
 from robofollow_ros.nodes.graph_peers import AliveWatch, GraphWait
+from robofollow_ros.nodes.health_watch import HealthWatch
+from robofollow_ros.nodes.reset_watch import ResetWatch
 from robofollow_ros.nodes.trial_faults import (
     FAULT_ESTOP,
     FAULT_GRAPH,
+    FAULT_HEALTH,
     FAULT_NODE,
     Fault,
     PhaseBounds,
@@ -72,12 +75,18 @@ from robofollow_ros.nodes.trial_faults import (
 )
 from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, empty_result
 from robofollow_ros.nodes.trial_services import TrialServices
+from robofollow_ros.paths import share_path
 from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S
+from robofollow_ros.rig.health import HALT, HealthFailure, HealthSettings, check_health, worst_class
 
 #: Phases in which the trial's rows may move the arm: an e-stop here ends the trial as a fault.
 EXECUTING = (tp.PHASE_STARTING, tp.PHASE_RUNNING, tp.PHASE_STOPPING)
 #: Phases before any row: a fault here ends the trial at once (nothing to stop or score).
-BEFORE_ROWS = (tp.PHASE_RESETTING, tp.PHASE_AWAITING_CONFIRM, tp.PHASE_STARTING)
+BEFORE_ROWS = (tp.PHASE_RESETTING, tp.PHASE_AWAITING_CONFIRM, tp.PHASE_VERIFYING_RESET, tp.PHASE_CHECKING,
+               tp.PHASE_STARTING)
+#: How often a table that does not match the layout is shown again (view), and told again (terminal).
+RESET_VIEW_PERIOD_S = 0.5
+RESET_TELL_PERIOD_S = 10.0
 
 
 def _non_negative(value: Any) -> str | None:
@@ -95,6 +104,17 @@ def _json_or_empty(value: Any) -> str | None:
         return None if isinstance(json.loads(value), dict) else "must be a JSON object or empty"
     except (TypeError, json.JSONDecodeError) as exc:
         return f"must be a JSON object or empty ({exc})"
+
+
+def _checks(value: Any) -> str | None:
+    from robofollow_ros.rig.health import CHECKS
+
+    unknown = [c for c in _words(value) if c not in CHECKS]
+    return f"{unknown[0]!r} is not one of {', '.join(CHECKS)}" if unknown else None
+
+
+def _words(value: Any) -> list[str]:
+    return [w for w in str(value).replace(",", " ").split() if w]
 
 
 def _seconds(value: Any) -> str | None:
@@ -147,6 +167,33 @@ class TrialManagerNode(TrialServices, Node):
         stepper = params.declare("stepper", "topp", "recorded in run.json (the sim node's stepper)")
         execution = params.declare("execution", "", "recorded in run.json: how policy_node paces rows and sim_node "
                                    "steps, a JSON object (bringup copies it from those nodes)", _json_or_empty)
+        # -- reset verification (rig.reset_check) and health checks (rig.health) --------------------------------
+        self.reset_check = params.declare("reset_check", False, "before each trial, compare /robofollow/objects with "
+                                          "the layout; the trial starts when they match or the operator overrides")
+        reset_tolerance = params.declare("reset_tolerance_m", 0.015, "largest distance of an object from its place, m",
+                                         positive)
+        reset_yaw = params.declare("reset_yaw_tolerance_deg", 10.0, "largest yaw error where yaw matters, deg",
+                                   positive)
+        reset_yaw_shapes = params.declare("reset_yaw_shapes", "box", "shapes whose yaw is checked (comma list; "
+                                          "box: the Scene 3 bars, scored on yaw)")
+        reset_confidence = params.declare("reset_min_confidence", 0.5, "a pose with less confidence (or not visible) "
+                                          "does not show an object present", _non_negative)
+        reset_check_timeout_s = params.declare("reset_check_timeout_s", 600.0, "longest wait for a matching table "
+                                               "before the trial fails as reset-not-verified, s", positive)
+        health = params.declare("health_checks", "", "health checks before and after each trial (comma list of "
+                                "limits, home, drivers, cameras, calibration; empty: none)", _checks)
+        home_tolerance = params.declare("home_tolerance_rad", 0.1, "health: largest distance of an arm joint from "
+                                        "home before a trial, rad", positive)
+        limit_tolerance = params.declare("limit_tolerance_rad", 0.01, "health: a joint beyond its URDF limit by "
+                                         "more than this fails, rad", _non_negative)
+        driver_age = params.declare("driver_max_age_s", 0.5, "health: oldest /joint_states the drivers may leave, s",
+                                    positive)
+        camera_hz = params.declare("camera_min_hz", 5.0, "health: slowest camera rate, frames/s", positive)
+        camera_window = params.declare("camera_window_s", 2.0, "health: window of the camera rate, s", positive)
+        self.health_timeout_s = params.declare("health_timeout_s", 5.0, "longest wait for the checks to pass before "
+                                               "a trial (discovery, the first frames), s", positive)
+        calibration_dir = params.declare("calibration_dir", "", "health: the camera calibration to check "
+                                         "(default: the package's calibration/sim, perception_node's default)")
 
         from robofollow_ros.benchmark import default_registry
         from robofollow_ros.nodes.trial_plan import parse_trials
@@ -160,7 +207,7 @@ class TrialManagerNode(TrialServices, Node):
         self.bounds = PhaseBounds.derive(reset_s=self.reset_timeout_s, confirm_s=confirm_timeout_s,
                                          score_s=self.score_timeout_s, running_s=running_timeout_s,
                                          stop_s=stop_timeout_s, policy_timeout_s=policy_timeout_s,
-                                         max_steps=self.max_steps)
+                                         max_steps=self.max_steps, verify_s=reset_check_timeout_s)
         self.records = TrialRecords(self.run_dir, arguments, self.plan.selected_tasks, len(self.plan), stepper,
                                     self.policy_label)
         self.finished = threading.Event()
@@ -182,6 +229,21 @@ class TrialManagerNode(TrialServices, Node):
         self.policy_gate = PolicyGate(self, tp.SERVICE_POLICY_CHECK, check_policy and "policy_node" in
                                       self.wait_for_nodes, policy_check_timeout_s)
 
+        self.reset_watch = ResetWatch(self, reset_tolerance, reset_yaw, _words(reset_yaw_shapes), reset_confidence) \
+            if self.reset_check else None
+        checks = tuple(_words(health))
+        self.health = self._health_settings(checks, home_tolerance, limit_tolerance, driver_age, camera_hz)
+        self.health_watch = HealthWatch(self, "cameras" in checks, camera_window,
+                                        calibration_dir or str(share_path("calibration", "sim")))
+        #: Why the run is halted ({"check", "reason", "action"}): the arms hold until the operator calls start.
+        self.halted: dict[str, str] | None = None
+        self._override = threading.Event()
+        self._pending_stamp: int | None = None
+        self._reset_record: dict[str, Any] | None = None
+        self._reset_said = ("", 0.0, 0.0)  # the last summary told, when told, when shown
+        self._health_record: dict[str, Any] | None = None
+        self._failures_after: list[HealthFailure] = []
+
         self.graph_wait = GraphWait(self, self.wait_for_nodes, self.graph_timeout_s)
         self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
         self.instruction_pub = self.create_publisher(String, TOPIC_INSTRUCTION, tp.LATCHED)
@@ -195,6 +257,7 @@ class TrialManagerNode(TrialServices, Node):
         self.create_service(Trigger, SERVICE_TRIAL_STOP, self._srv_stop)
         self.create_service(Trigger, SERVICE_TRIAL_NEXT, self._srv_next)
         self.create_service(Trigger, tp.SERVICE_CONFIRM_RESET, self._srv_confirm)
+        self.create_service(Trigger, tp.SERVICE_OVERRIDE_RESET, self._srv_override_reset)
         # Steady clock: under use_sim_time, sim time stands still until a command moves it.
         self.create_timer(0.05, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan), "awaiting": list(self.wait_for_nodes)})
@@ -216,7 +279,21 @@ class TrialManagerNode(TrialServices, Node):
     def _paused_by(self) -> str | None:
         if self.safety.estop:
             return FAULT_ESTOP
+        if self.halted is not None:
+            return FAULT_HEALTH
         return "operator" if self.paused else None
+
+    @staticmethod
+    def _health_settings(checks: tuple[str, ...], home_tolerance: float, limit_tolerance: float, driver_age: float,
+                         camera_hz: float) -> HealthSettings:
+        from robofollow_ros.robot.kinematics import RigKinematics
+        from robofollow_ros.robot.urdf_limits import read_joint_limits
+
+        limits = read_joint_limits(share_path("urdf", "robofollow_rig.urdf")) if checks else {}
+        home = RigKinematics().home_vector() if checks else [0.0] * 14
+        return HealthSettings(checks, {n: lim.lower for n, lim in limits.items()},
+                              {n: lim.upper for n, lim in limits.items()}, [float(v) for v in home],
+                              limit_tolerance, home_tolerance, driver_age, camera_hz)
 
     def _begin_next(self) -> None:
         self.index += 1
@@ -231,6 +308,10 @@ class TrialManagerNode(TrialServices, Node):
                       "actions_per_step": self.actions_per_step, "run_dir": str(self.run_dir)}
         self._policy_done = None
         self._fault = None
+        self._reset_record = self._health_record = None
+        self._override.clear()
+        if self.reset_watch is not None:
+            self.reset_watch.begin(self.registry.layout_of(task), key.seed)
         self.safety.take_holds()  # holds before this trial (between trials, after the last row) are not its
         self._started_wall = time.monotonic()
         self.instruction_pub.publish(String(data=task.instruction))
@@ -250,6 +331,113 @@ class TrialManagerNode(TrialServices, Node):
         self._publish({"phase": tp.PHASE_AWAITING_CONFIRM, "layout_picture": str(path)})
         if self.auto_confirm:
             self._confirmed.set()
+
+    # -- reset verification and health checks -----------------------------------------------------
+    def _after_reset(self, stamp_ns: int | None) -> None:
+        """The sim reset (its start state stamped ``stamp_ns``) or the operator confirmed (None: the trial
+        starts at the wall-clock time it starts): verify the table, check the rig's health, then start."""
+        self._pending_stamp = stamp_ns
+        if self.reset_watch is not None:
+            self._reset_said = ("", 0.0, 0.0)
+            self._publish({"phase": tp.PHASE_VERIFYING_RESET})
+        else:
+            self._after_verify()
+
+    def _after_verify(self) -> None:
+        if self.health.checks:
+            self._publish({"phase": tp.PHASE_CHECKING})
+        else:
+            self._start_pending()
+
+    def _start_pending(self) -> None:
+        stamp = self._pending_stamp
+        self._start(self.get_clock().now().nanoseconds if stamp is None else stamp)
+
+    def _verify_reset(self, waited: float) -> bool:
+        """One look at the table; True when the trial went on (matched or overridden) or failed."""
+        assert self.reset_watch is not None
+        report = self.reset_watch.check()
+        now = time.monotonic()
+        record = {"verified": bool(report is not None and report.ok), "overridden": False,
+                  "waited_s": round(waited, 3), **(report.as_dict() if report is not None else {"seen": False})}
+        if report is not None and report.ok:
+            self.reset_watch.show(report, self.get_clock().now().nanoseconds)
+            self.get_logger().info(f"trial {self.trial['id']}: reset verified ({report.summary()})")
+            self._reset_record = record
+            self._after_verify()
+            return True
+        if self._override.is_set():
+            self.get_logger().warning(f"trial {self.trial['id']}: starting without a verified reset (operator "
+                                      f"override): {report.summary() if report is not None else 'nothing seen'}")
+            self._reset_record = dict(record, overridden=True)
+            self._after_verify()
+            return True
+        overrun = self.bounds.overrun(self.phase, waited, self.rig_mode)
+        if overrun is not None:
+            self._reset_record = record
+            why = report.summary() if report is not None else "no objects seen"
+            self._record_fault(Fault(overrun.kind, f"{overrun.reason} ({why})"))
+            return True
+        said, told_at, shown_at = self._reset_said
+        summary = report.summary() if report is not None else ""
+        if report is not None and now - shown_at >= RESET_VIEW_PERIOD_S:
+            self.reset_watch.show(report, self.get_clock().now().nanoseconds)
+            shown_at = now
+        if report is not None and (summary != said or now - told_at >= RESET_TELL_PERIOD_S):
+            for line in report.lines():  # one line per object to move, place or take away
+                self.get_logger().warning(f"reset check: {line}")
+            self.get_logger().warning(f"the trial starts when the table matches the layout, or call "
+                                      f"{tp.SERVICE_OVERRIDE_RESET} to start it anyway (recorded)")
+            self._announce({"reset_check": {"ok": False, "lines": report.lines(),
+                                            **{k: v for k, v in report.as_dict().items() if k != "objects"}}})
+            said, told_at = summary, now
+        self._reset_said = (said, told_at, shown_at)
+        return True
+
+    def _check_before(self, waited: float) -> None:
+        failures = check_health(self.health, self.health_watch.inputs())
+        if not failures and ("cameras" not in self.health.checks or self.health_watch.settled()):
+            self._health_record = {"before": []}
+            self._start_pending()
+        elif failures and waited > self.health_timeout_s:
+            self._health_record = {"before": [f.as_dict() for f in failures]}
+            self._health_fault(failures, "before the trial")
+
+    def _check_after(self) -> None:
+        """After the last row: a failure fails the trial (its class decides whether the run halts)."""
+        if not self.health.checks:
+            return
+        failures = check_health(self.health, self.health_watch.inputs(), after=True)
+        self._health_record = dict(self._health_record or {}, after=[f.as_dict() for f in failures])
+        if failures and self._fault is None:
+            self._fault = Fault(FAULT_HEALTH, "after the trial: " + "; ".join(f.line() for f in failures),
+                                worst_class(failures) or "")
+        self._failures_after = failures
+
+    def _health_fault(self, failures: list[HealthFailure], when: str) -> None:
+        fault = Fault(FAULT_HEALTH, f"{when}: " + "; ".join(f.line() for f in failures), worst_class(failures) or "")
+        self._record_fault(fault)
+        self._halt_on(failures)
+
+    def _halt_on(self, failures: list[HealthFailure]) -> None:
+        """A failure of class halt pauses the run and holds the arms; the operator is told what to do."""
+        halting = [f for f in failures if f.failure_class == HALT]
+        if not halting:
+            return
+        first = halting[0]
+        self.halted = {"check": first.check, "reason": first.reason, "action": first.action}
+        self.health_watch.halt(True, first.reason)
+        self.get_logger().error(f"run halted, arms holding: {'; '.join(f.reason for f in halting)} -> "
+                                f"{first.action}")
+        self._announce({"halt": self.halted})
+
+    def _lift_halt(self) -> None:
+        if self.halted is None:
+            return
+        self.get_logger().info(f"halt lifted by the operator ({SERVICE_TRIAL_START}); checking again")
+        self.halted = None
+        self.health_watch.halt(False)
+        self.trial["halt"] = None
 
     def _start(self, start_stamp_ns: int) -> None:
         """The start state is out (stamped S0): let the scorer acknowledge it first, or run."""
@@ -277,7 +465,7 @@ class TrialManagerNode(TrialServices, Node):
         if self.phase != tp.PHASE_RESETTING or status.get("trial_id") != self.trial.get("id"):
             return
         if status.get("state") == "ready":
-            self._start(int(status["stamp_ns"]))
+            self._after_reset(int(status["stamp_ns"]))
         elif status.get("state") == "error":
             self._record_fault(Fault(FAULT_GRAPH, f"sim reset failed: {status.get('error')}"))
 
@@ -304,7 +492,10 @@ class TrialManagerNode(TrialServices, Node):
         if score.get("result") is None:
             self._record_fault(Fault(FAULT_GRAPH, "the stage monitor scored no frame"))
             return
+        self._failures_after = []
+        self._check_after()
         self._record(dict(score["result"]))
+        self._halt_on(self._failures_after)
 
     def _on_estop(self, msg: Bool) -> None:
         if not self.safety.on_estop(bool(msg.data)):
@@ -361,6 +552,10 @@ class TrialManagerNode(TrialServices, Node):
         holds = self.safety.take_holds()
         if holds:
             result["safety_holds"] = holds
+        if self._reset_record is not None:
+            result["reset_check"] = self._reset_record
+        if self._health_record is not None:
+            result["health"] = self._health_record
         if self._fault is not None:  # not the policy's result, whatever the policy node said
             if done.get("error"):
                 self.get_logger().warning(f"trial {self.trial['id']}: policy_node also said: {done['error']}")
@@ -418,7 +613,8 @@ class TrialManagerNode(TrialServices, Node):
                 return
         if self.finished.is_set():
             return
-        if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.safety.estop:
+        if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.safety.estop and \
+                self.halted is None:
             if self.phase == tp.PHASE_IDLE and self.policy_gate.state != "ok":
                 self.policy_gate.poll(self._graph_ready())
                 if self.policy_gate.state == "failed":
@@ -426,7 +622,11 @@ class TrialManagerNode(TrialServices, Node):
             elif self.phase == tp.PHASE_DONE or self._graph_ready():
                 self._begin_next()
         elif self.phase == tp.PHASE_AWAITING_CONFIRM and self._confirmed.is_set():
-            self._start(self.get_clock().now().nanoseconds)
+            self._after_reset(None)
+        elif self.phase == tp.PHASE_VERIFYING_RESET and self._verify_reset(waited):
+            return
+        elif self.phase == tp.PHASE_CHECKING:
+            self._check_before(waited)
         elif self.phase == tp.PHASE_RUNNING and self.trial_timeout_s and waited > self.trial_timeout_s:
             # the trial's time budget, as its step budget: the trial ends and is scored (the policy's result)
             self.get_logger().warning(f"trial {self.trial['id']} ran {self.trial_timeout_s} s; stopping it")

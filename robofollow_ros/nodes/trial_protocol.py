@@ -39,6 +39,8 @@ from robofollow_ros.contract import TOPIC_CLOCK as TOPIC_CLOCK  # re-exported be
 TOPIC_SIM_STATUS = "/robofollow/sim/status"
 TOPIC_POLICY_STATUS = "/robofollow/policy/status"
 SERVICE_CONFIRM_RESET = "/robofollow/trial/confirm_reset"
+#: Start the trial although the table does not match the layout (recorded in its results entry).
+SERVICE_OVERRIDE_RESET = "/robofollow/trial/override_reset"
 #: sim_node renders and publishes the cameras at the current state (policy_node, before ``predict``).
 SERVICE_SIM_RENDER = "/robofollow/sim/render"
 #: policy_node connects to its policy and resets it once (trial_manager_node, before the first trial).
@@ -47,13 +49,18 @@ SERVICE_POLICY_CHECK = "/robofollow/policy/check"
 PHASE_IDLE = "idle"
 PHASE_RESETTING = "resetting"
 PHASE_AWAITING_CONFIRM = "awaiting_confirm"
+#: The table is compared with the layout (``rig.reset_check``) until it matches or the operator overrides.
+PHASE_VERIFYING_RESET = "verifying_reset"
+#: The health checks before the trial (``rig.health``).
+PHASE_CHECKING = "checking"
 PHASE_STARTING = "starting"
 PHASE_RUNNING = "running"
 PHASE_STOPPING = "stopping"
 PHASE_SCORING = "scoring"
 PHASE_DONE = "done"
 PHASE_FINISHED = "finished"
-PHASES = (PHASE_IDLE, PHASE_RESETTING, PHASE_AWAITING_CONFIRM, PHASE_STARTING, PHASE_RUNNING, PHASE_STOPPING,
+PHASES = (PHASE_IDLE, PHASE_RESETTING, PHASE_AWAITING_CONFIRM, PHASE_VERIFYING_RESET, PHASE_CHECKING, PHASE_STARTING,
+          PHASE_RUNNING, PHASE_STOPPING,
           PHASE_SCORING, PHASE_DONE, PHASE_FINISHED)
 
 #: Latched state (trial, statuses, instruction): a node that starts late still learns the current one.

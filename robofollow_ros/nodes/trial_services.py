@@ -25,11 +25,15 @@ class TrialServices:
     trial: dict[str, Any]
     finished: threading.Event
     _confirmed: threading.Event
+    _override: threading.Event
 
     def _announce(self, extra: dict[str, Any]) -> None:  # the node's
         raise NotImplementedError
 
     def interrupt(self, fault: Fault) -> None:  # the node's
+        raise NotImplementedError
+
+    def _lift_halt(self) -> None:  # the node's: a failed health check's halt ends with ``start``
         raise NotImplementedError
 
     # -- operator --------------------------------------------------------------------------------
@@ -40,6 +44,7 @@ class TrialServices:
 
     # -- services --------------------------------------------------------------------------------
     def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        self._lift_halt()
         self.paused = False
         self._announce({})
         res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; running the protocol"
@@ -69,4 +74,13 @@ class TrialServices:
             return res
         self._confirmed.set()
         res.success, res.message = True, f"layout of {self.trial['id']} confirmed; starting"
+        return res
+
+    def _srv_override_reset(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        if self.phase != tp.PHASE_VERIFYING_RESET:
+            res.success, res.message = False, f"nothing to override in phase {self.phase}"
+            return res
+        self._override.set()
+        res.success, res.message = True, (f"starting {self.trial['id']} without a verified reset "
+                                          "(recorded in its results entry)")
         return res

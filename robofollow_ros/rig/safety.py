@@ -164,6 +164,7 @@ class SafetyFilter:
         self._measured: np.ndarray | None = None
         self._last_command_time: float | None = None
         self._estop = False
+        self._estop_reason = "e-stop engaged"
         self._release: Release | None = None
         self._holding_since_stale = False
         #: Commands refused since the last e-stop release because they were older than it.
@@ -208,10 +209,13 @@ class SafetyFilter:
     def measured(self) -> np.ndarray | None:
         return None if self._measured is None else self._measured.copy()
 
-    def set_estop(self, engaged: bool, now: float, received: float | None = None) -> None:
+    def set_estop(self, engaged: bool, now: float, received: float | None = None,
+                  reason: str = "e-stop engaged") -> None:
         """Engage or release the e-stop at ``now`` (node clock, s); ``received``: the middleware's reception
         time of the message that released it (``None`` when unknown). After a release, motion resumes only
-        with a command received after it and, when stamped, stamped after ``now``."""
+        with a command received after it and, when stamped, stamped after ``now``. ``reason``: the hold's
+        reason while engaged (the trial manager's halt holds the arms the same way)."""
+        self._estop_reason = reason
         if self._estop and not engaged:
             self._release = Release(now, received)
             self.refused_since_release = 0
@@ -248,7 +252,7 @@ class SafetyFilter:
         ``received``: when the middleware received it, on the clock of ``set_estop``'s ``received``."""
         q = np.asarray(command, dtype=float)
         if self._estop:
-            return self.hold("e-stop engaged")
+            return self.hold(self._estop_reason)
         stale = self._older_than_release(stamp or None, received)
         if stale is not None:
             self.refused_since_release += 1
