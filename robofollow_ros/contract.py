@@ -46,6 +46,10 @@ TOPIC_JOINT_STATES: Final = "/joint_states"
 TOPIC_JOINT_COMMAND: Final = "/robofollow/joint_command"
 TOPIC_INSTRUCTION: Final = "/robofollow/instruction"
 TOPIC_OBJECTS: Final = "/robofollow/objects"
+#: A pose on ``TOPIC_OBJECTS`` below this confidence is not believed: the stage monitor does not score it, the
+#: reset check does not count the object as present, oracle agreement ignores it. Perception builds the
+#: confidence from evidence (``perception/confidence.py``); this is the one threshold all readers share.
+MIN_POSE_CONFIDENCE: Final = 0.5
 TOPIC_SCORE: Final = "/robofollow/score"
 TOPIC_TRIAL: Final = "/robofollow/trial"
 #: The field of the ``/robofollow/trial`` JSON that names the trial: the trial manager and the headless

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
@@ -40,7 +40,10 @@ class HealthWatch:
         self._joints_at: float | None = None
         self._since = time.monotonic()
         self._frames: dict[str, collections.deque[float]] = {}
-        node.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, tp.STATE_STREAM)
+        # Only the newest state matters here: a deep queue (STATE_STREAM keeps 1000) read by a busy node would
+        # hand the check a state seconds old, stamped fresh on arrival (a joint moved back would still read bent).
+        node.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints,
+                                 QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
         if cameras:
             for camera in CAMERA_NAMES:
                 self._frames[camera] = collections.deque(maxlen=1000)

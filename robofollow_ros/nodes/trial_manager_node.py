@@ -47,6 +47,7 @@ from std_msgs.msg import Bool, String
 from std_srvs.srv import Trigger
 
 from robofollow_ros.contract import (
+    MIN_POSE_CONFIDENCE,
     SERVICE_TRIAL_NEXT,
     SERVICE_TRIAL_START,
     SERVICE_TRIAL_STOP,
@@ -176,8 +177,9 @@ class TrialManagerNode(TrialServices, Node):
                                    positive)
         reset_yaw_shapes = params.declare("reset_yaw_shapes", "box", "shapes whose yaw is checked (comma list; "
                                           "box: the Scene 3 bars, scored on yaw)")
-        reset_confidence = params.declare("reset_min_confidence", 0.5, "a pose with less confidence (or not visible) "
-                                          "does not show an object present", _non_negative)
+        reset_confidence = params.declare("reset_min_confidence", MIN_POSE_CONFIDENCE,
+                                          "a pose with less confidence (or not visible) does not show an object "
+                                          "present (default: contract.MIN_POSE_CONFIDENCE)", _non_negative)
         reset_check_timeout_s = params.declare("reset_check_timeout_s", 600.0, "longest wait for a matching table "
                                                "before the trial fails as reset-not-verified, s", positive)
         health = params.declare("health_checks", "", "health checks before and after each trial (comma list of "

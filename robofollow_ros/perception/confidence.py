@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-#: Poses below this confidence are not scored (stage monitor, oracle agreement). One source of truth.
-MIN_POSE_CONFIDENCE = 0.5
+from robofollow_ros.contract import MIN_POSE_CONFIDENCE as MIN_POSE_CONFIDENCE  # the readers' threshold
+
 #: Truncated loss (units of τ², ``primitives.Fit.robust_loss``) of a fit that explains its points well / not at all.
 LOSS_GOOD = 0.55
 LOSS_BAD = 0.8

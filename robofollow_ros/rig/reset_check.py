@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from robofollow_ros.benchmark.records import Layout
+from robofollow_ros.contract import MIN_POSE_CONFIDENCE
 from robofollow_ros.rig.layout_poses import RestPose, layout_rest_poses
 
 #: Defaults of the trial manager's parameters (docs/ros.md, "Reset verification").
@@ -30,7 +31,7 @@ DEFAULT_TOLERANCE_M = 0.015
 DEFAULT_YAW_TOLERANCE_DEG = 10.0
 DEFAULT_YAW_SHAPES = ("box",)
 #: A pose reported with less confidence than this (or not currently visible) does not show an object present.
-DEFAULT_MIN_CONFIDENCE = 0.5
+DEFAULT_MIN_CONFIDENCE = MIN_POSE_CONFIDENCE
 #: The turn after which a shape looks the same (rad); shapes not listed look the same at every yaw.
 SYMMETRY_RAD = {"box": math.pi, "cube": math.pi / 2}
 
