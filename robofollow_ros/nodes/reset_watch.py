@@ -21,6 +21,7 @@ import threading
 from typing import Any
 
 from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -51,7 +52,10 @@ class ResetWatch:
         self._expected: dict[str, RestPose] = {}
         self._seen: dict[str, Seen] | None = None
         self._blobs: list[tuple[str, list[float] | None]] = []
-        node.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects, tp.STATE_STREAM)
+        # The newest table only (each message holds every object): a deep queue read by a busy node would
+        # compare the layout with a table seconds old.
+        node.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects,
+                                 QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
         node.create_subscription(String, TOPIC_PERCEPTION_STATUS, self._on_perception, 10)
         self.view = node.create_publisher(MarkerArray, TOPIC_RESET_CHECK, tp.LATCHED)
 
