@@ -16,7 +16,7 @@ demo: setup
 	$(ROBOFOLLOW) demo
 
 lint: setup
-	.venv/bin/ruff check robofollow_ros test bench
+	.venv/bin/ruff check robofollow_ros test bench model_server
 	.venv/bin/mypy
 
 bench: setup

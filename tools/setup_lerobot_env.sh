@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Idempotent: .venv-lerobot, LeRobot's own environment (lerobot 0.4.4 + CPU torch), apart from .venv,
-# with the model-side package (model_server/, robofollow-model-server) installed editable into it.
-# test_model_server_lerobot.py and tools/lerobot_end_to_end.sh serve LeRobot policies from here.
-# Why --no-deps for lerobot: see tools/lerobot-requirements.txt.
+# Idempotent: .venv-lerobot, LeRobot's own environment (tools/lerobot-requirements.txt), apart from
+# .venv, with the model-side package (model_server/, robofollow-model-server) installed editable.
+# test_model_server_lerobot.py and tools/lerobot_end_to_end.sh serve LeRobot policies from it.
+# Takes a few minutes and ~6 GB the first time (torch's CUDA build from PyPI, run on the CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-lerobot
@@ -14,15 +14,9 @@ fi
 stamp="$VENV/.lerobot-deps"
 want=$(cat tools/lerobot-requirements.txt model_server/pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "==> installing lerobot 0.4.4 + CPU torch into $VENV"
-  pip_install() { "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@"; }
-  # torch first, alone, so that it resolves to the local CPU build (as requirements.txt does).
-  pip_install "$(grep -E '^torch==' tools/lerobot-requirements.txt)"
-  pip_install "$(grep -E '^torchvision==' tools/lerobot-requirements.txt)"
-  pip_install --no-deps "$(grep -E '^lerobot==' tools/lerobot-requirements.txt)"
-  grep -vE '^(#|$|torch==|torchvision==|lerobot==)' tools/lerobot-requirements.txt > "$VENV/.lerobot-deps.txt"
-  pip_install -r "$VENV/.lerobot-deps.txt"
-  pip_install -e model_server
-  "$VENV/bin/python" -c "import lerobot, torch, robofollow_model_server; print('lerobot', lerobot.__version__, 'torch', torch.__version__)"
+  echo "==> installing lerobot (tools/lerobot-requirements.txt) into $VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tools/lerobot-requirements.txt
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e model_server
+  "$VENV/bin/python" -c "import torchvision, lerobot.policies.factory, robofollow_model_server.lerobot"
   echo "$want" > "$stamp"
 fi

@@ -47,7 +47,8 @@ def from_openpi(request: Any) -> dict[str, Any]:
         raise ContractError("images.cam_high: missing; it is mandatory")
     unknown = set(images) - set(OPENPI_CAMERAS) - {"cam_low"}
     if unknown:
-        raise ContractError(f"images: unknown camera names {sorted(map(str, unknown))}; expected {list(OPENPI_CAMERAS)}")
+        raise ContractError(f"images: unknown camera names {sorted(map(str, unknown))}; "
+                            f"expected {list(OPENPI_CAMERAS)}")
     hwc = {name: _hwc(images[name], f"images.{name}") for name in OPENPI_CAMERAS if name in images}
     cameras = {key: {"rgb": hwc.get(name, np.zeros_like(hwc["cam_high"]))} for name, key in OPENPI_CAMERAS.items()}
     prompt = check_instruction(request.get("prompt"), "prompt")

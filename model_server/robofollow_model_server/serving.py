@@ -145,7 +145,8 @@ def run_until_signal(server: Server, host: PolicyHost, *, protocol: str, spec: s
         print(f"protocol {protocol}, policy {spec}; SIGINT/SIGTERM stops it", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
-        print("stopping: closing connections, waiting for a policy call in progress", file=sys.stderr, flush=True)
+        print("stopping: closing connections, waiting for a policy call in progress (a second signal stops "
+              "waiting)", file=sys.stderr, flush=True)
         stopper = threading.Thread(target=server.stop, args=(grace_s,), name="server-stop", daemon=True)
         stopper.start()
         deadline = time.monotonic() + grace_s

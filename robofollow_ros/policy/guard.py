@@ -29,6 +29,8 @@ from robofollow_ros.policy.remote import is_remote
 DEFAULT_POLICY_TIMEOUT_S = 300.0
 #: How often a wait that may be abandoned looks at ``abandon_when`` (seconds).
 ABANDON_POLL_S = 0.05
+#: Names of the threads that run policy calls (and closes): ``robofollow serve`` joins them before it exits.
+WORKER_THREAD_PREFIX = "policy-"
 
 
 class PolicyTimeoutError(PolicyError, TimeoutError):
