@@ -28,7 +28,7 @@ from websockets.http11 import Request, Response
 from websockets.sync.server import ServerConnection, serve
 
 from robofollow_model_server.contract import CAMERAS, ContractError, check_image, check_instruction, check_vector
-from robofollow_model_server.serving import DEFAULT_IDLE_TIMEOUT_S, PolicyHost, describe_error
+from robofollow_model_server.serving import DEFAULT_IDLE_TIMEOUT_S, THREAD_PREFIX, PolicyHost, describe_error
 from robofollow_model_server.wire import WireError, packb, unpackb
 
 LOG = logging.getLogger(__name__)
@@ -83,7 +83,8 @@ class OpenpiServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> OpenpiServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="openpi-accept", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"{THREAD_PREFIX}accept",
+                                        daemon=True)
         self._thread.start()
         return self
 

@@ -38,6 +38,8 @@ DEFAULT_IDLE_TIMEOUT_S = 1800.0
 DEFAULT_FRAME_TIMEOUT_S = 60.0
 #: Seconds shutdown waits for a policy call in progress before leaving without it.
 DEFAULT_GRACE_S = 30.0
+#: The names of the threads that may be inside the policy (connections, the stopper): shutdown joins them.
+THREAD_PREFIX = "model-server-"
 DEBUG_HINT = "full traceback withheld; start the server with --debug to include it"
 
 
@@ -147,7 +149,8 @@ def run_until_signal(server: Server, host: PolicyHost, *, protocol: str, spec: s
             pass
         print("stopping: closing connections, waiting for a policy call in progress (a second signal stops "
               "waiting)", file=sys.stderr, flush=True)
-        stopper = threading.Thread(target=server.stop, args=(grace_s,), name="server-stop", daemon=True)
+        stopper = threading.Thread(target=server.stop, args=(grace_s,), name=f"{THREAD_PREFIX}stop",
+                                   daemon=True)
         stopper.start()
         deadline = time.monotonic() + grace_s
         while stopper.is_alive() and not hurry.is_set() and time.monotonic() < deadline:
@@ -157,8 +160,7 @@ def run_until_signal(server: Server, host: PolicyHost, *, protocol: str, spec: s
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    busy = [t.name for t in threading.enumerate() if t is not threading.current_thread() and t.is_alive()
-            and not _harmless(t)]
+    busy = [t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX) and t.is_alive()]
     if busy:
         print(f"policy server stopped; leaving without waiting for {', '.join(busy)} (still inside the policy "
               "after the grace period)", file=sys.stderr, flush=True)
@@ -168,7 +170,3 @@ def run_until_signal(server: Server, host: PolicyHost, *, protocol: str, spec: s
     print("policy server stopped, policy closed", file=sys.stderr, flush=True)
     return 0
 
-
-def _harmless(thread: threading.Thread) -> bool:
-    """Threads a library keeps idle in pure Python (none of ours; kept as a named hook for tests)."""
-    return thread.name.startswith("pydevd")

@@ -24,6 +24,7 @@ from robofollow_model_server.contract import check_observation
 from robofollow_model_server.serving import (
     DEFAULT_FRAME_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
+    THREAD_PREFIX,
     PolicyHost,
     describe_error,
 )
@@ -72,7 +73,7 @@ class TcpServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> TcpServer:
-        self._thread = threading.Thread(target=self._accept_loop, name="tcp-accept", daemon=True)
+        self._thread = threading.Thread(target=self._accept_loop, name=f"{THREAD_PREFIX}accept", daemon=True)
         self._thread.start()
         return self
 
@@ -105,7 +106,8 @@ class TcpServer:
                     self._refuse(conn, f"server busy: {self.max_connections} connections are open, the limit "
                                        "(--max-connections)" if busy else "server shutting down")
                     continue
-                thread = threading.Thread(target=self._serve, args=(conn,), name="tcp-connection", daemon=True)
+                thread = threading.Thread(target=self._serve, args=(conn,), name=f"{THREAD_PREFIX}connection",
+                                          daemon=True)
                 self._open[conn] = thread
             thread.start()
 
