@@ -49,7 +49,7 @@ import json, sys
 results = json.load(open(sys.argv[1]))
 entries = results["results"] if isinstance(results, dict) else results
 for e in entries:
-    print(e.get("task_id", e.get("task")), "steps", e.get("policy_steps"), "success", e.get("success"),
+    print(e["task"], "policy steps", e["policy_steps"], "intent_ok", e["intent_ok"], "exec_ok", e["exec_ok"],
           "error", e.get("policy_error"))
 assert entries and all("policy_error" not in e and e.get("policy_steps", 0) > 0 for e in entries), "a trial did not run"
 PY
