@@ -178,7 +178,7 @@ def _serve(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
     if stuck:
         print(f"policy server stopped; leaving without waiting for {len(stuck)} policy call(s) still running "
-              f"after {SHUTDOWN_GRACE_S:g} s", file=sys.stderr, flush=True)
+              f"(timed out, or past the {SHUTDOWN_GRACE_S:g} s grace)", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(0)  # finalizing the interpreter under a thread inside native code aborts (module docstring)
     print("policy server stopped, policies closed", file=sys.stderr, flush=True)
@@ -188,19 +188,23 @@ def _serve(args: argparse.Namespace) -> int:
 def _shut_down(server: Any, shared: Any, deadline: float, hurry: threading.Event) -> list[threading.Thread]:
     """Stop the server and close the policies (in a helper thread, so that a policy call in progress
     cannot hold this one past ``deadline``), then join the policies' worker threads; returns those
-    still running at the deadline (or at a second signal)."""
-    from robofollow_ros.policy.guard import WORKER_THREAD_PREFIX
+    still running at the deadline (or at a second signal), and those of calls that had already timed
+    out, which are not waited for."""
+    from robofollow_ros.policy.guard import STUCK_SUFFIX, WORKER_THREAD_PREFIX
 
     def stop() -> None:
         server.stop()  # closes the policies the sessions built
         if shared is not None:
             shared.close()
 
+    def workers(stuck: bool) -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith(WORKER_THREAD_PREFIX) and t.is_alive()
+                and t.name.endswith(STUCK_SUFFIX) == stuck]
+
     stopper = threading.Thread(target=stop, name="policy-server-stop", daemon=True)
     stopper.start()
     pending = [stopper]
     while pending and not hurry.is_set() and time.monotonic() < deadline:
         pending[0].join(0.2)
-        workers = [t for t in threading.enumerate() if t.name.startswith(WORKER_THREAD_PREFIX)]
-        pending = [t for t in [stopper, *workers] if t.is_alive()]
-    return pending
+        pending = [t for t in [stopper, *workers(stuck=False)] if t.is_alive()]
+    return [t for t in [*pending, *workers(stuck=True)] if t.is_alive()]
