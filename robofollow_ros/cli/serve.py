@@ -2,7 +2,17 @@
 (RoboFollow TCP, openpi websocket, GR00T ZMQ, json_numpy ``/act``, vla-eval websocket).
 
 Prints ``Policy server: HOST:PORT`` once listening (scripts wait for that line; with ``--port 0``
-it names the port chosen), serves until SIGINT or SIGTERM, then closes the policies.
+it names the port chosen), serves until SIGINT or SIGTERM, then closes the policies and exits 0.
+
+Shutdown leaves no thread inside a policy when the interpreter exits (issue 25: a torch policy
+aborted ``robofollow serve`` at exit with "terminate called without an active exception", exit
+134). A policy call still running in its daemon worker thread when Python finalizes comes back from
+torch's C++ code, tries to retake the GIL, and CPython ends such a thread with ``pthread_exit``,
+whose forced unwind through a C++ ``noexcept`` frame calls ``std::terminate``. So the server is
+stopped, the policies closed, and the policy workers joined, all within ``SHUTDOWN_GRACE_S`` (a
+second signal cuts the wait short); a worker still inside the policy after that (a hung model) is
+not joined but outrun: the process flushes its output and leaves with ``os._exit(0)`` before
+finalization can reach that thread.
 
 Many clients at once: the SPEC is a factory, so every connection gets its own policy (built on
 demand, reused by later connections after ``reset``), unless the policy declares itself
@@ -20,9 +30,11 @@ import argparse
 import errno
 import importlib
 import json
+import os
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -44,6 +56,8 @@ SERVERS: dict[str, tuple[str, str]] = {
               "GR00T ZMQ: gr00t:// clients, Isaac-GR00T's PolicyClient (token from GR00T_API_TOKEN)"),
 }
 PROTOCOLS = tuple(SERVERS)
+#: Seconds shutdown waits for a policy call in progress (and the server's threads) before leaving without it.
+SHUTDOWN_GRACE_S = 30.0
 
 
 def register(subparsers: Any) -> None:
@@ -145,8 +159,11 @@ def _serve(args: argparse.Namespace) -> int:
         raise CliError(f"--host/--port: cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from exc
 
     stop = threading.Event()
+    hurry = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            hurry.set()  # a second signal: stop waiting for a policy call in progress
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -161,10 +178,40 @@ def _serve(args: argparse.Namespace) -> int:
         while not stop.wait(0.5):
             pass
     finally:
+        print("stopping: closing connections and policies (a second Ctrl-C stops waiting for a policy call)",
+              file=sys.stderr, flush=True)
+        stuck = _shut_down(server, shared, time.monotonic() + SHUTDOWN_GRACE_S, hurry)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stuck:
+        print(f"policy server stopped; leaving without waiting for {len(stuck)} policy call(s) still running "
+              f"(timed out, or past the {SHUTDOWN_GRACE_S:g} s grace)", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(0)  # finalizing the interpreter under a thread inside native code aborts (module docstring)
+    print("policy server stopped, policies closed", file=sys.stderr, flush=True)
+    return 0
+
+
+def _shut_down(server: Any, shared: Any, deadline: float, hurry: threading.Event) -> list[threading.Thread]:
+    """Stop the server and close the policies (in a helper thread, so that a policy call in progress
+    cannot hold this one past ``deadline``), then join the policies' worker threads; returns those
+    still running at the deadline (or at a second signal), and those of calls that had already timed
+    out, which are not waited for."""
+    from robofollow_ros.policy.guard import STUCK_SUFFIX, WORKER_THREAD_PREFIX
+
+    def stop() -> None:
         server.stop()  # closes the policies the sessions built
         if shared is not None:
             shared.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        print("policy server stopped, policies closed", file=sys.stderr, flush=True)
-    return 0
+
+    def workers(stuck: bool) -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith(WORKER_THREAD_PREFIX) and t.is_alive()
+                and t.name.endswith(STUCK_SUFFIX) == stuck]
+
+    stopper = threading.Thread(target=stop, name="policy-server-stop", daemon=True)
+    stopper.start()
+    pending = [stopper]
+    while pending and not hurry.is_set() and time.monotonic() < deadline:
+        pending[0].join(0.2)
+        pending = [t for t in [stopper, *workers(stuck=False)] if t.is_alive()]
+    return [t for t in [*pending, *workers(stuck=True)] if t.is_alive()]

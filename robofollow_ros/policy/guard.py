@@ -37,6 +37,10 @@ from robofollow_ros.policy.remote import is_remote
 DEFAULT_POLICY_TIMEOUT_S = 300.0
 #: How often a wait that may be abandoned looks at ``abandon_when`` (seconds).
 ABANDON_POLL_S = 0.05
+#: Names of the threads that run policy calls (and closes): ``robofollow serve`` joins them before it exits,
+#: except those whose name ends in :data:`STUCK_SUFFIX` (a call that already timed out: nobody waits for it).
+WORKER_THREAD_PREFIX = "policy-"
+STUCK_SUFFIX = "-stuck"
 
 
 class PolicyTimeoutError(PolicyError, TimeoutError):
@@ -82,7 +86,8 @@ class TimeoutGuardedPolicy(PolicyWrapper):
         # the caller nor keep the process alive at exit (a ThreadPoolExecutor would be joined).
         self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
             queue.SimpleQueue())
-        threading.Thread(target=self._work, name="policy-call", daemon=True).start()
+        self._worker = threading.Thread(target=self._work, name="policy-call", daemon=True)
+        self._worker.start()
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -107,6 +112,7 @@ class TimeoutGuardedPolicy(PolicyWrapper):
             self._jobs.put((future, fn, args))
             if not self._wait(future, started + self.timeout_s):
                 self._stuck = (name, future)
+                self._worker.name = f"policy-call{STUCK_SUFFIX}"  # not waited for at shutdown
                 if time.monotonic() - started < self.timeout_s:
                     raise PolicyAbandonedError(f"policy {name}: abandoned after {time.monotonic() - started:.1f} s "
                                                "(the caller stopped waiting)")
@@ -163,6 +169,6 @@ def close_guarded(policy: TimeoutGuardedPolicy) -> None:
     """Close ``policy`` now, or, while a call is stuck inside it, in the background without waiting on it
     (its close may wait for that call)."""
     if policy.stuck:
-        threading.Thread(target=policy.close, name="policy-close", daemon=True).start()
+        threading.Thread(target=policy.close, name=f"policy-close{STUCK_SUFFIX}", daemon=True).start()
     else:
         policy.close()
