@@ -23,6 +23,9 @@ The memory all connections of a server hold together is bounded by ``budget.py``
 from __future__ import annotations
 
 import traceback
+from typing import Any
+
+import numpy as np
 
 from robofollow_ros.policy.interface import PolicyError
 
@@ -36,6 +39,10 @@ DEFAULT_IDLE_TIMEOUT_S = 1800.0
 DEFAULT_FRAME_TIMEOUT_S = 60.0
 #: Connections a server serves at once; the next one is refused with a message naming the limit.
 DEFAULT_MAX_CONNECTIONS = 64
+
+#: Checked native dtypes by the text a peer sent (``"<f4"``, ``b"<f4"``): a hot path on every array.
+_DTYPES: dict[str | bytes, np.dtype] = {}
+_MAX_CACHED_DTYPES = 256
 
 DEBUG_HINT = "full traceback withheld; start the server with --debug to include it"
 
@@ -64,3 +71,24 @@ def describe_error(exc: BaseException, debug: bool) -> tuple[str, str]:
     if debug:
         return error, "".join(traceback.format_exception(exc))
     return error, f"{type(exc).__name__}: {error} ({DEBUG_HINT})"
+
+
+def checked_dtype(value: Any, field: str = "array dtype") -> np.dtype:
+    """The NumPy dtype a peer named (``"<f4"``, as str or ASCII bytes), or :class:`WireFormatError` naming
+    ``field``: only the kinds in :data:`NUMERIC_KINDS`, no structured or sub-array dtypes (nothing that
+    could hold objects). Every protocol's decoder calls this one check."""
+    cached = _DTYPES.get(value) if isinstance(value, str | bytes) else None
+    if cached is not None:
+        return cached
+    text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+    if not isinstance(text, str) or len(text) > 16:
+        raise WireFormatError(f"{field}: {str(value)[:40]!r} is not a dtype string such as '<f4'")
+    try:
+        dtype = np.dtype(text)
+    except (TypeError, ValueError) as exc:
+        raise WireFormatError(f"{field}: {text!r} is not a NumPy dtype") from exc
+    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise WireFormatError(f"{field}: {text!r} is not numeric or bool (allowed kinds: b, i, u, f)")
+    if dtype.isnative and len(_DTYPES) < _MAX_CACHED_DTYPES:  # valid native dtypes only, and only so many
+        _DTYPES[value] = dtype
+    return dtype

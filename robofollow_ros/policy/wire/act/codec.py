@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from robofollow_ros.jsonlimits import JsonLimitError, JsonLimits, loads_bounded
-from robofollow_ros.policy.wire.common import MAX_NDIM, NUMERIC_KINDS, WireFormatError
+from robofollow_ros.policy.wire.common import MAX_NDIM, NUMERIC_KINDS, WireFormatError, checked_dtype
 
 #: Largest request body our server reads and largest reply our client reads, by default: about 40
 #: times a three-camera 224×224 request (json_numpy's base64 costs 4/3 of the raw bytes).
@@ -76,24 +76,12 @@ def encode_reply(value: Any, encoded: bool) -> bytes:
     return (json.dumps(text) if encoded else text).encode("utf-8")
 
 
-_DTYPES: dict[str, np.dtype] = {}
 
 
 def _dtype(value: Any) -> np.dtype:
-    cached = _DTYPES.get(value) if isinstance(value, str) else None
-    if cached is not None:
-        return cached
-    if not isinstance(value, str) or len(value) > 16:
+    if not isinstance(value, str):  # json_numpy writes dtype.str, never bytes
         raise WireFormatError(f"array dtype: {str(value)[:40]!r} is not a dtype string such as '<f4'")
-    try:
-        dtype = np.dtype(value)
-    except (TypeError, ValueError) as exc:
-        raise WireFormatError(f"array dtype: {value!r} is not a NumPy dtype") from exc
-    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
-        raise WireFormatError(f"array dtype: {value!r} is not numeric or bool")
-    if len(_DTYPES) < 64:
-        _DTYPES[value] = dtype
-    return dtype
+    return checked_dtype(value)
 
 
 def _array(obj: dict[str, Any]) -> np.ndarray | np.generic:

@@ -29,7 +29,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from robofollow_ros.policy.wire.common import MAX_NDIM, NUMERIC_KINDS, WireFormatError
+from robofollow_ros.policy.wire.common import MAX_NDIM, NUMERIC_KINDS, WireFormatError, checked_dtype
 
 #: Largest message either side accepts by default (ZMQ_MAXMSGSIZE): about 60 times a three-camera
 #: 224×224 request, and eight times three raw 640×480 frames.
@@ -77,17 +77,7 @@ def packb(message: Any, array_form: str = "npy") -> bytes:
 
 # ---------------------------------------------------------------------------------------------- decode
 def _checked_dtype(text: Any, field: str) -> np.dtype:
-    if isinstance(text, bytes):
-        text = text.decode("ascii", "replace")
-    if not isinstance(text, str) or len(text) > 16:
-        raise WireFormatError(f"{field}: {str(text)[:40]!r} is not a dtype string such as '<f4'")
-    try:
-        dtype = np.dtype(text)
-    except (TypeError, ValueError) as exc:
-        raise WireFormatError(f"{field}: {text!r} is not a NumPy dtype") from exc
-    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
-        raise WireFormatError(f"{field}: {text!r} is not numeric or bool (allowed kinds: b, i, u, f)")
-    return dtype
+    return checked_dtype(text, field)
 
 
 def _checked_shape(shape: Any, field: str) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from robofollow_ros.policy.wire.common import MAX_NDIM, NUMERIC_KINDS, WireFormatError
+from robofollow_ros.policy.wire.common import MAX_NDIM, NUMERIC_KINDS, WireFormatError, checked_dtype
 
 #: Largest websocket message either openpi side accepts by default: about 70 times a 3-camera
 #: 224×224 request (and 12 times three raw 640×480 frames).
@@ -73,19 +73,9 @@ _DTYPE_CACHE: dict[Any, np.dtype] = {}
 
 
 def _dtype(value: Any) -> np.dtype:
-    cached = _DTYPE_CACHE.get(value) if isinstance(value, str | bytes) else None
-    if cached is not None:
-        return cached
-    text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
-    if not isinstance(text, str) or len(text) > 16:
-        raise WireFormatError(f"array dtype: {value!r} is not a dtype string such as '<f4'")
-    try:
-        dtype = np.dtype(text)
-    except (TypeError, ValueError) as exc:
-        raise WireFormatError(f"array dtype: {text!r} is not a NumPy dtype") from exc
-    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
-        raise WireFormatError(f"array dtype: {text!r} is not numeric or bool")
-    if dtype.isnative and len(_DTYPE_CACHE) < 256:  # valid native dtypes only, and only so many
+    """``common.checked_dtype``, remembered here too for the fast path of ``_unpack_hook``."""
+    dtype = checked_dtype(value)
+    if dtype.isnative and isinstance(value, str | bytes) and len(_DTYPE_CACHE) < 256:
         _DTYPE_CACHE[value] = dtype
     return dtype
 

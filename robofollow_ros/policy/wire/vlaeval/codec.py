@@ -32,7 +32,7 @@ import numpy as np
 from PIL import Image
 
 from robofollow_ros.policy.observation import MAX_IMAGE_SIDE
-from robofollow_ros.policy.wire.common import MAX_NDIM, NUMERIC_KINDS, WireFormatError
+from robofollow_ros.policy.wire.common import MAX_NDIM, NUMERIC_KINDS, WireFormatError, checked_dtype
 
 #: ``vla_eval.protocol.messages.PROTOCOL_VERSION``: the version both sides announce in ``hello``.
 PROTOCOL_VERSION = 1
@@ -106,15 +106,9 @@ def pack_message(kind: str, payload: dict[str, Any], seq: int, *, image_format: 
 
 # ------------------------------------------------------------------------------------------ decoding
 def _dtype(value: Any) -> np.dtype:
-    if not isinstance(value, str) or len(value) > 16:
+    if not isinstance(value, str):  # vla-eval writes dtype.str, never bytes
         raise WireFormatError(f"array dtype: {str(value)[:40]!r} is not a dtype string such as '<f4'")
-    try:
-        dtype = np.dtype(value)
-    except (TypeError, ValueError) as exc:
-        raise WireFormatError(f"array dtype: {value!r} is not a NumPy dtype") from exc
-    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
-        raise WireFormatError(f"array dtype: {value!r} is not bool, int, uint or float")
-    return dtype
+    return checked_dtype(value)
 
 
 def _shape(value: Any, field: str) -> list[int]:
