@@ -435,3 +435,51 @@ def test_eval_through_serve_gr00t_gives_the_in_process_verdicts(tmp_path: Path) 
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+
+
+class Gr00tPeerPolicy:
+    """The policy an evaluator gets when it drives our server with GR00T's own client conventions (the
+    ``Gr00tStyleClient`` double, written from GR00T's ``PolicyClient``): N1.6 nested observations, its
+    ``reset`` / ``get_action`` endpoints, the chunk joined from its action keys. Nothing of ours on the wire
+    side, so a verdict equal to in process shows that a GR00T client scores our served policy as we do."""
+
+    def __init__(self, port: int) -> None:
+        self.client = Gr00tStyleClient(port)
+        self.instruction = ""
+
+    def reset(self) -> None:
+        assert self.client.call("reset", {"options": None}) == {}
+
+    def set_instruction(self, text: str) -> None:
+        self.instruction = text
+
+    def predict(self, obs: dict[str, Any]) -> np.ndarray:
+        vector = np.asarray(obs["joint_action"]["vector"], dtype=np.float32)
+        state, start = {}, 0
+        for key, width in WIDTHS.items():
+            state[key] = vector[start:start + width].reshape(1, 1, width)
+            start += width
+        video = {key: np.asarray(obs["observation"][camera]["rgb"])[None, None]
+                 for key, camera in (("head", "head_camera"), ("left_wrist", "left_camera"),
+                                     ("right_wrist", "right_camera"))}
+        observation = {"video": video, "state": state, "language": {ALOHA_LANGUAGE: [[self.instruction]]}}
+        action, _info = self.client.call("get_action", {"observation": observation, "options": None})
+        return np.concatenate([np.asarray(action[key])[0] for key in WIDTHS], axis=1)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def test_a_gr00t_client_scores_our_served_policy_as_in_process(tmp_path: Path) -> None:
+    """``serve --protocol gr00t``, driven by a GR00T-style client inside our evaluator: the same verdicts as
+    the policy in process (the memorizer: a peer's client carries no privileged state, which the oracle needs)."""
+    tasks = TASKS[:2]
+    run_evaluation(EvalConfig(policy="memorizer", output=tmp_path / "local", tasks=tuple(tasks), rounds=1,
+                              render=True))
+    local = scored(tmp_path / "local" / "results.json")
+    assert all(r["completion_ok"] for r in local.values())  # verdicts worth comparing: the memorizer succeeds at L0
+    with Gr00tPolicyServer(lambda: load_policy("memorizer"), port=0).start() as server:
+        run_evaluation(EvalConfig(policy="test_protocol_gr00t:Gr00tPeerPolicy",
+                                  policy_kwargs={"port": server.address[1]}, output=tmp_path / "peer",
+                                  tasks=tuple(tasks), rounds=1, render=True, backend="inline"))
+    assert scored(tmp_path / "peer" / "results.json") == local
