@@ -151,8 +151,14 @@ def _rank_or_sim_real(args: argparse.Namespace) -> int:
 
 
 def _rank(args: argparse.Namespace) -> int:
-    from robofollow_ros.evaluation.ranking import format_ranking, load_run, published_rows, rank_runs, ranking_json
-    from robofollow_ros.evaluation.ranking import unique_names
+    from robofollow_ros.evaluation.ranking import (
+        format_ranking,
+        load_run,
+        published_rows,
+        rank_runs,
+        ranking_json,
+        unique_names,
+    )
 
     if len(args.rank) < 2:
         raise CliError(f"--rank: need at least two runs, got {len(args.rank)}")

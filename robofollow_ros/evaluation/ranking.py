@@ -230,10 +230,10 @@ def rank_runs(runs: Sequence[Sequence[Mapping[str, Any]]], names: Sequence[str],
     for rank, i in enumerate(order, start=1):
         done = sum(1 for t in runs[i] if bool(t["completion_ok"]))
         out.append(RankedRun(rank=rank, model=names[i], run_dir=str(run_dirs[i]), strength=float(theta[i]),
-                             ci95=(float(lo[i]), float(hi[i])), comparisons=int(round(games[i].sum())),
+                             ci95=(float(lo[i]), float(hi[i])), comparisons=round(float(games[i].sum())),
                              wins=float(total[i].sum()), trials=len(runs[i]), completed=done,
                              completion_ci95=wilson_interval(done, len(runs[i]))))
-    return Ranking(runs=out, tasks=len(tasks), comparisons=int(round(total.sum())), unpaired=unpaired,
+    return Ranking(runs=out, tasks=len(tasks), comparisons=round(float(total.sum())), unpaired=unpaired,
                    n_resamples=n_resamples)
 
 
