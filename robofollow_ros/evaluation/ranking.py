@@ -263,7 +263,7 @@ def format_ranking(ranking: Ranking, published: Sequence[Mapping[str, Any]]) -> 
     """The leaderboard, then the published rows for reference (not in the fit)."""
     width = max([len(r.model) for r in ranking.runs] + [5])
     head = (f"{'rank':>4}  {'model':<{width}}  {'strength θ':>10}  {'95% interval':>17}  {'n comparisons':>13}"
-            f"  {'wins':>7}  {'completion % (n trials, 95% CI)':<32}")
+            f"  {'wins':>7}  completion % (n trials, 95% CI)")
     lines = [f"Bradley-Terry ranking: {ranking.comparisons} paired comparisons on {ranking.tasks} tasks "
              f"(pairs by task and seed; win = completion, ties broken by IS then ES, full ties half; "
              f"intervals: {ranking.n_resamples} task-bootstrap resamples)", head, "-" * len(head)]
@@ -277,7 +277,8 @@ def format_ranking(ranking: Ranking, published: Sequence[Mapping[str, Any]]) -> 
         lines.append(f"note: {n} trial(s) of {name} share no (task, seed) with another run and are not in the fit")
     if published:
         lines += ["", "published models, for reference only: NOT in the fit (Bradley-Terry needs paired trials; "
-                      "these are completion rates of the whole protocol, mean of the 16 scene x level cells)"]
+                      "these are completion rates of the whole protocol, mean of the 16 scene x level cells; "
+                      "the runs' column above is per trial over their own trials)"]
         pw = max(len(p["model"]) for p in published)
         lines.append(f"{'model':<{pw}}  {'family':<8}  {'CR %':>6}  " + "  ".join(f"{f'L{i}':>6}" for i in range(4)))
         for p in published:

@@ -218,16 +218,27 @@ def plot_sim_real(path: str | Path, result: SimReal, names: tuple[str, str]) -> 
 
     levels = sorted({p.level for p in result.tasks})
     colours = {level: f"C{i}" for i, level in enumerate(levels)}
-    fig, axes = plt.subplots(1, len(METRICS), figsize=(15, 5.2))
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(15, 6))
     for ax, c in zip(axes, result.correlations, strict=True):
-        for level in levels:
-            pts = [p for p in result.tasks if p.level == level]
-            ax.scatter([100 * p.rig[c.metric] for p in pts], [100 * p.sim[c.metric] for p in pts], s=36,
-                       alpha=0.6, color=colours[level], label=f"{level} (n={len(pts)})", edgecolors="black",
-                       linewidths=0.4)
+        for k, level in enumerate(levels):
+            # tasks on the same spot (rates of few rounds coincide) are one marker sized and labelled by
+            # their count, each level nudged sideways so that no level hides another
+            spots: dict[tuple[float, float], int] = {}
+            for p in result.tasks:
+                if p.level == level:
+                    spot = (100 * p.rig[c.metric], 100 * p.sim[c.metric])
+                    spots[spot] = spots.get(spot, 0) + 1
+            nudge = 1.5 * (k - (len(levels) - 1) / 2)
+            xs, ys = [x + nudge for x, _ in spots], [y for _, y in spots]
+            n_level = sum(spots.values())
+            ax.scatter(xs, ys, s=[30 * n ** 0.7 for n in spots.values()], alpha=0.6, color=colours[level],
+                       label=f"{level} (n={n_level})", edgecolors="black", linewidths=0.4)
+            for x, y, n in zip(xs, ys, spots.values(), strict=True):
+                if n > 1:
+                    ax.annotate(f"{n}", (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
         ax.plot([0, 100], [0, 100], color="grey", lw=0.8, ls="--")
-        ax.set_xlim(-4, 104)
-        ax.set_ylim(-4, 104)
+        ax.set_xlim(-6, 106)
+        ax.set_ylim(-6, 106)
         ax.set_aspect("equal")
         r_txt = "undefined" if c.r is None else f"{c.r:+.2f}"
         ci_txt = "" if c.ci95 is None else f" [{c.ci95[0]:+.2f}, {c.ci95[1]:+.2f}]"
@@ -240,6 +251,6 @@ def plot_sim_real(path: str | Path, result: SimReal, names: tuple[str, str]) -> 
     fig.suptitle(f"Sim vs real, per task (rounds averaged): success agreement {100 * total.rate:.0f}% "
                  f"({total.both_succeed + total.both_fail}/{total.n}, 95% CI {100 * total.ci95[0]:.0f}-"
                  f"{100 * total.ci95[1]:.0f}%); r with 95% Fisher-z interval")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0.0, 0.0, 1.0, 0.95))
     fig.savefig(path, dpi=100)
     plt.close(fig)
