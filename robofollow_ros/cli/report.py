@@ -17,6 +17,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--compare-runs", nargs=2, metavar=("RUN_A", "RUN_B"), type=Path,
                    help="compare two runs of the same trials, paired by (task, seed): IS/ES differences with "
                         "paired-bootstrap 95%% intervals and an exact McNemar test on completion")
+    p.add_argument("--rank", nargs="+", metavar="RUN", type=Path,
+                   help="rank two or more runs with a Bradley-Terry model on trials paired by (task, seed), "
+                        "task-bootstrap 95%% intervals, beside the published models' completion rates")
+    p.add_argument("--sim-real", nargs=2, metavar=("SIM_RUN", "RIG_RUN"), type=Path,
+                   help="a sim run against a rig run of the same tasks: per-task and per-level agreement, "
+                        "Pearson r (Fisher-z 95%% interval), MMRV and a scatter plot")
     p.add_argument("--bootstrap", type=integer(1, 1_000_000), default=10_000, metavar="N",
                    help="bootstrap resamples (default 10000)")
     p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0)")
@@ -50,6 +56,8 @@ def _report(args: argparse.Namespace) -> int:
     )
     from robofollow_ros.scoring.summary import summarize
 
+    if args.rank or args.sim_real:
+        return _rank_or_sim_real(args)
     if args.compare_runs:
         if args.run_dir or args.compare:
             raise CliError("--compare-runs: give either RUN_DIR (with --compare) or --compare-runs RUN_A RUN_B")
@@ -128,6 +136,71 @@ def _compare_runs(args: argparse.Namespace) -> int:
         print_json({**comparison_json(cells, names), "png": None if args.no_plot else str(png)})
         return 0
     print(format_comparison(cells, names))
+    if not args.no_plot:
+        print(f"\nplot: {png}")
+    return 0
+
+
+def _rank_or_sim_real(args: argparse.Namespace) -> int:
+    """``--rank RUN...`` and ``--sim-real SIM_RUN RIG_RUN`` (robofollow_ros.evaluation.ranking / simreal)."""
+    flag = "--rank" if args.rank else "--sim-real"
+    if args.run_dir or args.compare or args.compare_runs or (args.rank and args.sim_real):
+        raise CliError(f"{flag}: give it alone (not with RUN_DIR, --compare, --compare-runs or the other of "
+                       "--rank / --sim-real)")
+    return _rank(args) if args.rank else _sim_real(args)
+
+
+def _rank(args: argparse.Namespace) -> int:
+    from robofollow_ros.evaluation.ranking import (
+        format_ranking,
+        load_run,
+        published_rows,
+        rank_runs,
+        ranking_json,
+        unique_names,
+    )
+
+    if len(args.rank) < 2:
+        raise CliError(f"--rank: need at least two runs, got {len(args.rank)}")
+    if args.png:
+        raise CliError("--png: --rank draws no plot")
+    try:
+        loaded = [load_run(d, "--rank") for d in args.rank]
+        names = unique_names([label for label, _ in loaded], args.rank)
+        ranking = rank_runs([trials for _, trials in loaded], names, [str(d) for d in args.rank],
+                            n_resamples=args.bootstrap, seed=args.seed)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    published = published_rows()
+    if args.json:
+        print_json(ranking_json(ranking, published))
+    else:
+        print(format_ranking(ranking, published))
+    return 0
+
+
+def _sim_real(args: argparse.Namespace) -> int:
+    from robofollow_ros.evaluation.ranking import load_run
+    from robofollow_ros.evaluation.simreal import format_sim_real, plot_sim_real, sim_real_json, sim_vs_real
+
+    sim_dir, rig_dir = args.sim_real
+    names = (str(sim_dir), str(rig_dir))
+    png = Path(args.png) if args.png else Path(f"simreal_{sim_dir.name}_vs_{rig_dir.name}.png")
+    if not args.no_plot:
+        output_file(png, "--png")
+    try:
+        _, sim = load_run(sim_dir, "--sim-real")
+        _, rig = load_run(rig_dir, "--sim-real")
+        result = sim_vs_real(sim, rig)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    if not args.no_plot:
+        with writing(png, "--png"):
+            plot_sim_real(png, result, names)
+    if args.json:
+        print_json({**sim_real_json(result, names), "png": None if args.no_plot else str(png)})
+        return 0
+    print(format_sim_real(result, names))
     if not args.no_plot:
         print(f"\nplot: {png}")
     return 0
