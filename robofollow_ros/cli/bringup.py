@@ -25,7 +25,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import MAX_ACTIONS_PER_STEP, MAX_LIMIT, PORT, STEPS, CliError, integer, seconds
+from robofollow_ros.cli._common import (
+    MAX_ACTIONS_PER_STEP,
+    MAX_LIMIT,
+    PORT,
+    STEPS,
+    CliError,
+    integer,
+    number,
+    seconds,
+)
 from robofollow_ros.exit_status import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -71,7 +80,7 @@ def register(subparsers: Any) -> None:
                         "run); recorded in run.json (default: the profile's)")
     p.add_argument("--merge", choices=("latest", "weighted", "average", "ensemble"),
                    help="--execution realtime: how overlapping chunks merge (default latest)")
-    p.add_argument("--control-hz", type=float, metavar="HZ",
+    p.add_argument("--control-hz", type=number(0, 1000, low_open=True, unit="Hz"), metavar="HZ",
                    help="--execution rate|realtime: control ticks per second (sim: a divisor of 250; default 25)")
     p.add_argument("--no-render", action="store_true", help="sim: physics only, no camera images")
     p.add_argument("--output", type=Path, metavar="DIR",
