@@ -168,8 +168,9 @@ def comparison_figure(run: Table, models: Mapping[str, Table], run_label: str = 
                 cis = [stats.get(s, {}).get(level, {}).get(f"{metric}_ci95") for s, level in cells]
                 shown = [i for i, ci in enumerate(cis) if ci is not None and present[i]]
                 ax.errorbar([xs[i] for i in shown], [ys[i] for i in shown], fmt="none", ecolor="black", capsize=2,
-                            elinewidth=0.8, yerr=[[ys[i] - cis[i][0] for i in shown],  # type: ignore[index]
-                                                  [cis[i][1] - ys[i] for i in shown]])  # type: ignore[index]
+                            elinewidth=0.8,  # CR is task-macro, its interval Wilson's on trials: may not hold it
+                            yerr=[[max(0.0, ys[i] - cis[i][0]) for i in shown],  # type: ignore[index]
+                                  [max(0.0, cis[i][1] - ys[i]) for i in shown]])  # type: ignore[index]
             for x, y, here in zip(xs, ys, present, strict=True):
                 if here and y == 0.0:
                     ax.plot([x], [0.0], marker="D", markersize=6, color=colour, markeredgecolor="black",
