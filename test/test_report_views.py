@@ -195,6 +195,8 @@ def test_csv_round_trips_the_trial_table_and_the_summaries(tmp_path, capsys):
         assert int(row["n"]) == c["n"] and int(row["CR_k"]) == c["CR_k"]
         assert [float(row["CR_lo"]), float(row["CR_hi"])] == c["CR_ci95"]  # repr round-trips exactly
         assert [float(row["IS_lo"]), float(row["IS_hi"])] == c["IS_ci95"]
+    assert main(["report", str(run), "--csv", str(out / "trials.csv")]) == 2  # a file, not a directory
+    assert "--csv" in capsys.readouterr().err
     assert set(cells) == {("S1", "L0"), ("S1", "L1"), ("S2", "L0"), ("mean", "L0"), ("mean", "L1")}
     with open(out / "tasks.csv", newline="", encoding="utf-8") as fh:
         tasks = list(csv.DictReader(fh))

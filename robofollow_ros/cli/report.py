@@ -73,6 +73,8 @@ def _report(args: argparse.Namespace) -> int:
     results_path = run_dir / "results.json"
     if not results_path.is_file():
         raise CliError(f"RUN_DIR: {run_dir} has no results.json")
+    if args.csv is not None and args.csv.exists() and not args.csv.is_dir():
+        raise CliError(f"--csv: {args.csv} is a file; give a directory")
     png = Path(args.png) if args.png else run_dir / "report.png"
     if not args.no_plot:
         output_file(png, "--png")
