@@ -111,7 +111,7 @@ def _report(args: argparse.Namespace) -> int:
                     "privileged": privileged, "protocol_differences": differences})
         return 0
     mark = f" — {PRIVILEGED_MARK}" if privileged else ""
-    print(format_grid(f"run {run_dir} (IS/ES/CR, %; n trials per cell){mark}", stats))
+    print(format_grid(f"run {run_dir} (IS/ES/CR, %){mark}", stats))
     print(format_intervals(stats, args.bootstrap))
     if privileged:
         print(f"note: {PRIVILEGED_MARK}: its policy was given the objects' poses and the task id")
