@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.cli._common import SEED, CliError, integer, output_file, print_json, writing
+from robofollow_ros.exit_status import EXIT_TRIALS_FAILED
 
 
 def register(subparsers: Any) -> None:
@@ -32,6 +33,12 @@ def register(subparsers: Any) -> None:
                                                  "--compare-runs ./compare_<A>_vs_<B>.png)")
     p.add_argument("--no-plot", action="store_true", help="print the table only")
     p.add_argument("--json", action="store_true", help="print the cells as JSON")
+    p.add_argument("--tasks", action="store_true",
+                   help="each task over its rounds: n, IS/ES/CR with 95%% intervals (instead of the table)")
+    p.add_argument("--failures", action="store_true",
+                   help="each failed trial: the stage that failed, the reason, its MCAP and video when present")
+    p.add_argument("--csv", metavar="DIR", type=Path,
+                   help="also write DIR/trials.csv, DIR/cells.csv and DIR/tasks.csv")
     p.set_defaults(func=_report)
 
 
@@ -47,12 +54,18 @@ def _run_record(run_dir: Path) -> dict[str, Any] | None:
 def _report(args: argparse.Namespace) -> int:
     from robofollow_ros.evaluation.report import (
         PRIVILEGED_MARK,
-        format_table,
         is_privileged,
         plot_comparison,
         protocol_differences,
         published_table,
         run_table,
+    )
+    from robofollow_ros.evaluation.report_views import (
+        cell_stats,
+        executed_count,
+        format_grid,
+        format_intervals,
+        published_cells,
     )
     from robofollow_ros.scoring.summary import summarize
 
@@ -68,6 +81,8 @@ def _report(args: argparse.Namespace) -> int:
     results_path = run_dir / "results.json"
     if not results_path.is_file():
         raise CliError(f"RUN_DIR: {run_dir} has no results.json")
+    if args.csv is not None and args.csv.exists() and not args.csv.is_dir():
+        raise CliError(f"--csv: {args.csv} is a file; give a directory")
     png = Path(args.png) if args.png else run_dir / "report.png"
     if not args.no_plot:
         output_file(png, "--png")
@@ -76,6 +91,14 @@ def _report(args: argparse.Namespace) -> int:
         summary = summarize(trials)
     except (json.JSONDecodeError, ValueError, TypeError) as exc:
         raise CliError(f"RUN_DIR: {results_path} is not a RoboFollow results file: {exc}") from None
+    if executed_count(trials) == 0:
+        raise CliError(f"RUN_DIR: {run_dir} has no executed trial ({len(trials)} recorded, none ran: "
+                       "nothing to report)", exit_code=EXIT_TRIALS_FAILED)
+    stats = cell_stats(trials, args.bootstrap, args.seed)
+    if args.tasks or args.failures or args.csv:
+        code = _views(args, run_dir, trials, stats)
+        if args.tasks or args.failures:
+            return code
     table = run_table(summary)
     try:
         models = {m: published_table(m) for m in args.compare}
@@ -87,13 +110,17 @@ def _report(args: argparse.Namespace) -> int:
     label = f"{run_dir.name} (privileged)" if privileged else run_dir.name
     if not args.no_plot:
         with writing(png, "--png"):
-            plot_comparison(png, table, models, run_label=label)
+            plot_comparison(png, table, models, run_label=label, stats=stats,
+                            warnings=differences if models else ())
     if args.json:
-        print_json({"run": table, "models": models, "png": None if args.no_plot else str(png),
+        print_json({"run": table, "cells": stats, "trials": len(trials), "executed": executed_count(trials),
+                    "models": {m: published_cells(c) for m, c in models.items()},
+                    "png": None if args.no_plot else str(png),
                     "privileged": privileged, "protocol_differences": differences})
         return 0
     mark = f" — {PRIVILEGED_MARK}" if privileged else ""
-    print(format_table(table, f"run {run_dir} (IS/ES/CR, %){mark}"))
+    print(format_grid(f"run {run_dir} (IS/ES/CR, %){mark}", stats))
+    print(format_intervals(stats, args.bootstrap))
     if privileged:
         print(f"note: {PRIVILEGED_MARK}: its policy was given the objects' poses and the task id")
     if models and differences:  # the published figures ran the whole protocol: say where this run does not
@@ -104,9 +131,34 @@ def _report(args: argparse.Namespace) -> int:
                   f"warning: this run differs from the published protocol: {difference}")
     for name, cells in models.items():
         print()
-        print(format_table(cells, f"published: {name} (IS/ES/CR, %)"))
+        print(format_grid(f"published: {name} (IS/ES/CR, %; n of the protocol, no intervals published)",
+                          published_cells(cells)))
     if not args.no_plot:
         print(f"\nplot: {png}")
+    return 0
+
+
+def _views(args: argparse.Namespace, run_dir: Path, trials: list[dict[str, Any]],
+           stats: dict[str, Any]) -> int:
+    """``--tasks``, ``--failures`` and ``--csv DIR`` (report_views)."""
+    from robofollow_ros.evaluation.report_views import failures, format_failures, format_tasks, task_stats, write_csv
+
+    tasks = task_stats(trials, args.bootstrap, args.seed)
+    failed = failures(trials, run_dir)
+    written: list[Path] = []
+    if args.csv:
+        with writing(args.csv, "--csv"):
+            written = write_csv(args.csv, trials, run_dir, stats, tasks)
+    if args.json and (args.tasks or args.failures):
+        print_json({**({"tasks": tasks} if args.tasks else {}), **({"failures": failed} if args.failures else {}),
+                    "trials": len(trials), "csv": [str(p) for p in written]})
+        return 0
+    if args.tasks:
+        print(format_tasks(tasks))
+    if args.failures:
+        print(("\n" if args.tasks else "") + format_failures(failed, len(trials)))
+    if written and not args.json:
+        print("csv: " + ", ".join(str(p) for p in written))
     return 0
 
 

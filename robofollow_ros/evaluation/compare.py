@@ -18,6 +18,7 @@ from typing import Any
 from robofollow_ros.benchmark import LEVELS, SCENES
 from robofollow_ros.evaluation.paired_stats import mcnemar_exact, paired_bootstrap_ci
 from robofollow_ros.evaluation.report import SCENE_LABEL
+from robofollow_ros.evaluation.text_table import text_table
 
 Pair = tuple[Mapping[str, Any], Mapping[str, Any]]
 #: Unpaired trials listed in the refusal, at most.
@@ -128,18 +129,20 @@ def compare_runs(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]],
 
 
 def format_comparison(cells: Sequence[CellComparison], names: tuple[str, str]) -> str:
+    """One row per cell; columns as wide as their widest value (``text_table``), so they never run together."""
     a, b = names
-    head = (f"{'cell':<7}{'pairs':>6}  {'IS A→B (Δ, 95% CI)':<34}{'ES A→B (Δ, 95% CI)':<34}"
-            f"{'complete A/B':>13}{'A only/B only':>15}{'McNemar p':>11}")
-    lines = [f"paired comparison: A = {a}, B = {b} (differences are B − A, in points of 100)", head, "-" * len(head)]
-    for c in cells:
-        is_txt = (f"{100 * c.is_a:5.1f}→{100 * c.is_b:5.1f} ({100 * c.is_diff:+6.1f}, "
-                  f"{100 * c.is_ci95[0]:+6.1f}..{100 * c.is_ci95[1]:+6.1f})")
-        es_txt = (f"{100 * c.es_a:5.1f}→{100 * c.es_b:5.1f} ({100 * c.es_diff:+6.1f}, "
-                  f"{100 * c.es_ci95[0]:+6.1f}..{100 * c.es_ci95[1]:+6.1f})")
-        lines.append(f"{c.cell:<7}{c.pairs:>6}  {is_txt:<34}{es_txt:<34}{f'{c.complete_a}/{c.complete_b}':>13}"
-                     f"{f'{c.only_a}/{c.only_b}':>15}{c.mcnemar_p:>11.4f}")
-    return "\n".join(lines)
+
+    def change(x: float, y: float, diff: float, ci: tuple[float, float]) -> list[str]:
+        return [f"{100 * x:.1f}", f"{100 * y:.1f}", f"{100 * diff:+.1f}", f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"]
+
+    header = ["cell", "pairs", "IS A", "IS B", "IS Δ", "IS Δ 95% CI", "ES A", "ES B", "ES Δ", "ES Δ 95% CI",
+              "complete A/B", "A only/B only", "McNemar p"]
+    rows = [[c.cell, str(c.pairs), *change(c.is_a, c.is_b, c.is_diff, c.is_ci95),
+             *change(c.es_a, c.es_b, c.es_diff, c.es_ci95), f"{c.complete_a}/{c.complete_b}", f"{c.only_a}/{c.only_b}",
+             f"{c.mcnemar_p:.4f}"] for c in cells]
+    right = [False, True, True, True, True, False, True, True, True, False, True, True, True]
+    title = f"paired comparison: A = {a}, B = {b} (differences are B − A, in points of 100; n = pairs)"
+    return title + "\n" + text_table(header, rows, right)
 
 
 def comparison_json(cells: Sequence[CellComparison], names: tuple[str, str]) -> dict[str, Any]:

@@ -139,8 +139,15 @@ def format_table(table: Table, title: str) -> str:
     return "\n".join(lines)
 
 
-def plot_comparison(path: str | Path, run: Table, models: Mapping[str, Table], run_label: str = "this run") -> None:
-    """PNG with one panel per metric; bars per scene/level cell for the run and each model."""
+def comparison_figure(run: Table, models: Mapping[str, Table], run_label: str = "this run",
+                      stats: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+                      warnings: Sequence[str] = ()) -> Any:
+    """The figure of :func:`plot_comparison` (returned open, for the caller to save or inspect).
+
+    A cell scored 0 gets a marker at 0 in its series' colour with a "0" label (a bar of height 0 is
+    invisible, and "scored 0" must not look like "not run"); a cell the run does not hold is labelled
+    "n/a". With ``stats`` (``report_views.cell_stats``) the run's bars carry their 95 % intervals and the
+    cell labels their n; ``warnings`` are printed under the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -149,18 +156,53 @@ def plot_comparison(path: str | Path, run: Table, models: Mapping[str, Table], r
     cells = [(s, level) for s in ("S1", "S2", "S3", "S4") for level in LEVELS]
     series = {run_label: run, **models}
     width = 0.8 / max(1, len(series))
-    fig, axes = plt.subplots(len(METRICS), 1, figsize=(14, 9), sharex=True)
+    fig, axes = plt.subplots(len(METRICS), 1, figsize=(14, 9 + 0.25 * len(warnings)), sharex=True)
     for ax, metric in zip(axes, METRICS, strict=True):
         for k, (label, table) in enumerate(series.items()):
+            colour = f"C{k % 10}"
             xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(cells))]
+            present = [metric in table.get(s, {}).get(level, {}) for s, level in cells]
             ys = [table.get(s, {}).get(level, {}).get(metric, 0.0) for s, level in cells]
-            ax.bar(xs, ys, width=width, label=label)
+            ax.bar(xs, ys, width=width, label=label, color=colour)
+            if k == 0 and stats:
+                cis = [stats.get(s, {}).get(level, {}).get(f"{metric}_ci95") for s, level in cells]
+                shown = [i for i, ci in enumerate(cis) if ci is not None and present[i]]
+                ax.errorbar([xs[i] for i in shown], [ys[i] for i in shown], fmt="none", ecolor="black", capsize=2,
+                            elinewidth=0.8,  # CR is task-macro, its interval Wilson's on trials: may not hold it
+                            yerr=[[max(0.0, ys[i] - cis[i][0]) for i in shown],  # type: ignore[index]
+                                  [max(0.0, cis[i][1] - ys[i]) for i in shown]])  # type: ignore[index]
+            for x, y, here in zip(xs, ys, present, strict=True):
+                if here and y == 0.0:
+                    ax.plot([x], [0.0], marker="D", markersize=6, color=colour, markeredgecolor="black",
+                            linestyle="none", gid=f"zero:{label}", zorder=5)
+                    ax.text(x, 2.5, "0", ha="center", va="bottom", fontsize=6)
+                elif not here and k == 0:
+                    ax.text(x, 2.5, "n/a", ha="center", va="bottom", fontsize=6, color="grey", rotation=90)
         ax.set_ylabel(f"{metric} (%)")
-        ax.set_ylim(0, 105)
+        ax.set_ylim(-5, 105)
         ax.grid(axis="y", alpha=0.3)
-    axes[-1].set_xticks(range(len(cells)), [f"{s}\n{level}" for s, level in cells])
+    labels = []
+    for s, level in cells:
+        n = (stats or {}).get(s, {}).get(level, {}).get("n")
+        labels.append(f"{s}\n{level}" + (f"\nn={n}" if n is not None else ""))
+    axes[-1].set_xticks(range(len(cells)), labels)
     axes[0].legend(ncols=min(6, len(series)), loc="upper right", fontsize="small")
-    fig.suptitle("RoboFollow: intent (IS), execution (ES) and completion (CR) by scene and level")
-    fig.tight_layout()
+    title = "RoboFollow: intent (IS), execution (ES) and completion (CR) by scene and level"
+    if stats:
+        title += "\nrun: n trials per cell, 95 % intervals (IS/ES bootstrap, CR Wilson); published: no intervals"
+    fig.suptitle(title)
+    for i, warning in enumerate(warnings):
+        fig.text(0.01, 0.005 + 0.022 * i, f"warning: {warning}", fontsize=8, color="darkred")
+    fig.tight_layout(rect=(0, 0.022 * len(warnings), 1, 1))
+    return fig
+
+
+def plot_comparison(path: str | Path, run: Table, models: Mapping[str, Table], run_label: str = "this run",
+                    stats: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+                    warnings: Sequence[str] = ()) -> None:
+    """PNG with one panel per metric; bars per scene/level cell for the run and each model."""
+    import matplotlib.pyplot as plt
+
+    fig = comparison_figure(run, models, run_label, stats, warnings)
     fig.savefig(path, dpi=100)
     plt.close(fig)
