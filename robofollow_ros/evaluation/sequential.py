@@ -172,7 +172,10 @@ def fixed_design_pairs_binary(p_a_only: float, p_b_only: float, alpha: float,
     if delta == 0.0:
         return math.inf
     root = _z(1 - alpha / 2) * math.sqrt(psi) + _z(power) * math.sqrt(max(psi - delta * delta, 0.0))
-    return math.ceil(root * root / (delta * delta))
+    # The exact test cannot reject with fewer than d_min discordant pairs (2 * 0.5**d <= alpha), which the
+    # normal approximation ignores at large effects: ask for at least d_min / psi pairs.
+    d_min = math.ceil(math.log2(2 / alpha))
+    return max(math.ceil(root * root / (delta * delta)), math.ceil(d_min / psi))
 
 
 def fixed_design_pairs_mean(mean_diff: float, sd_diff: float, alpha: float, power: float = DEFAULT_POWER) -> float:
