@@ -163,9 +163,9 @@ def _pairs(config: CompareConfig, registry: Any, keys: list[TrialKey], pool: int
             break
     reason = "decided" if test.decided else ("budget" if len(keys) < pool else "pool exhausted")
     fixed = fixed_design_from_pairs(observed, binary=binary, alpha=config.alpha)
-    outcome = CompareOutcome(decision, pool, len(keys), fixed, failed, reason)
-    _write_compare(config, outcome, trace)
-    return outcome
+    compared = CompareOutcome(decision, pool, len(keys), fixed, failed, reason)
+    _write_compare(config, compared, trace)
+    return compared
 
 
 def _write_compare(config: CompareConfig, outcome: CompareOutcome, trace: list[dict[str, Any]]) -> None:
