@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.benchdoc import write_section
 from robofollow_ros.evaluation.sequential import (
+    BETS,
     e_value_paths,
     fixed_design_pairs_binary,
     fixed_design_pairs_mean,
@@ -49,9 +50,9 @@ def partial_scores(rng: np.random.Generator, mean_a: float, mean_b: float, sims:
     return b - a
 
 
-def row(kind: str, label: str, diffs: np.ndarray, binary: bool, fixed: Callable[[float], float]) -> str:
+def row(kind: str, label: str, diffs: np.ndarray, binary: bool, fixed: Callable[[float], float], bet: str) -> str:
     sims = diffs.shape[0]
-    stop = stopping_pairs(e_value_paths(diffs, binary=binary), ALPHA)
+    stop = stopping_pairs(e_value_paths(diffs, binary=binary, bet=bet), ALPHA)
     k = int((stop > 0).sum())
     lo, hi = wilson(k, sims)
     used = np.where(stop > 0, stop, BUDGET)
@@ -63,7 +64,7 @@ def row(kind: str, label: str, diffs: np.ndarray, binary: bool, fixed: Callable[
         if math.isinf(n):
             return "—"
         return f"{n:.0f} ({100 * (1 - mean_used / n):+.0f} %)"
-    return (f"| {kind} | {label} | {sims} | {k} ({100 * reached:.1f} %, {100 * lo:.1f}–{100 * hi:.1f}) | "
+    return (f"| {kind} | {label} | {bet} | {sims} | {k} ({100 * reached:.1f} %, {100 * lo:.1f}–{100 * hi:.1f}) | "
             f"{mean_used:.1f} ± {1.96 * se:.1f} | {int(np.median(used))} | {cell(f80)} | {cell(fm)} |")
 
 
@@ -84,23 +85,27 @@ def main() -> None:
         "median, an undecided comparison counting the full budget. *Fixed n*: pairs a two-sided McNemar "
         "(binary; Connor 1987) or paired z-test (partial credit) at the same α needs for power 0.8, and for "
         "the power the sequential test reached (power-matched, capped at 0.999); in brackets the saving of "
-        "the sequential test's mean (negative: it used more).",
+        "the sequential test's mean (negative: it used more). Both bets of `evaluation.sequential` see the "
+        "same simulated data in each effect; `mixture` is `robofollow compare`'s default.",
         "",
-        "| metric | A → B | n | decided (type-I error / power, 95 % CI) | pairs used, mean | median | "
+        "| metric | A → B | bet | n | decided (type-I error / power, 95 % CI) | pairs used, mean | median | "
         "fixed n at power 0.8 (saving) | fixed n power-matched (saving) |",
-        "|---|---|---:|---|---:|---:|---:|---:|",
+        "|---|---|---|---:|---|---:|---:|---:|---:|",
     ]
     for p_a, p_b in BINARY:
         diffs = (rng.random((args.sims, BUDGET)) < p_b).astype(float) - (rng.random((args.sims, BUDGET)) < p_a)
-        lines.append(row("completion", f"{p_a:.2f} → {p_b:.2f}", diffs, True,
-                         lambda pw, a=p_a, b=p_b: fixed_design_pairs_binary(a * (1 - b), b * (1 - a), ALPHA, pw)))
+        for bet in BETS:
+            lines.append(row("completion", f"{p_a:.2f} → {p_b:.2f}", diffs, True,
+                             lambda pw, a=p_a, b=p_b: fixed_design_pairs_binary(a * (1 - b), b * (1 - a), ALPHA, pw),
+                             bet))
     for m_a, m_b in PARTIAL:
         diffs = partial_scores(rng, m_a, m_b, args.sims)
         mu, sd = float(diffs.mean()), float(diffs.std())
         label = f"{m_a:.2f} → {m_b:.2f} (Δ {mu:+.3f}, sd {sd:.3f})"
-        lines.append(row("partial (IS)", label, diffs, False,
-                         lambda pw, mu=mu, sd=sd: fixed_design_pairs_mean(0.0 if abs(mu) < 1e-3 else mu, sd,
-                                                                          ALPHA, pw)))
+        for bet in BETS:
+            lines.append(row("partial (IS)", label, diffs, False,
+                             lambda pw, mu=mu, sd=sd: fixed_design_pairs_mean(0.0 if abs(mu) < 1e-3 else mu, sd,
+                                                                              ALPHA, pw), bet))
     text = "\n".join(lines)
     print(text)
     if args.write_doc:

@@ -47,11 +47,12 @@ def _upper_bound(rejections: int, n: int) -> float:
     return centre + half
 
 
+@pytest.mark.parametrize("bet", ["mixture", "agrapa"])
 @pytest.mark.parametrize(("p", "binary"), [(0.5, True), (0.2, True), (0.5, False)])
-def test_type_one_error_stays_below_alpha_over_2000_null_comparisons(p: float, binary: bool) -> None:
+def test_type_one_error_stays_below_alpha_over_2000_null_comparisons(p: float, binary: bool, bet: str) -> None:
     rng = np.random.default_rng(28)
     diffs = _binary(rng, p, p, SIMS, 300) if binary else _partial(rng, p, p, SIMS, 300)
-    rejected = int((stopping_pairs(e_value_paths(diffs, binary=binary), ALPHA) > 0).sum())
+    rejected = int((stopping_pairs(e_value_paths(diffs, binary=binary, bet=bet), ALPHA) > 0).sum())
     # Watched after every one of 300 pairs: a fixed-n test peeked at this often rejects far more than alpha.
     assert _upper_bound(rejected, SIMS) <= ALPHA, f"{rejected}/{SIMS} null comparisons rejected"
 
@@ -74,36 +75,38 @@ def test_clear_completion_difference_decides_well_before_the_fixed_design() -> N
     assert power >= 0.99
     used = np.where(stop > 0, stop, 400).mean()
     fixed = fixed_design_pairs_binary(p_b * (1 - p_a), p_a * (1 - p_b), ALPHA, power=0.99)
-    assert used < 0.8 * fixed, (used, fixed)  # power-matched: the fixed design with the power the test achieved
+    # power-matched: the fixed McNemar design with the power the sequential test reached (measured 28 vs 54)
+    assert used < 0.6 * fixed, (used, fixed)
     # and the direction: B (0.8) is the better one in (almost) every decision
     paths = e_value_paths(_binary(np.random.default_rng(8), p_a, p_b, 200, 400), binary=True)
     assert stopping_pairs(paths, ALPHA).all()
 
 
-def test_partial_credit_decides_a_clear_gap_within_twice_the_power_matched_fixed_design() -> None:
+def test_partial_credit_decides_a_clear_gap_about_as_fast_as_the_power_matched_fixed_design() -> None:
     rng = np.random.default_rng(9)
     diffs = _partial(rng, 0.45, 0.6, SIMS, 400)
     stop = stopping_pairs(e_value_paths(diffs, binary=False), ALPHA)
-    assert (stop > 0).mean() >= 0.95
+    assert (stop > 0).mean() >= 0.99
     used = np.where(stop > 0, stop, 400).mean()
-    fixed = fixed_design_pairs_mean(float(diffs.mean()), float(diffs.std()), ALPHA, power=0.95)
-    # Measured (bench/sequential_ab.py): on low-variance IS-like differences the bet's cap (1/2) costs
-    # growth, so it does not beat a power-matched paired z-test here; it stays within 2.5x of it.
-    assert used < 2.5 * fixed, (used, fixed)
+    fixed = fixed_design_pairs_mean(float(diffs.mean()), float(diffs.std()), ALPHA, power=0.99)
+    # Measured: 48 pairs against the paired z-test's 45 at power 0.99 (62 at 0.999; aGRAPA needs 61): on
+    # a low-variance difference the z-test, which knows sigma, is hard to beat; the e-process roughly ties.
+    assert used < 1.15 * fixed, (used, fixed)
 
 
-def test_the_stepwise_test_and_the_vectorised_paths_agree_and_name_the_better_side() -> None:
+@pytest.mark.parametrize("bet", ["mixture", "agrapa"])
+def test_the_stepwise_test_and_the_vectorised_paths_agree_and_name_the_better_side(bet: str) -> None:
     rng = np.random.default_rng(3)
     a = (rng.random(200) < 0.7).astype(float)
     b = (rng.random(200) < 0.3).astype(float)
-    test = SequentialTest(alpha=ALPHA, binary=True)
+    test = SequentialTest(alpha=ALPHA, binary=True, bet=bet)
     values = [test.update(x, y).e_value for x, y in zip(a, b, strict=True)]
-    assert np.allclose(values, e_value_paths((b - a)[None], binary=True)[0])
+    assert np.allclose(values, e_value_paths((b - a)[None], binary=True, bet=bet)[0])
     assert test.decision().verdict == "A better"
     scores_a, scores_b = rng.random(100) * 0.5, rng.random(100) * 0.5 + 0.4
-    partial = SequentialTest(alpha=ALPHA, binary=False)
+    partial = SequentialTest(alpha=ALPHA, binary=False, bet=bet)
     values = [partial.update(x, y).e_value for x, y in zip(scores_a, scores_b, strict=True)]
-    assert np.allclose(values, e_value_paths((scores_b - scores_a)[None], binary=False)[0])
+    assert np.allclose(values, e_value_paths((scores_b - scores_a)[None], binary=False, bet=bet)[0])
     assert partial.decision().verdict == "B better"
     with pytest.raises(ValueError, match="scores must be in"):
         partial.update(1.5, 0.0)

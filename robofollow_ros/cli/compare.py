@@ -36,6 +36,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--metric", choices=("completion", "is", "es"), default="completion",
                    help="completion: paired success (discordant pairs); is/es: paired partial credit (default "
                         "completion)")
+    p.add_argument("--bet", choices=("mixture", "agrapa"), default="mixture",
+                   help="betting strategy of the e-process: mixture of constant bets (default) or aGRAPA")
     p.add_argument("--seed", type=SEED, default=0, help="order of the pairs and of A/B within a pair (default 0)")
     p.add_argument("--max-steps", type=STEPS, default=10, help="policy calls per trial (default 10)")
     p.add_argument("--actions-per-step", type=integer(1, MAX_ACTIONS_PER_STEP), default=50,
@@ -81,7 +83,8 @@ def build_compare_config(args: argparse.Namespace) -> Any:
         config = CompareConfig(base=base, policy_a=args.policy_a, policy_b=args.policy_b,
                                kwargs_a=_kwargs(args.kwargs_a, "--kwargs-a"),
                                kwargs_b=_kwargs(args.kwargs_b, "--kwargs-b"), output=args.output,
-                               alpha=args.alpha, budget=args.budget, metric=args.metric, seed=args.seed)
+                               alpha=args.alpha, budget=args.budget, metric=args.metric, seed=args.seed,
+                               bet=args.bet)
         config.side("B")  # B's SPEC and --privileged checked now, before anything starts
         return config
     except ValueError as exc:

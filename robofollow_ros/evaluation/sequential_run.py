@@ -29,6 +29,7 @@ from robofollow_ros.evaluation.results import utc_now
 from robofollow_ros.evaluation.runner import Backend, EvalConfig, check_output, make_backend, open_writer
 from robofollow_ros.evaluation.selection import TrialKey, select_tasks, trial_keys
 from robofollow_ros.evaluation.sequential import (
+    BETS,
     DEFAULT_POWER,
     METRICS,
     Decision,
@@ -57,12 +58,15 @@ class CompareConfig:
     budget: int | None = None
     metric: str = "completion"
     seed: int = 0
+    bet: str = "mixture"
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
             raise ValueError(f"--metric: {self.metric!r} is not one of {', '.join(METRICS)}")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"--alpha: must be in (0, 1), got {self.alpha}")
+        if self.bet not in BETS:
+            raise ValueError(f"--bet: {self.bet!r} is not one of {', '.join(BETS)}")
         if self.budget is not None and self.budget < 1:
             raise ValueError(f"--budget: must be >= 1 pair, got {self.budget}")
 
@@ -73,7 +77,9 @@ class CompareConfig:
 
     def settings(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "budget_pairs": self.budget, "metric": self.metric, "seed": self.seed,
-                "test": "hedged aGRAPA betting e-process (Waudby-Smith & Ramdas 2023), two-sided; "
+                "bet": self.bet,
+                "test": ("mixture of 19 constant bets" if self.bet == "mixture" else "hedged aGRAPA bet")
+                        + " betting e-process (Waudby-Smith & Ramdas 2023), two-sided; "
                         + ("discordant completions (McNemar null)" if self.metric == "completion"
                            else f"paired {self.metric.upper()} differences in [-1, 1], mean 0"),
                 "fixed_design": (f"two-sided {'McNemar' if self.metric == 'completion' else 'paired z'} test "
@@ -132,7 +138,7 @@ def run_compare(config: CompareConfig, stream: TextIO | None = None,
 def _pairs(config: CompareConfig, registry: Any, keys: list[TrialKey], pool: int, backends: dict[str, Backend],
            writers: dict[str, Any], say: Callable[[str], None]) -> CompareOutcome:
     binary = config.metric == "completion"
-    test = SequentialTest(alpha=config.alpha, binary=binary)
+    test = SequentialTest(alpha=config.alpha, binary=binary, bet=config.bet)
     order_rng = random.Random(config.seed + 1)
     field_name = METRIC_FIELD[config.metric]
     observed: list[tuple[float, float]] = []
