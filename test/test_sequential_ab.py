@@ -118,6 +118,7 @@ def test_fixed_design_matches_the_textbook_and_the_exact_floor() -> None:
     assert fixed_design_pairs_binary(0.0, 1.0, 0.05, 0.8) == 6  # exact McNemar needs 6 discordant pairs
     assert math.isinf(fixed_design_pairs_binary(0.2, 0.2, 0.05))
     assert fixed_design_pairs_mean(0.1, 0.3, 0.05, 0.8) == 71  # (1.96 + 0.8416)^2 * 9 = 70.6
+    assert fixed_design_pairs_mean(-1.0, 0.0, 0.05, 0.8) == 2  # a constant difference: never 0 pairs
 
 
 def test_compare_cli_stops_early_and_names_the_better_policy(tmp_path: Path) -> None:
@@ -141,3 +142,20 @@ def test_compare_cli_stops_early_and_names_the_better_policy(tmp_path: Path) -> 
     assert all(t["completion_ok"] for t in a) and not any(t["completion_ok"] for t in b)
     assert json.loads((out / "A" / "run.json").read_text())["policy"]["spec"] == "oracle"
     assert "pairs" in proc.stdout and "fixed design" in proc.stdout
+
+
+def test_compare_cli_on_partial_credit_names_b_when_b_is_better(tmp_path: Path) -> None:
+    out = tmp_path / "ab"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "robofollow_ros.cli", "compare", "--policy-a", "hold",
+                           "--policy-b", "oracle", "--tasks", "L0_pickup_yellow_block_2,L0_pickup_yellow_block_3",
+                           "--metric", "is", "--no-render", "--backend", "inline", "--output", str(out)],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((out / "compare.json").read_text())
+    assert record["decision"]["verdict"] == "B better" and record["settings"]["metric"] == "is"
+    assert "decision: B better (oracle)" in proc.stdout
+    assert record["decision"]["pairs"] < record["pool_pairs"] == 20
+    b = json.loads((out / "B" / "results.json").read_text())
+    assert [t["intent_score"] for t in b] == [1.0] * record["decision"]["pairs"]
+    assert record["fixed_design_pairs"] == 2  # a constant difference of 1: the floor of a paired test

@@ -16,15 +16,16 @@ What this module implements (written from the papers, no code copied):
   wealths. Two bets are implemented:
 
   - ``mixture`` (default): the average of the wealths of 19 constant bets λ ∈ {−0.9, −0.8, …, 0.9}
-    (Robbins' method of mixtures, discretised; a constant-bet mixture is the betting form of the
-    Beta-mixture likelihood ratio SAVI uses for a Bernoulli parameter). Two-sided by construction:
+    (Robbins' method of mixtures, discretised: the betting form of a mixture likelihood ratio, the
+    kind of e-value SAVI builds on). Two-sided by construction:
     the positive bets grow when B is better, the negative ones when A is.
   - ``agrapa``: the hedged capital process of Waudby-Smith & Ramdas, K = (K⁺ + K⁻)/2, with the
     aGRAPA bet λ = μ̂/(σ̂² + μ̂²) from the pairs so far (one pseudo-observation at the null: μ̂
     starts at 0, σ̂² at 1), truncated to [0, 1/2] on each side.
 
   ``bench/sequential_ab.py`` measures both: the mixture stops 5–25 % sooner on every effect tried,
-  its type-I error still well below α (about 3 % at α = 5 %, aGRAPA's about 2 %), so it is the default. The test rejects when K_t ≥ 1/α; the larger side
+  its type-I error still well below α (about 3 % at α = 5 %, aGRAPA's about 2 %), so it is the
+  default. The test rejects when K_t ≥ 1/α; the larger side
   (the bets on B > A against those on A > B) says which policy is better.
 * **Binary (paired completions)**: the same process on the *discordant* pairs only (one policy
   completed, the other not): under H0, P(B only | discordant) = 1/2 (McNemar's null), D = +1 when B
@@ -213,10 +214,11 @@ def fixed_design_pairs_binary(p_a_only: float, p_b_only: float, alpha: float,
 
 def fixed_design_pairs_mean(mean_diff: float, sd_diff: float, alpha: float, power: float = DEFAULT_POWER) -> float:
     """Pairs a two-sided paired z-test at level α needs for power ``power`` against mean difference
-    ``mean_diff`` with standard deviation ``sd_diff``; ``inf`` when the mean is 0."""
+    ``mean_diff`` with standard deviation ``sd_diff``; ``inf`` when the mean is 0; at least 2 (a paired
+    test needs a spread; the oracle against ``hold`` differs by exactly 1 on every pair)."""
     if mean_diff == 0.0:
         return math.inf
-    return math.ceil(((_z(1 - alpha / 2) + _z(power)) * sd_diff / mean_diff) ** 2)
+    return max(2, math.ceil(((_z(1 - alpha / 2) + _z(power)) * sd_diff / mean_diff) ** 2))
 
 
 def fixed_design_from_pairs(pairs: list[tuple[float, float]], *, binary: bool, alpha: float,
