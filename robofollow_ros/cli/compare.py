@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +100,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     config = build_compare_config(args)
     try:
-        outcome = run_compare(config, stream=sys.stderr)
+        outcome = run_compare(config)
     except OutputUnusableError as exc:
         raise CliError(str(exc), EXIT_OUTPUT_UNUSABLE) from None
     except WorkerStartError as exc:

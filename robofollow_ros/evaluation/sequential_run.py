@@ -15,6 +15,7 @@ compared against. Everything that reads only is checked before either policy is 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -22,7 +23,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.evaluation.results import utc_now
@@ -102,7 +103,7 @@ def check_compare_output(output: Path) -> None:
         raise ValueError(f"--output: {output} is not a new or empty directory")
 
 
-def run_compare(config: CompareConfig, stream: TextIO | None = None,
+def run_compare(config: CompareConfig,
                 say: Callable[[str], None] = print) -> CompareOutcome:
     """Run pairs until the test decides or the budget is spent; see the module docstring."""
     registry = default_registry()
@@ -122,14 +123,10 @@ def run_compare(config: CompareConfig, stream: TextIO | None = None,
             backends[name] = make_backend(side)
             infos[name] = backends[name].start(budget)
         config.output.mkdir(parents=True, exist_ok=True)
-        writers = {name: open_writer(side, tasks, budget, infos[name].get("server_metadata"))
-                   for name, side in sides.items()}
-        try:
+        with contextlib.ExitStack() as stack:  # each run ends as eval's does: complete, failed, or resumable
+            writers = {name: stack.enter_context(open_writer(side, tasks, budget, infos[name].get("server_metadata")))
+                       for name, side in sides.items()}
             return _pairs(config, registry, pool[:budget], len(pool), backends, writers, say)
-        finally:
-            for writer in writers.values():
-                if writer.run["status"] == "running":
-                    writer.complete()
     finally:
         for backend in backends.values():
             backend.close()
@@ -195,7 +192,9 @@ def saving_line(outcome: CompareOutcome, alpha: float) -> str:
         return (f"{used} pairs ({2 * used} trials) used; no difference observed, so no fixed design "
                 f"(alpha {alpha}, power {DEFAULT_POWER}) can be sized for comparison")
     fixed = int(outcome.fixed_pairs)
+    head = (f"{used} pairs ({2 * used} trials) used; a fixed design (two-sided, alpha {alpha}, power "
+            f"{DEFAULT_POWER}, at the observed effect) needs {fixed} pairs ({2 * fixed} trials)")
+    if outcome.decision.verdict == "undecided":  # nothing was decided, so nothing was saved
+        return f"{head}; the sequential test has not decided, so no saving is claimed"
     saved = 1.0 - used / fixed
-    return (f"{used} pairs ({2 * used} trials) used; a fixed design (two-sided, alpha {alpha}, power "
-            f"{DEFAULT_POWER}, at the observed effect) needs {fixed} pairs ({2 * fixed} trials): "
-            + (f"{100 * saved:.0f} % saved" if saved >= 0 else f"{-100 * saved:.0f} % more"))
+    return f"{head}: " + (f"{100 * saved:.0f} % saved" if saved >= 0 else f"{-100 * saved:.0f} % more")
