@@ -1,0 +1,124 @@
+"""``robofollow compare``: a sequential A/B test of two policies on paired trials (evaluation.sequential_run)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from robofollow_ros.cli._common import MAX_ACTIONS_PER_STEP, MAX_LIMIT, SEED, STEPS, CliError, integer, number, seconds
+from robofollow_ros.exit_status import EXIT_INTERNAL, EXIT_OK, EXIT_OUTPUT_UNUSABLE, EXIT_TRIALS_FAILED
+
+
+def register(subparsers: Any) -> None:
+    from robofollow_ros.policy.spec import spec_forms
+
+    p = subparsers.add_parser(
+        "compare", help="sequential A/B test of two policies on paired trials; stops as soon as it decides",
+        description="Run paired trials (same task and seed for A and B, in random order) and stop as soon as an "
+                    "anytime-valid test decides at --alpha, or at --budget pairs. A's and B's trials are written "
+                    "to OUTPUT/A and OUTPUT/B (ordinary run directories), the test to OUTPUT/compare.json.",
+    )
+    p.add_argument("--policy-a", required=True, metavar="SPEC", help=f"policy A, one of: {spec_forms()}")
+    p.add_argument("--policy-b", required=True, metavar="SPEC", help="policy B (differences are B - A)")
+    p.add_argument("--kwargs-a", default="{}", help="JSON keyword arguments for policy A")
+    p.add_argument("--kwargs-b", default="{}", help="JSON keyword arguments for policy B")
+    p.add_argument("--scene", default="all", help="all, or a comma list of scene1..scene4 (default all)")
+    p.add_argument("--levels", default="L0,L1,L2,L3", help="comma list of L0..L3 (default all)")
+    p.add_argument("--limit", type=integer(1, MAX_LIMIT), help="keep the first K selected tasks per scene")
+    p.add_argument("--tasks", help="comma list of evaluation task ids")
+    p.add_argument("--alpha", type=number(0.0, 0.5, low_open=True), default=0.05,
+                   help="type-I error of the test, at any stopping time (default 0.05)")
+    p.add_argument("--budget", type=integer(1, 1_000_000), metavar="PAIRS",
+                   help="most pairs to run (default: the whole pool, tasks x 10 seeded rounds)")
+    p.add_argument("--metric", choices=("completion", "is", "es"), default="completion",
+                   help="completion: paired success (discordant pairs); is/es: paired partial credit (default "
+                        "completion)")
+    p.add_argument("--bet", choices=("mixture", "agrapa"), default="mixture",
+                   help="betting strategy of the e-process: mixture of constant bets (default) or aGRAPA")
+    p.add_argument("--seed", type=SEED, default=0, help="order of the pairs and of A/B within a pair (default 0)")
+    p.add_argument("--max-steps", type=STEPS, default=10, help="policy calls per trial (default 10)")
+    p.add_argument("--actions-per-step", type=integer(1, MAX_ACTIONS_PER_STEP), default=50,
+                   help="rows executed per call (default 50)")
+    render = p.add_mutually_exclusive_group()
+    render.add_argument("--render", dest="render", action="store_true", help="render the three cameras (default)")
+    render.add_argument("--no-render", dest="render", action="store_false", help="physics only, no images")
+    p.set_defaults(render=True)
+    p.add_argument("--backend", choices=("local", "inline"), default="local",
+                   help="local: one supervised worker process per policy (default); inline: both in this process")
+    p.add_argument("--policy-timeout", type=seconds(), default=300.0, metavar="S",
+                   help="bound of every policy call (default 300)")
+    p.add_argument("--privileged", action="store_true",
+                   help="hand both policies the privileged state (not comparable with published results)")
+    p.add_argument("--output", required=True, type=Path, help="new or empty directory (A/, B/, compare.json)")
+    p.add_argument("--json", action="store_true", help="print compare.json's decision as JSON at the end")
+    p.set_defaults(func=_compare)
+
+
+def _kwargs(text: str, flag: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{flag}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise CliError(f"{flag}: expected a JSON object, got {text!r}")
+    return value
+
+
+def build_compare_config(args: argparse.Namespace) -> Any:
+    from robofollow_ros.evaluation.episode import EpisodeSettings
+    from robofollow_ros.evaluation.runner import EvalConfig
+    from robofollow_ros.evaluation.selection import parse_levels, parse_scenes
+    from robofollow_ros.evaluation.sequential_run import CompareConfig
+
+    try:
+        base = EvalConfig(
+            policy=args.policy_a, output=args.output, scenes=tuple(parse_scenes(args.scene)),
+            levels=tuple(parse_levels(args.levels)), limit=args.limit,
+            tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else (),
+            settings=EpisodeSettings(args.max_steps, args.actions_per_step), render=args.render,
+            backend=args.backend, policy_timeout_s=args.policy_timeout, privileged=args.privileged)
+        config = CompareConfig(base=base, policy_a=args.policy_a, policy_b=args.policy_b,
+                               kwargs_a=_kwargs(args.kwargs_a, "--kwargs-a"),
+                               kwargs_b=_kwargs(args.kwargs_b, "--kwargs-b"), output=args.output,
+                               alpha=args.alpha, budget=args.budget, metric=args.metric, seed=args.seed,
+                               bet=args.bet)
+        config.side("B")  # B's SPEC and --privileged checked now, before anything starts
+        return config
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from robofollow_ros.benchmark import UnknownTaskError
+    from robofollow_ros.cli.eval import START_EXIT
+    from robofollow_ros.evaluation.sequential_run import run_compare, saving_line
+    from robofollow_ros.evaluation.worker_errors import WorkerStartError
+    from robofollow_ros.policy.spec import PolicySpecError
+    from robofollow_ros.rundir import OutputUnusableError, RunDirError
+
+    config = build_compare_config(args)
+    try:
+        outcome = run_compare(config)
+    except OutputUnusableError as exc:
+        raise CliError(str(exc), EXIT_OUTPUT_UNUSABLE) from None
+    except WorkerStartError as exc:
+        raise CliError(str(exc), START_EXIT.get(exc.kind, EXIT_INTERNAL)) from None
+    except (RunDirError, UnknownTaskError, PolicySpecError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    d = outcome.decision
+    if d.verdict == "undecided":
+        print(f"undecided after {d.pairs} pairs ({outcome.stop_reason}): e-value {d.e_value:.3f} < "
+              f"{1 / args.alpha:g}; no difference shown at alpha {args.alpha}")
+    else:
+        better = args.policy_b if d.verdict == "B better" else args.policy_a
+        print(f"decision: {d.verdict} ({better}) after {d.pairs} pairs, e-value {d.e_value:.3f} >= "
+              f"{1 / args.alpha:g}; mean {args.metric} difference B - A {d.mean_diff:+.3f}")
+    print(saving_line(outcome, args.alpha))
+    for trial, reason in outcome.failed_trials:
+        print(f"failed trial {trial}: {reason}")
+    if args.json:
+        print(json.dumps({"verdict": d.verdict, "pairs": d.pairs, "e_value": d.e_value,
+                          "stop_reason": outcome.stop_reason, "fixed_design_pairs": outcome.fixed_pairs}))
+    return EXIT_TRIALS_FAILED if outcome.failed_trials else EXIT_OK
