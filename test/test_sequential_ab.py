@@ -140,7 +140,10 @@ def test_compare_cli_stops_early_and_names_the_better_policy(tmp_path: Path) -> 
     assert len(a) == len(b) == decision["pairs"]
     assert {(t["task"], t["seed"]) for t in a} == {(t["task"], t["seed"]) for t in b}  # paired
     assert all(t["completion_ok"] for t in a) and not any(t["completion_ok"] for t in b)
-    assert json.loads((out / "A" / "run.json").read_text())["policy"]["spec"] == "oracle"
+    run_a = json.loads((out / "A" / "run.json").read_text())
+    assert run_a["policy"]["spec"] == "oracle"
+    assert run_a["stopped_early"]["by"] == "robofollow compare"  # fewer trials than planned, and why
+    assert run_a["completed_trials"] == decision["pairs"] < run_a["stopped_early"]["planned_trials"]
     assert "pairs" in proc.stdout and "fixed design" in proc.stdout
 
 

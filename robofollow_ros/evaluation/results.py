@@ -367,6 +367,12 @@ class RunWriter:
     def complete(self) -> None:
         self._finish("complete")
 
+    def stop_early(self, by: str, reason: str) -> None:
+        """Say in run.json that the run ends before its plan on purpose (a sequential test that decided): a
+        run whose files said ``complete`` with fewer trials than ``expected_trials`` and no reason would not
+        say what ran. Written when the run finishes."""
+        self.run["stopped_early"] = {"by": by, "reason": reason, "planned_trials": self.run.get("expected_trials")}
+
     def fail(self, error: str) -> None:
         self.run["error"] = error
         self._finish("failed")

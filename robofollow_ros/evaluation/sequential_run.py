@@ -165,6 +165,10 @@ def _pairs(config: CompareConfig, registry: Any, keys: list[TrialKey], pool: int
         if test.decided:
             break
     reason = "decided" if test.decided else ("budget" if len(keys) < pool else "pool exhausted")
+    if len(observed) < len(keys):  # each side's run.json says why it holds fewer trials than it planned
+        for writer in writers.values():
+            writer.stop_early("robofollow compare", f"the sequential test decided after {len(observed)} pairs "
+                                                   f"(see ../{COMPARE_FILE})")
     fixed = fixed_design_from_pairs(observed, binary=binary, alpha=config.alpha)
     compared = CompareOutcome(decision, pool, len(keys), fixed, failed, reason)
     _write_compare(config, compared, trace)
