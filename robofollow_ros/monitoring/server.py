@@ -27,7 +27,8 @@ TrialControl = Callable[[], tuple[bool, str]]
 
 #: Foxglove service names (the trial manager's ROS service names, DESIGN.md).
 TRIAL_SERVICES = ("/robofollow/trial/start", "/robofollow/trial/stop", "/robofollow/trial/next",
-                  "/robofollow/trial/confirm_reset", "/robofollow/trial/override_reset")
+                  "/robofollow/trial/confirm_reset", "/robofollow/trial/override_reset", "/robofollow/trial/pause",
+                  "/robofollow/trial/resume", "/robofollow/trial/abort", "/robofollow/trial/redo")
 
 _TRIGGER_REQUEST = Schema(name="std_srvs/srv/Trigger_Request", encoding="jsonschema",
                           data=json.dumps({"type": "object", "properties": {}}).encode())
