@@ -693,6 +693,8 @@ class TrialManagerNode(TrialServices, Node):
         if self._under_way():
             self._mark = mark
             return True, f"mark {mark} kept for trial {self.trial['id']} (beside its verdict)"
+        if self.finished.is_set():
+            return False, "the run is finished; a mark is taken until its last trial is recorded"
         if self._last_key is None:
             return False, "no trial to mark yet"
         self.records.annotate(self._last_key, {"operator_mark": mark})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from std_srvs.srv import Trigger
 
@@ -60,8 +60,8 @@ class TrialServices:
     def mark(self, text: str) -> tuple[bool, str]:  # the node's
         raise NotImplementedError
 
-    def get_logger(self) -> Any:  # rclpy's
-        raise NotImplementedError
+    if TYPE_CHECKING:  # Node's (a stub here would hide it: the mixin comes first in the node's bases)
+        def get_logger(self) -> Any: ...
 
     # -- operator --------------------------------------------------------------------------------
     def _read_keys(self) -> None:
