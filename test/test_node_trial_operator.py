@@ -151,7 +151,7 @@ def test_a_mark_after_a_trial_annotates_its_entry_in_results_json_and_sqlite(tmp
                    expected_trials=1) as writer:
         writer.record_trial(empty_result(task, "test"), task=task, round_index=1, seed=0)
         writer.annotate_trial(TASK, 1, {"operator_mark": {"verdict": "success"}})
-        with pytest.raises(ValueError, match="completion_ok.* is a score"):
+        with pytest.raises(ValueError, match=r"completion_ok.* is a score"):
             writer.annotate_trial(TASK, 1, {"completion_ok": True})
     (entry,) = json.loads((tmp_path / "run" / "results.json").read_text())
     assert entry["operator_mark"] == {"verdict": "success"} and entry["completion_ok"] is False
