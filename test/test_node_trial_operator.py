@@ -55,7 +55,7 @@ def test_pause_resume_redo_abort_and_marks_over_the_graph(tmp_path):
         clients = {name: operator.create_client(Trigger, f"/robofollow/trial/{name}")
                    for name in ("pause", "resume", "redo", "abort")}
         manager = start_profile_graph(ros, "mock", {
-            "policy_node": {"stale_s": 5.0},
+            "policy_node": {"stale_s": 5.0, "policy_kwargs": '{"chunk_size": 50}'},  # 50 Hz: 1 s a call
             "trial_manager_node": {"trials": f"tasks={TASK} rounds=2", "max_steps": 4, "actions_per_step": 50,
                                    "output": str(run)}})["trial_manager_node"]
 

@@ -58,6 +58,7 @@ from robofollow_ros.contract import (
     TOPIC_BRIDGE_STATUS,
     TOPIC_ESTOP,
     TOPIC_INSTRUCTION,
+    TOPIC_INTERVENTION,
     TOPIC_SCORE,
     TOPIC_TRIAL,
 )
@@ -258,6 +259,8 @@ class TrialManagerNode(TrialServices, Node):
         self._superseded: list[dict[str, Any]] = []
         self._mark: dict[str, Any] | None = None
         self._last_key: Any = None  # the last recorded trial's TrialKey: a mark after it ended annotates it
+        #: Frames of the trial under way that teleoperation drove (the arm bridge's /robofollow/intervention).
+        self._intervened = 0
 
         self.graph_wait = GraphWait(self, self.wait_for_nodes, self.graph_timeout_s)
         self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
@@ -278,6 +281,7 @@ class TrialManagerNode(TrialServices, Node):
         self.create_service(Trigger, tp.SERVICE_ABORT, self._srv_abort)
         self.create_service(Trigger, tp.SERVICE_REDO, self._srv_redo)
         self.create_subscription(String, tp.TOPIC_MARK, self._on_mark, 10)
+        self.create_subscription(Bool, TOPIC_INTERVENTION, self._on_intervention, tp.STATE_STREAM)
         # Steady clock: under use_sim_time, sim time stands still until a command moves it.
         self.create_timer(0.05, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan), "awaiting": list(self.wait_for_nodes)})
@@ -330,6 +334,7 @@ class TrialManagerNode(TrialServices, Node):
         self._policy_done = None
         self._fault = None
         self._mark = None
+        self._intervened = 0
         self.trial_paused_since = None
         self._reset_record = self._health_record = None
         self._override.clear()
@@ -588,6 +593,8 @@ class TrialManagerNode(TrialServices, Node):
         key = self.plan.keys[self.index]
         if self._mark is not None:
             result["operator_mark"] = self._mark
+        if self._intervened:  # teleoperation drove some of its frames: the verdict is an assisted one
+            result.update(assisted=True, intervened_frames=self._intervened)
         self._end_trial_pause()
         if self._redo_pending:
             self._supersede(result)
@@ -597,12 +604,15 @@ class TrialManagerNode(TrialServices, Node):
             self._superseded, self._attempt = [], 1
         self.records.record(result, self.registry.eval_task(key.task_id), key)
         self._last_key = key
+        if result.get("assisted"):
+            self.get_logger().warning(f"{key.trial_id}: assisted: teleoperation drove {self._intervened} frames")
         self._tell_disagreement(result)
         self.get_logger().info(f"{key.trial_id}: IS {result['intent_score']:.2f} ES {result['exec_score']:.2f} "
                                f"complete {result['completion_ok']}")
         self._publish({"phase": tp.PHASE_DONE, "intent": result["intent_score"], "exec": result["exec_score"],
                        "complete": result["completion_ok"], "error": result.get("policy_error"),
-                       "fault": result.get("fault"), "fault_reason": result.get("fault_reason")})
+                       "fault": result.get("fault"), "fault_reason": result.get("fault_reason"),
+                       "assisted": bool(result.get("assisted"))})
 
     def _supersede(self, result: dict[str, Any]) -> None:
         """The operator asked for a redo: keep this attempt (to go inside the redo's entry) and run the trial again."""
@@ -699,6 +709,10 @@ class TrialManagerNode(TrialServices, Node):
             return False, "no trial to mark yet"
         self.records.annotate(self._last_key, {"operator_mark": mark})
         return True, f"mark {mark} added to trial {self._last_key.trial_id} (beside its verdict)"
+
+    def _on_intervention(self, msg: Bool) -> None:
+        if msg.data and self.phase in (tp.PHASE_RUNNING, tp.PHASE_STOPPING):
+            self._intervened += 1
 
     def _on_mark(self, msg: String) -> None:
         ok, message = self.mark(msg.data)
