@@ -70,6 +70,15 @@ TOPIC_BRIDGE_STATUS: Final = "/robofollow/arm_bridge/status"
 SERVICE_TRIAL_START: Final = "/robofollow/trial/start"
 SERVICE_TRIAL_STOP: Final = "/robofollow/trial/stop"
 SERVICE_TRIAL_NEXT: Final = "/robofollow/trial/next"
+#: Takeover: a teleoperation source (a leader arm's driver) commands the arms on its own topic
+#: (``sensor_msgs/JointState``, contract names) once ``take_over`` is called on the arm bridge, until
+#: ``hand_back``; meanwhile the policy's commands are refused. The bridge tags every ``/joint_states`` frame
+#: with ``/robofollow/intervention`` (``std_msgs/Bool``, true while teleoperation holds), recorded in the bag
+#: and exported as the LeRobot ``intervention`` feature.
+TOPIC_TELEOP_COMMAND: Final = "/robofollow/teleop/joint_command"
+TOPIC_INTERVENTION: Final = "/robofollow/intervention"
+SERVICE_TELEOP_TAKE_OVER: Final = "/robofollow/teleop/take_over"
+SERVICE_TELEOP_HAND_BACK: Final = "/robofollow/teleop/hand_back"
 
 
 def camera_image_topic(camera: str) -> str:

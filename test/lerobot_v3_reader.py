@@ -60,7 +60,8 @@ def main(root: Path, arrays: Path | None = None) -> dict:
         for k in non_video:
             ft = features[k]
             col = table.column(k).combine_chunks()
-            arr = np.asarray(col.to_pylist(), dtype=ft["dtype"]) if ft["shape"] != [1] else col.to_numpy()
+            scalar = ft["shape"] == [1]  # a bool column has no zero-copy view
+            arr = col.to_numpy(zero_copy_only=False) if scalar else np.asarray(col.to_pylist(), dtype=ft["dtype"])
             if str(arr.dtype) != ft["dtype"] or (ft["shape"] != [1] and list(arr.shape[1:]) != ft["shape"]):
                 errors.append(f"data {k}: {arr.dtype} {arr.shape[1:]} vs feature {ft['dtype']} {ft['shape']}")
             columns.setdefault(k, []).append(arr)

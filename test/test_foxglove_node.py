@@ -26,6 +26,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from robofollow_ros.contract import JOINT_NAMES
 from robofollow_ros.monitoring import topics
 from robofollow_ros.monitoring.replay import comparable, read_recording, rescore
+from robofollow_ros.monitoring.server import TRIAL_SERVICES
 from robofollow_ros.monitoring.ws_client import FoxgloveProbe
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes.foxglove_node import FoxgloveNode, image_to_rgb
@@ -70,8 +71,8 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
     probe = FoxgloveProbe(f"ws://127.0.0.1:{node.server.port}")
     try:
         _run(probe.connect(), loop)
-        _run(probe.wait_for(lambda: len(probe.channels) >= len(topics.TOPICS) and len(probe.services) == 4, 10,
-                            "advertisements"), loop)
+        _run(probe.wait_for(lambda: len(probe.channels) >= len(topics.TOPICS) and
+                            len(probe.services) == len(TRIAL_SERVICES), 10, "advertisements"), loop)
         _run(probe.subscribe(), loop)
         _run(probe.wait_for(lambda: node.channels.live.channels[topics.SCORE].has_sinks(), 10, "subscriptions"), loop)
 

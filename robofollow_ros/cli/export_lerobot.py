@@ -48,7 +48,7 @@ def _export(args: argparse.Namespace) -> int:
         for bag in args.bags:
             for episode in episodes_from_bag(bag, args.fps, args.task):
                 stage_episode(staging, f"ep{count:06d}", episode.task, episode.state, episode.action, episode.images,
-                              args.fps, video, episode.provenance)
+                              args.fps, video, episode.provenance, episode.intervention)
                 count += 1
                 print(f"episode {count - 1}: {episode.provenance['frames']} frames from {bag} "
                       f"({episode.provenance['episode']}): {episode.task}")

@@ -52,6 +52,7 @@ def _run_record(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from robofollow_ros.evaluation.operator_marks import disagreements
     from robofollow_ros.evaluation.report import (
         PRIVILEGED_MARK,
         is_privileged,
@@ -107,6 +108,7 @@ def _report(args: argparse.Namespace) -> int:
     run = _run_record(run_dir)
     privileged = is_privileged(run)
     differences = protocol_differences(run, trials)
+    disagreeing = disagreements(trials)
     label = f"{run_dir.name} (privileged)" if privileged else run_dir.name
     if not args.no_plot:
         with writing(png, "--png"):
@@ -116,7 +118,8 @@ def _report(args: argparse.Namespace) -> int:
         print_json({"run": table, "cells": stats, "trials": len(trials), "executed": executed_count(trials),
                     "models": {m: published_cells(c) for m, c in models.items()},
                     "png": None if args.no_plot else str(png),
-                    "privileged": privileged, "protocol_differences": differences})
+                    "privileged": privileged, "protocol_differences": differences,
+                    "operator_marks_disagreeing": disagreeing})
         return 0
     mark = f" — {PRIVILEGED_MARK}" if privileged else ""
     print(format_grid(f"run {run_dir} (IS/ES/CR, %){mark}", stats))
@@ -129,6 +132,10 @@ def _report(args: argparse.Namespace) -> int:
                   "(every task, 10 rounds, 10 calls of 50 rows, TOPP), so the cells are not directly comparable"
                   if difference.startswith("a subset") else
                   f"warning: this run differs from the published protocol: {difference}")
+    if disagreeing:
+        print("\noperator marks disagreeing with the verdict:")
+        for line in disagreeing:
+            print(f"  {line}")
     for name, cells in models.items():
         print()
         print(format_grid(f"published: {name} (IS/ES/CR, %; n of the protocol, no intervals published)",

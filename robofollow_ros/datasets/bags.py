@@ -11,6 +11,8 @@ one recorded by ``robofollow``. Topics (standard interfaces only, DESIGN.md "ROS
 - ``/robofollow/trial`` (std_msgs/String, JSON with ``id`` (``contract.TRIAL_ID_KEY``), ``phase``,
   ``instruction``): one episode per trial, its ``running`` phase; without it, the whole bag is one episode
 - ``/robofollow/instruction`` (std_msgs/String): the task when trials do not name one
+- ``/robofollow/intervention`` (std_msgs/Bool, the arm bridge's takeover tag, one per joint-state frame):
+  the ``intervention`` feature (true where teleoperation drove the frame); a bag without it has none
 
 Frames are resampled at ``fps`` on the time the data refer to: each message's header stamp (the
 receive time, the bag's log time, only for a message stamped zero). Each stream contributes its
@@ -44,6 +46,7 @@ from robofollow_ros.contract import (
     CAMERA_NAMES,
     JOINT_NAMES,
     TOPIC_INSTRUCTION,
+    TOPIC_INTERVENTION,
     TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
     TOPIC_TRIAL,
@@ -85,6 +88,8 @@ class BagEpisode:
     action: np.ndarray
     images: dict[str, np.ndarray]
     provenance: dict[str, Any]
+    #: Per frame, true where teleoperation drove it; None when the bag has no /robofollow/intervention.
+    intervention: np.ndarray | None = None
 
 
 def joint_vector(names: list[str], positions: Any, where: str) -> np.ndarray:
@@ -154,7 +159,7 @@ def read_streams(path: Path) -> dict[str, Stream]:
     from rosbags.typesys import Stores, get_typestore
 
     wanted = {TOPIC_JOINT_STATES: "state", TOPIC_JOINT_COMMAND: "command", TOPIC_TRIAL: "trial",
-              TOPIC_INSTRUCTION: "instruction"}
+              TOPIC_INSTRUCTION: "instruction", TOPIC_INTERVENTION: "intervention"}
     for camera in CAMERA_NAMES:
         wanted[f"/cameras/{camera}/image_raw/compressed"] = camera
         wanted[f"/cameras/{camera}/image_raw"] = camera
@@ -175,9 +180,11 @@ def read_streams(path: Path) -> dict[str, Stream]:
                     value = json.loads(msg.data)
                 elif role == "instruction":
                     value = str(msg.data)
+                elif role == "intervention":
+                    value = bool(msg.data)
                 else:
                     value = decode_image(msg, conn.msgtype)
-                stamp = _header_stamp(msg) if role not in ("trial", "instruction") else 0
+                stamp = _header_stamp(msg) if role not in ("trial", "instruction", "intervention") else 0
                 stream = streams.setdefault(role, Stream())
                 stream.times.append(stamp or int(t))
                 stream.values.append(value)
@@ -244,6 +251,16 @@ def spans(streams: dict[str, Stream], task: str | None, path: Path) -> list[tupl
     return out
 
 
+def _intervention(streams: dict[str, Stream], times: list[int]) -> np.ndarray | None:
+    """The takeover tag of each frame: the tag (headerless, placed by its receive time shifted by the joint
+    states' stamp offset) at or before it; False before the first. None when the bag has no tags."""
+    tags = streams.get("intervention")
+    if tags is None:
+        return None
+    offset = _stamp_offset(streams["state"])
+    return np.asarray([bool(tags.at(t - offset)) for t in times], dtype=bool)
+
+
 def check_coverage(path: Path, streams: dict[str, Stream], start: int, end: int, dt: int, where: str) -> None:
     """Every stream covers at least ``MIN_COVERAGE`` of the frames from ``start`` to ``end`` (those at or
     after its first message); else the episode would silently start late."""
@@ -277,10 +294,12 @@ def episodes_from_bag(path: Path, fps: int, task: str | None = None) -> Iterator
         else:
             action = state[1:]
         images = {c: np.stack([streams[c].at(t) for t in times[:-1]]) for c in CAMERA_NAMES}
+        intervention = _intervention(streams, times[:-1])
         sizes = {c: v.shape[1:3] for c, v in images.items()}
         if len(set(sizes.values())) != 1:
             raise BagError(f"{path}: cameras differ in size {sizes}; a dataset has one size per feature")
-        yield BagEpisode(words, state[:-1], action, images,
+        yield BagEpisode(words, state[:-1], action, images, intervention=intervention, provenance=
                          {"source": "ros2-bag", "bag": str(path), "episode": label,
+                          "intervened_frames": None if intervention is None else int(intervention.sum()),
                           "trial": label if "trial" in streams else None, "start_ns": first,
                           "frames": len(times) - 1, "action_from": "command" if command is not None else "next state"})

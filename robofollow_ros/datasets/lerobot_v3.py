@@ -42,6 +42,9 @@ QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)
 JSON_INDENT = 4
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
+#: Per frame, true where a person's teleoperation drove the arms (a takeover); only when a bag carries the tag.
+INTERVENTION_KEY = "intervention"
+INTERVENTION_FEATURE: dict[str, Any] = {"dtype": "bool", "shape": [1], "names": None}
 
 #: Columns LeRobot adds to every frame (``lerobot.utils.constants.DEFAULT_FEATURES``).
 DEFAULT_FEATURES: dict[str, dict[str, Any]] = {

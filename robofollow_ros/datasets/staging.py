@@ -36,6 +36,13 @@ class StagedEpisode:
     def task(self) -> str:
         return str(self.meta["task"])
 
+    def intervention(self) -> np.ndarray | None:
+        """Per frame, true where teleoperation drove it; None for an episode recorded without the tag."""
+        if not self.meta.get("intervention"):
+            return None
+        with np.load(self.path / "frames.npz") as data:
+            return data["intervention"].astype(bool)
+
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         with np.load(self.path / "frames.npz") as data:
             return data["state"].astype(np.float32), data["action"].astype(np.float32)
@@ -53,7 +60,7 @@ def staging_root(output: Path) -> Path:
 
 def stage_episode(staging: Path, key: str, task: str, state: np.ndarray, action: np.ndarray,
                   images: dict[str, np.ndarray], fps: int, video: VideoSettings,
-                  provenance: dict[str, Any]) -> StagedEpisode:
+                  provenance: dict[str, Any], intervention: np.ndarray | None = None) -> StagedEpisode:
     """Encode and store one finished episode atomically; returns it as staged."""
     state = np.asarray(state, dtype=np.float32)
     action = np.asarray(action, dtype=np.float32)
@@ -62,16 +69,19 @@ def stage_episode(staging: Path, key: str, task: str, state: np.ndarray, action:
     for camera, frames in images.items():
         if len(frames) != len(state):
             raise ValueError(f"episode {key}: camera {camera} has {len(frames)} frames for {len(state)} states")
+    if intervention is not None and len(intervention) != len(state):
+        raise ValueError(f"episode {key}: intervention has {len(intervention)} frames for {len(state)} states")
     partial = staging / f"{key}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    np.savez(partial / "frames.npz", state=state, action=action)
+    tagged = {} if intervention is None else {"intervention": np.asarray(intervention, dtype=bool)}
+    np.savez(partial / "frames.npz", state=state, action=action, **tagged)
     stats = {v3.STATE_KEY: v3.feature_stats(state), v3.ACTION_KEY: v3.feature_stats(action)}
     for camera, frames in images.items():
         encode_frames(frames, partial / f"{camera}.mp4", fps, video)
         stats[v3.video_key(camera)] = v3.image_stats(v3.sample_frames(frames))
     meta = {"key": key, "task": task, "length": len(state), "fps": int(fps), "cameras": sorted(images),
-            "provenance": provenance, "stats": v3.stats_to_json(stats)}
+            "provenance": provenance, "stats": v3.stats_to_json(stats), "intervention": intervention is not None}
     (partial / "episode.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     final = staging / key
     shutil.rmtree(final, ignore_errors=True)

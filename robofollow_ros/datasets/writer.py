@@ -116,12 +116,18 @@ def assemble(root: Path, episodes: list[StagedEpisode], fps: int, video: VideoSe
         "task_index": np.concatenate([np.full(n, task_index[ep.task], dtype=np.int64)
                                       for n, ep in zip(lengths, episodes, strict=True)]),
     }
+    tagged = [ep.intervention() for ep in episodes]
+    if any(t is not None for t in tagged):  # a takeover tag in some bag: every frame gets the feature
+        columns[v3.INTERVENTION_KEY] = np.concatenate([t if t is not None else np.zeros(n, dtype=bool)
+                                                       for t, n in zip(tagged, lengths, strict=True)])
     table = pa.table({k: (_vector(v) if v.ndim == 2 else pa.array(v)) for k, v in columns.items()})
     _write_parquet(table, root / v3.DATA_PATH.format(chunk_index=0, file_index=0), row_groups=lengths)
     for i, ep in enumerate(episodes):
         sl = slice(int(starts[i]), int(starts[i] + lengths[i]))
         stats = ep.stats()
         stats.update({k: v3.feature_stats(columns[k][sl]) for k in v3.DEFAULT_FEATURES})
+        if v3.INTERVENTION_KEY in columns:
+            stats[v3.INTERVENTION_KEY] = v3.feature_stats(columns[v3.INTERVENTION_KEY][sl].astype(np.float32))
         per_episode_stats.append(stats)
         rows["episode_index"].append(i)
         rows["tasks"].append([ep.task])
@@ -132,6 +138,8 @@ def assemble(root: Path, episodes: list[StagedEpisode], fps: int, video: VideoSe
         rows["dataset_to_index"].append(int(starts[i] + lengths[i]))
     # -- videos --------------------------------------------------------------------------------
     features = v3.robot_features(width, height, tuple(cameras))
+    if v3.INTERVENTION_KEY in columns:
+        features[v3.INTERVENTION_KEY] = dict(v3.INTERVENTION_FEATURE)
     for camera in cameras:
         key = v3.video_key(camera)
         sizes = [ep.video(camera).stat().st_size / _MB for ep in episodes]

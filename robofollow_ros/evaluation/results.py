@@ -336,6 +336,22 @@ class RunWriter:
             self.directory.write_json(RESULTS_FILE, self.results)
         return entry
 
+    def annotate_trial(self, task_id: str, round_index: int, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """Add ``fields`` to a recorded trial's entry (an operator's mark after the trial ended) in results.json
+        and SQLite; a score field is refused: an annotation never changes a verdict."""
+        scored = sorted(set(fields) & {"intent_score", "exec_score", "intent_ok", "exec_ok", "completion_ok", "phases"})
+        if scored:
+            raise ValueError(f"annotation: {scored[0]!r} is a score; an annotation never changes a verdict")
+        entry = next((e for e in self.results if e["task"] == task_id and int(e.get("round") or 0) == round_index),
+                     None)
+        if entry is None:
+            raise ValueError(f"trial {task_id} round {round_index} is not recorded in {self.run_dir}")
+        entry.update(fields)
+        with self.directory.errors(len(self.results)):
+            self.store.update_trial_json(self.run_id, self._plan_index(task_id, round_index), entry)
+            self.directory.write_json(RESULTS_FILE, self.results)
+        return dict(entry)
+
     @contextlib.contextmanager
     def output_errors(self) -> Iterator[None]:
         """Around work that writes into the run directory besides this writer (the workers' ``--record`` MCAP

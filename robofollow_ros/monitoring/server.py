@@ -25,9 +25,12 @@ from robofollow_ros.monitoring.channels import TrialChannels
 #: A trial-control action: returns (success, message) like std_srvs/Trigger.
 TrialControl = Callable[[], tuple[bool, str]]
 
-#: Foxglove service names (the trial manager's ROS service names, DESIGN.md).
+#: Foxglove service names (the trial manager's ROS service names, DESIGN.md; take_over and hand_back: the
+#: arm bridge's).
 TRIAL_SERVICES = ("/robofollow/trial/start", "/robofollow/trial/stop", "/robofollow/trial/next",
-                  "/robofollow/trial/confirm_reset", "/robofollow/trial/override_reset")
+                  "/robofollow/trial/confirm_reset", "/robofollow/trial/override_reset", "/robofollow/trial/pause",
+                  "/robofollow/trial/resume", "/robofollow/trial/abort", "/robofollow/trial/redo",
+                  "/robofollow/teleop/take_over", "/robofollow/teleop/hand_back")
 
 _TRIGGER_REQUEST = Schema(name="std_srvs/srv/Trigger_Request", encoding="jsonschema",
                           data=json.dumps({"type": "object", "properties": {}}).encode())

@@ -19,6 +19,7 @@ from robofollow_ros.contract import (
     CAMERA_NAMES,
     TOPIC_FRAME,
     TOPIC_INSTRUCTION,
+    TOPIC_INTERVENTION,
     TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
     TOPIC_OBJECTS,
@@ -68,6 +69,8 @@ STATUS: Final = "/robofollow/status"
 ROSOUT: Final = "/rosout"
 JOINT_STATES: Final = TOPIC_JOINT_STATES
 JOINT_COMMAND: Final = TOPIC_JOINT_COMMAND
+#: True on each joint-state frame teleoperation drove (the arm bridge's takeover; ``contract``).
+INTERVENTION: Final = TOPIC_INTERVENTION
 TF: Final = TOPIC_TF
 TF_STATIC: Final = TOPIC_TF_STATIC
 ROBOT_DESCRIPTION: Final = TOPIC_ROBOT_DESCRIPTION
@@ -98,6 +101,7 @@ def _table() -> dict[str, Topic]:
     rows = [
         Topic(JOINT_STATES, "sensor_msgs/msg/JointState", STREAM),
         Topic(JOINT_COMMAND, "sensor_msgs/msg/JointState", STREAM),
+        Topic(INTERVENTION, "std_msgs/msg/Bool", STREAM),
         Topic(TF, "tf2_msgs/msg/TFMessage", STREAM),
         Topic(TF_STATIC, "tf2_msgs/msg/TFMessage", LATCHED_HISTORY),
         Topic(ROBOT_DESCRIPTION, STRING, LATCHED),

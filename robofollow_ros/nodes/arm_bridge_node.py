@@ -27,6 +27,14 @@ carries messages and clocks to and from them):
   reception time, ``MessageInfo.received_timestamp``) and, when stamped, *stamped* after the release
   (``header.stamp`` against this node's clock) execute: the thousands a flood leaves in the
   subscription's queue are refused (holds), not replayed.
+
+Takeover: ``/robofollow/teleop/take_over`` (Trigger) hands the arms to a teleoperation source on
+``/robofollow/teleop/joint_command`` until ``/robofollow/teleop/hand_back``. The switch cannot jump: every
+command, the teleop's first included, passes the same filter, so it lies within one step of the measured
+position (until the first teleop command arrives the watchdog holds the arms where they are). While
+teleoperation holds, the policy's ``/robofollow/joint_command`` is refused (counted, reported on the status
+topic); teleop commands outside a takeover are ignored. Every ``/joint_states`` frame is followed by
+``/robofollow/intervention`` (``std_msgs/Bool``): true while teleoperation holds.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from rclpy.node import Node
 from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
+from std_srvs.srv import Trigger
 
 from robofollow_ros.contract import (
     ACTION_DIM,
@@ -47,10 +56,14 @@ from robofollow_ros.contract import (
     ARMS,
     GRIPPER_INDEX,
     JOINT_NAMES,
+    SERVICE_TELEOP_HAND_BACK,
+    SERVICE_TELEOP_TAKE_OVER,
     TOPIC_BRIDGE_STATUS,
     TOPIC_ESTOP,
+    TOPIC_INTERVENTION,
     TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
+    TOPIC_TELEOP_COMMAND,
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
@@ -130,6 +143,13 @@ class ArmBridgeNode(Node):
         self._halt_reason: str | None = None
         self.create_subscription(String, TOPIC_BRIDGE_HALT, self._on_halt, tp.LATCHED)
         self.create_subscription(JointState, TOPIC_JOINT_COMMAND, self._on_command, tp.STATE_STREAM)
+        #: Teleoperation holds the arms (take_over .. hand_back); the policy's commands refused meanwhile.
+        self.teleop = False
+        self.refused_policy_commands = 0
+        self.create_subscription(JointState, TOPIC_TELEOP_COMMAND, self._on_teleop, tp.STATE_STREAM)
+        self.create_service(Trigger, SERVICE_TELEOP_TAKE_OVER, self._srv_take_over)
+        self.create_service(Trigger, SERVICE_TELEOP_HAND_BACK, self._srv_hand_back)
+        self.intervention = self.create_publisher(Bool, TOPIC_INTERVENTION, tp.STATE_STREAM)
         self._last_state: JointState | None = None
         self.joint_states = self.create_publisher(JointState, TOPIC_JOINT_STATES, tp.STATE_STREAM,
                                                   event_callbacks=PublisherEventCallbacks(matched=self._on_matched))
@@ -163,6 +183,7 @@ class ArmBridgeNode(Node):
         self._reported = {arm: None for arm in ARMS}
         self._last_state = out
         self.joint_states.publish(out)
+        self.intervention.publish(Bool(data=self.teleop))  # this frame's source: teleoperation or the policy
 
     def _on_matched(self, info: QoSPublisherMatchedInfo) -> None:
         if info.current_count_change > 0 and self._last_state is not None:
@@ -197,6 +218,34 @@ class ArmBridgeNode(Node):
 
     # -- command side ----------------------------------------------------------------------------
     def _on_command(self, msg: JointState, info: MessageInfo) -> None:
+        if self.teleop:
+            self.refused_policy_commands += 1
+            if self.refused_policy_commands % 50 == 1:  # the policy sends at its control rate: say it now and then
+                self._report({"hold": False, "clamped": False, "arms": [], "outside_limits": [], "reasons": [
+                    f"policy command refused: teleoperation holds the arms ({self.refused_policy_commands} so far)"]})
+            return
+        self._filtered(msg, info)
+
+    def _on_teleop(self, msg: JointState, info: MessageInfo) -> None:
+        if self.teleop:  # a leader arm publishes all the time: only a takeover lets it through
+            self._filtered(msg, info)
+
+    def _srv_take_over(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        self.teleop = True
+        self.get_logger().warning(f"teleoperation takes over: {TOPIC_TELEOP_COMMAND} drives the arms (each command "
+                                  f"within one step of the measured position); policy commands refused until "
+                                  f"{SERVICE_TELEOP_HAND_BACK}")
+        res.success, res.message = True, f"teleoperation holds the arms ({TOPIC_TELEOP_COMMAND})"
+        return res
+
+    def _srv_hand_back(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        was, self.teleop = self.teleop, False
+        if was:
+            self.get_logger().info("teleoperation hands back: the policy's commands drive the arms again")
+        res.success, res.message = was, ("the policy drives the arms again" if was else "no takeover to end")
+        return res
+
+    def _filtered(self, msg: JointState, info: MessageInfo) -> None:
         stamp = stamp_ns(msg.header.stamp)
         self._send(self.safety.filter(_contract_vector(msg), self._now_s(), stamp=stamp / 1e9 if stamp else None,
                                       received=_received(info)))

@@ -26,7 +26,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import CameraInfo, Image, JointState
-from std_msgs.msg import String
+from std_msgs.msg import Bool, String
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
@@ -52,7 +52,8 @@ LATCHED_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
 ROSOUT_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE,
                         history=HistoryPolicy.KEEP_LAST)
 #: Topics passed on as serialized CDR: topic -> (QoS of our subscription).
-FORWARDED = {topics.JOINT_STATES: STREAM_QOS, topics.JOINT_COMMAND: STREAM_QOS, topics.TF: STREAM_QOS,
+FORWARDED = {topics.JOINT_STATES: STREAM_QOS, topics.JOINT_COMMAND: STREAM_QOS, topics.INTERVENTION: STREAM_QOS,
+             topics.TF: STREAM_QOS,
              topics.TF_STATIC: LATCHED_QOS, topics.ROBOT_DESCRIPTION: LATCHED_QOS, topics.INSTRUCTION: LATCHED_QOS,
              topics.OBJECTS: STREAM_QOS, topics.RESET_CHECK: LATCHED_QOS}
 _ROS_LOG_LEVELS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "fatal"}
@@ -211,7 +212,8 @@ class FoxgloveNode(Node):
 
 def _ros_class(topic: str) -> Any:
     classes = {"sensor_msgs/msg/JointState": JointState, "tf2_msgs/msg/TFMessage": TFMessage,
-               "std_msgs/msg/String": String, "visualization_msgs/msg/MarkerArray": MarkerArray}
+               "std_msgs/msg/String": String, "visualization_msgs/msg/MarkerArray": MarkerArray,
+               "std_msgs/msg/Bool": Bool}
     return classes[topics.TOPICS[topic].type_name]
 
 

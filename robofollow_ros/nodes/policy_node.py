@@ -181,6 +181,9 @@ class PolicyNode(Node):
         self._abandon = threading.Event()  # ... and does not wait for the policy call in flight either
         self._worker: threading.Thread | None = None
         self._node_closing = threading.Event()
+        #: Cleared while the operator pauses the trial (``operator_pause`` on /robofollow/trial): no call, no row.
+        self._go_on = threading.Event()
+        self._go_on.set()
         self._predict_since: float | None = None  # monotonic start of the running predict (rate mode)
         self._held_for_policy = False
         if self.mode == "rate":
@@ -226,6 +229,10 @@ class PolicyNode(Node):
         if trial is None:
             return
         phase = trial.get("phase")
+        if trial.get("operator_pause"):
+            self._go_on.clear()
+        else:
+            self._go_on.set()
         if trial.get("id") != self._trial_id and self._worker is not None:
             self._cancel.set()  # a new trial (or a stop) ends the old one
             self._abandon.set()
@@ -295,6 +302,8 @@ class PolicyNode(Node):
                 error = self._render(state.stamp_ns, cancelled)
                 if error is not None:
                     break
+            if self._held_by_operator(cancelled) and not lockstep:
+                state = self.cache.latest(self.privileged) or state  # the arm held meanwhile: act on where it is
             self._predict_since, self._held_for_policy = time.monotonic(), False
             try:
                 actions = policy.predict(self._observation(trial, state, start))
@@ -307,6 +316,8 @@ class PolicyNode(Node):
                 self._predict_since = None
             steps += 1
             for row in np.asarray(actions)[:per_step]:
+                if self._held_by_operator(cancelled) and not lockstep:
+                    state = self.cache.latest(self.privileged) or state
                 if cancelled.is_set():
                     break
                 if not lockstep and self._stale():
@@ -334,6 +345,14 @@ class PolicyNode(Node):
         self._report(trial_id, "done", steps=steps, rows=rows, last_stamp_ns=last, error=error,
                      error_detail=detail)
 
+    def _held_by_operator(self, cancelled: threading.Event) -> bool:
+        """Wait while the operator pauses the trial (or until it is cancelled); True when it waited."""
+        if self._go_on.is_set():
+            return False
+        while not self._go_on.wait(0.1) and not cancelled.is_set() and not self._node_closing.is_set():
+            pass  # bounded by the trial's end: a cancel (abort, redo, stop, a new trial) ends the wait
+        return True
+
     def _run_realtime(self, trial: dict[str, Any], state: RobotState, start: int, policy: TimeoutGuardedPolicy,
                       cancelled: threading.Event, abandon: threading.Event
                       ) -> tuple[int, int, int, str | None, str, dict[str, Any]]:
@@ -359,6 +378,7 @@ class PolicyNode(Node):
         hold_ticks: list[int] = []
         try:
             for tick_index in range(max_steps * per_step):
+                self._held_by_operator(cancelled)
                 if cancelled.is_set():
                     break
                 if self._stale():

@@ -26,6 +26,8 @@ from robofollow_ros.rig.health import FAILURE_CLASSES, HALT, RECORD_AND_CONTINUE
 FAULT_ESTOP = "e-stop"
 #: The operator ended the trial (``/robofollow/trial/stop`` or ``/next``).
 FAULT_OPERATOR = "operator-stop"
+#: The operator aborted the trial (``/robofollow/trial/abort``, key ``a``): it fails and the run goes on.
+FAULT_ABORT = "operator-abort"
 #: A node of the graph died (or froze) while the run was under way.
 FAULT_NODE = "node-died"
 #: A phase of the trial overran its bound (:class:`PhaseBounds`).
@@ -36,13 +38,13 @@ FAULT_GRAPH = "graph-error"
 FAULT_RESET = "reset-not-verified"
 #: A health check failed before or after the trial (``rig.health``); its class says whether the run halts.
 FAULT_HEALTH = "health"
-FAULTS = (FAULT_ESTOP, FAULT_OPERATOR, FAULT_NODE, FAULT_TIMEOUT, FAULT_GRAPH, FAULT_RESET, FAULT_HEALTH)
+FAULTS = (FAULT_ESTOP, FAULT_OPERATOR, FAULT_ABORT, FAULT_NODE, FAULT_TIMEOUT, FAULT_GRAPH, FAULT_RESET, FAULT_HEALTH)
 
 #: Every fault's class in results.json (``failure_class``, beside ``fault``): ``halt`` — the run pauses (or
 #: ends) and needs a person; ``record_and_continue`` — the trial fails with its reason and the run goes on.
 #: A health fault carries its check's class (``rig.health``).
 FAILURE_CLASS = {FAULT_ESTOP: HALT, FAULT_NODE: HALT, FAULT_OPERATOR: RECORD_AND_CONTINUE,
-                 FAULT_TIMEOUT: RECORD_AND_CONTINUE, FAULT_GRAPH: RECORD_AND_CONTINUE,
+                 FAULT_ABORT: RECORD_AND_CONTINUE, FAULT_TIMEOUT: RECORD_AND_CONTINUE, FAULT_GRAPH: RECORD_AND_CONTINUE,
                  FAULT_RESET: RECORD_AND_CONTINUE, FAULT_HEALTH: HALT}
 
 #: What a running trial may take beyond its policy calls (rows, observations), as ``robofollow eval``'s

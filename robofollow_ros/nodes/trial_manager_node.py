@@ -9,7 +9,11 @@ all) → ``running`` → the policy node's
 monitor's final score → recorded with ``RunWriter`` (run.json, results.json, summary.json, SQLite)
 exactly as the headless evaluator records it → ``done``. The handshake is in ``trial_protocol``.
 Services: ``start`` (run / resume), ``stop`` (end the current trial now and pause; the trial is an
-``operator-stop`` fault), ``next`` (end the current trial if any, as a fault too, and go on).
+``operator-stop`` fault), ``next`` (end the current trial if any, as a fault too, and go on), ``pause`` /
+``resume`` (hold the trial where it is: policy_node sends no row, the arm bridge holds; its bounds stand
+still), ``abort`` (the trial fails as ``operator-abort``, the run goes on), ``redo`` (the trial under way
+ends and runs again; the ended attempt is kept inside the redo's results entry, ``superseded_attempts``),
+and the ``/robofollow/trial/mark`` topic (``evaluation.operator_marks``: kept beside the verdict).
 
 Every phase is bounded (``trial_faults.PhaseBounds``: ``reset_timeout_s``, ``confirm_timeout_s``,
 ``score_timeout_s``, ``running_timeout_s``, ``stop_timeout_s``), and anything but the policy that ends
@@ -54,6 +58,7 @@ from robofollow_ros.contract import (
     TOPIC_BRIDGE_STATUS,
     TOPIC_ESTOP,
     TOPIC_INSTRUCTION,
+    TOPIC_INTERVENTION,
     TOPIC_SCORE,
     TOPIC_TRIAL,
 )
@@ -65,6 +70,7 @@ from robofollow_ros.nodes.graph_peers import AliveWatch, GraphWait
 from robofollow_ros.nodes.health_watch import HealthWatch
 from robofollow_ros.nodes.reset_watch import ResetWatch
 from robofollow_ros.nodes.trial_faults import (
+    FAULT_ABORT,
     FAULT_ESTOP,
     FAULT_GRAPH,
     FAULT_HEALTH,
@@ -245,6 +251,16 @@ class TrialManagerNode(TrialServices, Node):
         self._reset_said = ("", 0.0, 0.0)  # the last summary told, when told, when shown
         self._health_record: dict[str, Any] | None = None
         self._failures_after: list[HealthFailure] = []
+        # -- the operator's pause, redo and marks ----------------------------------------------------------
+        #: When the operator paused the trial under way (monotonic), None while it is not paused.
+        self.trial_paused_since: float | None = None
+        self._redo_pending = False
+        self._attempt = 1
+        self._superseded: list[dict[str, Any]] = []
+        self._mark: dict[str, Any] | None = None
+        self._last_key: Any = None  # the last recorded trial's TrialKey: a mark after it ended annotates it
+        #: Frames of the trial under way that teleoperation drove (the arm bridge's /robofollow/intervention).
+        self._intervened = 0
 
         self.graph_wait = GraphWait(self, self.wait_for_nodes, self.graph_timeout_s)
         self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
@@ -260,6 +276,12 @@ class TrialManagerNode(TrialServices, Node):
         self.create_service(Trigger, SERVICE_TRIAL_NEXT, self._srv_next)
         self.create_service(Trigger, tp.SERVICE_CONFIRM_RESET, self._srv_confirm)
         self.create_service(Trigger, tp.SERVICE_OVERRIDE_RESET, self._srv_override_reset)
+        self.create_service(Trigger, tp.SERVICE_PAUSE, self._srv_pause)
+        self.create_service(Trigger, tp.SERVICE_RESUME, self._srv_resume)
+        self.create_service(Trigger, tp.SERVICE_ABORT, self._srv_abort)
+        self.create_service(Trigger, tp.SERVICE_REDO, self._srv_redo)
+        self.create_subscription(String, tp.TOPIC_MARK, self._on_mark, 10)
+        self.create_subscription(Bool, TOPIC_INTERVENTION, self._on_intervention, tp.STATE_STREAM)
         # Steady clock: under use_sim_time, sim time stands still until a command moves it.
         self.create_timer(0.05, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan), "awaiting": list(self.wait_for_nodes)})
@@ -304,12 +326,16 @@ class TrialManagerNode(TrialServices, Node):
             return
         key = self.plan.keys[self.index]
         task = self.registry.eval_task(key.task_id)
-        self.trial = {"id": key.trial_id, "index": self.index, "total": len(self.plan), "scene": task.scene,
+        self.trial = {"id": key.trial_id + (f"_attempt{self._attempt}" if self._attempt > 1 else ""),
+                      "attempt": self._attempt, "index": self.index, "total": len(self.plan), "scene": task.scene,
                       "level": task.level, "task": task.task_id, "round": key.round, "seed": key.seed,
                       "instruction": task.instruction, "max_steps": self.max_steps,
                       "actions_per_step": self.actions_per_step, "run_dir": str(self.run_dir)}
         self._policy_done = None
         self._fault = None
+        self._mark = None
+        self._intervened = 0
+        self.trial_paused_since = None
         self._reset_record = self._health_record = None
         self._override.clear()
         if self.reset_watch is not None:
@@ -565,12 +591,132 @@ class TrialManagerNode(TrialServices, Node):
         elif done.get("error"):
             result = fail_result(result, str(done["error"]), str(done.get("error_detail", "")))
         key = self.plan.keys[self.index]
+        if self._mark is not None:
+            result["operator_mark"] = self._mark
+        if self._intervened:  # teleoperation drove some of its frames: the verdict is an assisted one
+            result.update(assisted=True, intervened_frames=self._intervened)
+        self._end_trial_pause()
+        if self._redo_pending:
+            self._supersede(result)
+            return
+        if self._superseded:
+            result.update(attempt=self._attempt, superseded_attempts=self._superseded)
+            self._superseded, self._attempt = [], 1
         self.records.record(result, self.registry.eval_task(key.task_id), key)
+        self._last_key = key
+        if result.get("assisted"):
+            self.get_logger().warning(f"{key.trial_id}: assisted: teleoperation drove {self._intervened} frames")
+        self._tell_disagreement(result)
         self.get_logger().info(f"{key.trial_id}: IS {result['intent_score']:.2f} ES {result['exec_score']:.2f} "
                                f"complete {result['completion_ok']}")
         self._publish({"phase": tp.PHASE_DONE, "intent": result["intent_score"], "exec": result["exec_score"],
                        "complete": result["completion_ok"], "error": result.get("policy_error"),
-                       "fault": result.get("fault"), "fault_reason": result.get("fault_reason")})
+                       "fault": result.get("fault"), "fault_reason": result.get("fault_reason"),
+                       "assisted": bool(result.get("assisted"))})
+
+    def _supersede(self, result: dict[str, Any]) -> None:
+        """The operator asked for a redo: keep this attempt (to go inside the redo's entry) and run the trial again."""
+        self._superseded.append(dict(result, attempt=self._attempt, superseded_by_redo=True,
+                                     trial_id=str(self.trial["id"])))
+        self.get_logger().warning(f"trial {self.trial['id']}: attempt {self._attempt} kept as superseded; "
+                                  "running the trial again")
+        self._attempt += 1
+        self._redo_pending = False
+        self.index -= 1  # _begin_next runs the same trial of the plan again
+        self._publish({"phase": tp.PHASE_DONE, "superseded_by_redo": True, "fault": result.get("fault"),
+                       "fault_reason": result.get("fault_reason")})
+
+    def _tell_disagreement(self, entry: dict[str, Any]) -> None:
+        from robofollow_ros.evaluation.operator_marks import disagreements
+
+        for line in disagreements([entry]):
+            self.get_logger().warning(f"operator mark disagrees with the verdict: {line}")
+
+    # -- the operator's controls (trial_services calls them) --------------------------------------------
+    def _under_way(self) -> bool:
+        return self.index >= 0 and self.phase not in (tp.PHASE_IDLE, tp.PHASE_DONE, tp.PHASE_FINISHED)
+
+    def pause(self) -> tuple[bool, str]:
+        """Mid-trial: hold it where it is (no row is sent, the arms hold, its bounds stand still); between
+        trials: the next one waits."""
+        if self.finished.is_set():
+            return False, "the run is finished"
+        if self._under_way() and self.phase in EXECUTING:
+            if self.trial_paused_since is None:
+                self.trial_paused_since = time.monotonic()
+                self.health_watch.halt(True, f"paused by the operator ({tp.SERVICE_PAUSE})")
+                self._announce({"operator_pause": True})
+                self.get_logger().warning(f"trial {self.trial['id']} paused by the operator; arms holding; "
+                                          f"{tp.SERVICE_RESUME} (r) goes on, {tp.SERVICE_ABORT} (a) fails it, "
+                                          f"{tp.SERVICE_REDO} (d) runs it again")
+            return True, f"trial {self.trial['id']} paused in phase {self.phase}; arms holding"
+        self.paused = True
+        self._announce({})
+        return True, f"phase {self.phase}; the next trial waits for resume"
+
+    def resume(self) -> tuple[bool, str]:
+        if self.finished.is_set():
+            return False, "the run is finished"
+        resumed = self._end_trial_pause()
+        self.paused = False
+        self._announce({})
+        if self.halted is not None:
+            return False, f"halted by a health check: {self.halted['action']}"
+        return True, (f"trial {self.trial.get('id')} resumed after {resumed:.1f} s" if resumed is not None else
+                      f"phase {self.phase}; running the protocol")
+
+    def _end_trial_pause(self) -> float | None:
+        """Lift the operator's mid-trial pause (the arms may move again); how long it lasted, None if none."""
+        if self.trial_paused_since is None:
+            return None
+        held = time.monotonic() - self.trial_paused_since
+        self.trial_paused_since = None
+        self._phase_since += held  # a paused trial's bounds stood still
+        if self.halted is None:
+            self.health_watch.halt(False)
+        self._announce({"operator_pause": False})
+        return held
+
+    def abort(self) -> tuple[bool, str]:
+        if not self._under_way():
+            return False, f"no trial under way in phase {self.phase}"
+        self._end_trial_pause()
+        self.interrupt(Fault(FAULT_ABORT, f"aborted by the operator ({tp.SERVICE_ABORT})"))
+        return True, f"aborting trial {self.trial['id']}; the run goes on"
+
+    def redo(self) -> tuple[bool, str]:
+        if not self._under_way():
+            return False, (f"no trial under way in phase {self.phase} (a recorded trial is not redone; pause "
+                           "during a trial, then redo)")
+        self._redo_pending = True
+        self._end_trial_pause()
+        self.interrupt(Fault(FAULT_ABORT, f"ended for a redo by the operator ({tp.SERVICE_REDO})"))
+        return True, f"ending trial {self.trial['id']} (attempt {self._attempt}) and running it again"
+
+    def mark(self, text: str) -> tuple[bool, str]:
+        from robofollow_ros.evaluation.operator_marks import parse_mark
+
+        try:
+            mark = parse_mark(text)
+        except ValueError as exc:
+            return False, str(exc)
+        if self._under_way():
+            self._mark = mark
+            return True, f"mark {mark} kept for trial {self.trial['id']} (beside its verdict)"
+        if self.finished.is_set():
+            return False, "the run is finished; a mark is taken until its last trial is recorded"
+        if self._last_key is None:
+            return False, "no trial to mark yet"
+        self.records.annotate(self._last_key, {"operator_mark": mark})
+        return True, f"mark {mark} added to trial {self._last_key.trial_id} (beside its verdict)"
+
+    def _on_intervention(self, msg: Bool) -> None:
+        if msg.data and self.phase in (tp.PHASE_RUNNING, tp.PHASE_STOPPING):
+            self._intervened += 1
+
+    def _on_mark(self, msg: String) -> None:
+        ok, message = self.mark(msg.data)
+        (self.get_logger().info if ok else self.get_logger().error)(f"{tp.TOPIC_MARK}: {message}")
 
     def _record_fault(self, fault: Fault) -> None:
         """Record the current trial now, as not executed because of ``fault`` (or the fault already pending)."""
@@ -613,8 +759,8 @@ class TrialManagerNode(TrialServices, Node):
             if gave_up is not None:
                 self._abort(gave_up, EXIT_INTERNAL)
                 return
-        if self.finished.is_set():
-            return
+        if self.finished.is_set() or self.trial_paused_since is not None:
+            return  # a trial the operator paused waits, its bounds standing still
         if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.safety.estop and \
                 self.halted is None:
             if self.phase == tp.PHASE_IDLE and self.policy_gate.state != "ok":

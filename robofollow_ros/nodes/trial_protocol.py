@@ -41,6 +41,13 @@ TOPIC_POLICY_STATUS = "/robofollow/policy/status"
 SERVICE_CONFIRM_RESET = "/robofollow/trial/confirm_reset"
 #: Start the trial although the table does not match the layout (recorded in its results entry).
 SERVICE_OVERRIDE_RESET = "/robofollow/trial/override_reset"
+#: The operator's controls (``trial_services``): hold the trial in place and go on; fail it and go on; run it again.
+SERVICE_PAUSE = "/robofollow/trial/pause"
+SERVICE_RESUME = "/robofollow/trial/resume"
+SERVICE_ABORT = "/robofollow/trial/abort"
+SERVICE_REDO = "/robofollow/trial/redo"
+#: The operator's mark (``std_msgs/String`` JSON ``{"verdict", "progress", "note"}``, ``evaluation.operator_marks``).
+TOPIC_MARK = "/robofollow/trial/mark"
 #: sim_node renders and publishes the cameras at the current state (policy_node, before ``predict``).
 SERVICE_SIM_RENDER = "/robofollow/sim/render"
 #: policy_node connects to its policy and resets it once (trial_manager_node, before the first trial).

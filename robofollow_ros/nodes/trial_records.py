@@ -72,6 +72,9 @@ class TrialRecords:
             self.failed += 1
         self._call(self.writer.record_trial, result, task=task, round_index=key.round, seed=key.seed)
 
+    def annotate(self, key: TrialKey, fields: dict[str, Any]) -> None:
+        self._call(self.writer.annotate_trial, key.task_id, key.round, fields)
+
     def complete(self) -> None:
         self._call(self.writer.complete)
 

@@ -1,4 +1,9 @@
-"""The trial manager's controls: the start / stop / next / confirm_reset services and Enter on stdin.
+"""The trial manager's controls: the start / stop / next / confirm_reset / pause / resume / abort / redo
+services, the mark topic and keys on stdin (``confirm_with_key``).
+
+Keys (a letter, then Enter; the bringup terminal is line-buffered): Enter alone confirms a layout, ``p``
+pauses, ``r`` resumes, ``a`` aborts, ``d`` redoes, ``s`` / ``f`` mark the trial a success / a failure
+(``KEYS``).
 
 A mixin of ``TrialManagerNode`` (it reads and sets the node's ``phase``, ``paused``, ``trial`` and
 ``_confirmed``, ends a running trial through ``interrupt`` and republishes through ``_announce``), kept
@@ -10,13 +15,17 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from std_srvs.srv import Trigger
 
 from robofollow_ros.contract import SERVICE_TRIAL_NEXT, SERVICE_TRIAL_STOP
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes.trial_faults import FAULT_OPERATOR, Fault
+
+#: The bringup terminal's keys (each followed by Enter) and what they do.
+KEYS = {"": "confirm the layout", "p": "pause", "r": "resume", "a": "abort the trial", "d": "redo the trial",
+        "s": "mark the trial a success", "f": "mark the trial a failure"}
 
 
 class TrialServices:
@@ -36,11 +45,43 @@ class TrialServices:
     def _lift_halt(self) -> None:  # the node's: a failed health check's halt ends with ``start``
         raise NotImplementedError
 
+    def pause(self) -> tuple[bool, str]:  # the node's
+        raise NotImplementedError
+
+    def resume(self) -> tuple[bool, str]:  # the node's
+        raise NotImplementedError
+
+    def abort(self) -> tuple[bool, str]:  # the node's
+        raise NotImplementedError
+
+    def redo(self) -> tuple[bool, str]:  # the node's
+        raise NotImplementedError
+
+    def mark(self, text: str) -> tuple[bool, str]:  # the node's
+        raise NotImplementedError
+
+    if TYPE_CHECKING:  # Node's (a stub here would hide it: the mixin comes first in the node's bases)
+        def get_logger(self) -> Any: ...
+
     # -- operator --------------------------------------------------------------------------------
     def _read_keys(self) -> None:
-        for _line in sys.stdin:
+        for line in sys.stdin:
+            self.key(line.strip().lower())
+
+    def key(self, key: str) -> None:
+        """One line typed in the bringup terminal (``KEYS``); the answer is logged."""
+        if key == "":
             if self.phase == tp.PHASE_AWAITING_CONFIRM:
                 self._confirmed.set()
+            return
+        actions = {"p": self.pause, "r": self.resume, "a": self.abort, "d": self.redo,
+                   "s": lambda: self.mark('{"verdict": "success"}'), "f": lambda: self.mark('{"verdict": "failure"}')}
+        if key not in actions:
+            self.get_logger().warning(f"key {key!r}: not one of " + ", ".join(
+                f"{k or 'Enter'} ({what})" for k, what in KEYS.items()))
+            return
+        ok, message = actions[key]()
+        (self.get_logger().info if ok else self.get_logger().warning)(f"key {key!r}: {message}")
 
     # -- services --------------------------------------------------------------------------------
     def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
@@ -83,4 +124,20 @@ class TrialServices:
         self._override.set()
         res.success, res.message = True, (f"starting {self.trial['id']} without a verified reset "
                                           "(recorded in its results entry)")
+        return res
+
+    def _srv_pause(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        res.success, res.message = self.pause()
+        return res
+
+    def _srv_resume(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        res.success, res.message = self.resume()
+        return res
+
+    def _srv_abort(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        res.success, res.message = self.abort()
+        return res
+
+    def _srv_redo(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        res.success, res.message = self.redo()
         return res

@@ -108,6 +108,13 @@ class RunStore:
                  model if isinstance(model, str) else None, run.get("expected_trials"),
                  json.dumps(run, ensure_ascii=False)))
 
+    def update_trial_json(self, run_id: str, trial_index: int, entry: Mapping[str, Any]) -> None:
+        """Replace a stored trial's ``result_json`` (an annotation such as an operator's mark; the scores and
+        their columns never change)."""
+        with self._transaction():
+            self.conn.execute("UPDATE trials SET result_json = ? WHERE run_id = ? AND trial_index = ?",
+                              (json.dumps(entry, ensure_ascii=False), run_id, trial_index))
+
     def insert_trial(self, run_id: str, trial_index: int, entry: Mapping[str, Any]) -> None:
         """One trial and its stage scores, in one transaction: all of it is stored or none.
 
