@@ -427,6 +427,9 @@ def test_realtime_rate_mode_keeps_rows_flowing_while_a_predict_is_in_flight_and_
     assert stats["hold_ticks"] == stats["idle_in_flight_ticks"] >= 1  # only the cold start held
     assert stats["merged_rows"] > 0 and stats["late_chunks"] == 0
     assert all(latency >= latency_s for latency in stats["latencies_s"])
+    # The done report and the last commands travel on different topics: wait for every command, then count.
+    ros.wait_for(lambda: len(got["commands"]) >= stats["rows_sent"] + stats["hold_ticks"], timeout=10,
+                 what="every command the done report counts")
     assert done["rows"] == stats["rows_sent"] == len(got["commands"]) - stats["hold_ticks"]
     # every later call: the robot got commands while it was in flight (the wait ran before the call itself)
     for called, n in STEPPED_CALLS[1:]:

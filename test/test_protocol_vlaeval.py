@@ -201,7 +201,8 @@ def test_the_codec_refuses_what_vla_eval_refuses_and_what_it_would_trust() -> No
         return msgpack.packb({"type": "action", "payload": payload, "seq": 1, "timestamp": 0.0}, use_bin_type=True)
 
     obj = {"__ndarray__": True, "data": b"\0" * 8, "dtype": "|O", "shape": [1]}
-    with pytest.raises(WireFormatError, match=re.escape("array dtype: '|O' is not bool")):
+    with pytest.raises(WireFormatError,
+                       match=re.escape("array dtype: '|O' is not numeric or bool (allowed kinds: b, i, u, f)")):
         unpack_message(envelope({"actions": obj}))
     with pytest.raises(WireFormatError, match="do not match shape"):
         unpack_message(envelope({"actions": {"__ndarray__": True, "data": b"\0" * 8, "dtype": "<f4",
