@@ -432,7 +432,12 @@ def test_realtime_rate_mode_keeps_rows_flowing_while_a_predict_is_in_flight_and_
     assert len(STEPPED_CALLS) >= stats["chunks"]  # every chunk came from a call of the model behind the wait
     joint0 = [round(float(joint_vector(c)[0]), 4) for c in got["commands"]]
     chunks = {round(0.1 * n, 4) for n in range(1, 5)}
-    halfway = {round(0.1 * n - 0.05, 4) for n in range(2, 5)}
-    assert set(joint0) <= chunks | halfway | {0.0}  # holds of the measured 0, chunk rows, merged rows
-    assert set(joint0) & halfway  # the overlap was sent merged
+    # A merged row is halfway (weight 0.5) between a queued row and the new chunk's row. A queued row is usually a
+    # chunk's own; on a loaded machine a late call can meet rows that were merged already (0.25 and 0.4 -> 0.325).
+    reachable = chunks | {0.0}
+    for _ in range(3):
+        reachable |= {round((a + c) / 2, 4) for a in reachable for c in chunks if a < c}
+    merged = set(joint0) - chunks - {0.0}
+    assert set(joint0) <= reachable  # holds of the measured 0, chunk rows, rows merged at weight 0.5
+    assert merged  # the overlap was sent merged
     assert joint0 == sorted(joint0)  # and never went back
