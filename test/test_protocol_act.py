@@ -195,7 +195,7 @@ def test_server_requires_a_bounded_body_that_arrives_in_time() -> None:
     assert server.stats["timeouts"] == 1
 
 
-TASKS = ["L0_pickup_yellow_block_1_left", "L0_pickup_red_cylinder"]
+TASKS = ["L0_pickup_red_cylinder"]  # one task: the wire, not the scorer, is under test (rendering costs ~8 s a trial)
 COMPARED = ("task", "intent_score", "exec_score", "completion_ok", "phases", "frames", "policy_steps")
 
 

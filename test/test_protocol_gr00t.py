@@ -397,7 +397,7 @@ def test_our_client_against_our_server_keeps_clients_apart() -> None:
 
 
 # ------------------------------------------------------------------ end to end: eval gr00t:// vs in process
-TASKS = ["L0_pickup_yellow_block_1_left", "L0_pickup_left_cube", "L0_pickup_red_cylinder"]
+TASKS = ["L0_pickup_left_cube"]  # one task: the wire, not the scorer, is under test (rendering costs ~8 s a trial)
 COMPARED = ("task", "intent_score", "exec_score", "completion_ok", "phases", "frames", "policy_steps")
 
 
@@ -473,9 +473,9 @@ class Gr00tPeerPolicy:
 def test_a_gr00t_client_scores_our_served_policy_as_in_process(tmp_path: Path) -> None:
     """``serve --protocol gr00t``, driven by a GR00T-style client inside our evaluator: the same verdicts as
     the policy in process (the memorizer: a peer's client carries no privileged state, which the oracle needs)."""
-    tasks = TASKS[:2]
+    tasks = TASKS
     run_evaluation(EvalConfig(policy="memorizer", output=tmp_path / "local", tasks=tuple(tasks), rounds=1,
-                              render=True))
+                              render=False))  # the memorizer reads no image: its verdicts do not depend on rendering
     local = scored(tmp_path / "local" / "results.json")
     assert all(r["completion_ok"] for r in local.values())  # verdicts worth comparing: the memorizer succeeds at L0
     with Gr00tPolicyServer(lambda: load_policy("memorizer"), port=0).start() as server:

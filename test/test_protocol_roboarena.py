@@ -214,7 +214,7 @@ def test_bad_dialect_is_refused() -> None:
         load_policy("openpi://127.0.0.1:8000?dialect=grpc", validate=False)
 
 
-TASKS = ("L0_pickup_left_cube", "L0_s41_l_pick_yellow_cylinder")
+TASKS = ("L0_s41_l_pick_yellow_cylinder",)  # one task: the wire is under test (rendering costs ~8 s a trial)
 COMPARED = ("task", "intent_score", "exec_score", "completion_ok", "phases", "frames", "policy_steps")
 
 

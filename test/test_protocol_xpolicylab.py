@@ -459,7 +459,7 @@ def test_spec_builds_the_client_with_url_options(recorder) -> None:
 
 
 # ----------------------------------------------------------------------------- end to end
-TASKS = ("L0_pickup_yellow_block_1_left", "L0_pickup_red_cylinder")
+TASKS = ("L0_pickup_yellow_block_1_left",)  # one task: the wire is under test (rendering costs ~8 s a trial)
 COMPARED = ("task", "intent_score", "exec_score", "completion_ok", "phases", "frames", "policy_steps")
 
 
