@@ -41,8 +41,11 @@ def share_tree(folder: str) -> list[tuple[str, list[str]]]:
 setup(
     name=PACKAGE,
     version="0.1.0",
-    packages=find_packages(exclude=["test", "test.*", "bench", "bench.*"]),
-    package_data={f"{PACKAGE}.benchmark": ["data/*", "data/tasks/*"]},
+    # The shipped benchmark data folders are listed as (data-only) packages: setuptools warns about an
+    # importable folder that is not in `packages`, and their files land beside the loader either way.
+    packages=[*find_packages(exclude=["test", "test.*", "bench", "bench.*"]),
+              f"{PACKAGE}.benchmark.data", f"{PACKAGE}.benchmark.data.tasks"],
+    package_data={f"{PACKAGE}.benchmark.data": ["*"], f"{PACKAGE}.benchmark.data.tasks": ["*"]},
     include_package_data=True,
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
