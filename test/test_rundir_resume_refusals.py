@@ -107,3 +107,14 @@ def test_a_results_sqlite_of_another_run_is_refused_naming_both_run_ids(finished
     assert _run_id(ours) in line and _run_id(foreign) in line and str(ours / "results.sqlite") in line, line
     with sqlite3.connect(ours / "results.sqlite") as db:  # still only the other run's trials, none added
         assert db.execute("SELECT DISTINCT run_id FROM trials").fetchall() == [(_run_id(foreign),)]
+
+
+@pytest.mark.parametrize("extra", [("--record",), ("--record", "--record-rate", "10")])
+def test_resume_refuses_other_recording_settings(finished_run, tmp_path, extra):
+    """A run recorded for only some trials, or at two rates, would not describe one run: refused, naming the field."""
+    run = _copy(finished_run, tmp_path)
+    before = _files(run)
+    done = _eval(run, "--resume", *extra)
+    assert done.returncode == EXIT_BAD_INPUT and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "arguments.record" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert _files(run) == before

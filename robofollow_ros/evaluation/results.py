@@ -71,7 +71,9 @@ __all__ = ["DuplicateTrialError", "RunSettings", "RunWriter", "close_abandoned_r
 #: What makes a run the run it is: ``--resume`` refuses another value of any of these (dotted: a path
 #: into run.json). The code that ran is not among them (see the module docstring).
 IDENTITY_FIELDS = ("schema_version", "selected_tasks", "expected_trials", "stepper", "policy.spec", "policy.kwargs",
-                   "max_steps", "actions_per_step", "render", "seeds", "privileged", "execution")
+                   "max_steps", "actions_per_step", "render", "seeds", "privileged", "execution",
+                   # recordings at two rates, or for only some trials, would not describe one run either
+                   "arguments.record", "arguments.record_hz")
 #: run.json's ``execution`` of a lock-step run, also what a run.json written before the field existed is read as.
 LOCKSTEP_EXECUTION = LOCKSTEP_RECORD
 
