@@ -6,9 +6,9 @@ the same drawing serves ``robofollow video``, ``eval --record --video`` and the 
 OpenCV's Hershey font (ASCII; other characters are drawn as ``?``) so no font file is needed.
 
 Geometry (``Layout``): the cameras keep their recorded size, scaled up by a whole factor until the row is at
-least ``MIN_WIDTH`` wide (a 64×48 test camera is still readable), and the panel below is ``PANEL_ROWS`` text
-rows high. Width and height are even, as yuv420p needs. Tests read the stage boxes' colours back from a
-decoded frame at ``Layout.stage_box``.
+least ``MIN_WIDTH`` wide (a 64×48 test camera is still readable), ``GAP`` pixels apart, and the panel below is
+``PANEL_ROWS`` text rows high. Width and height are even, as yuv420p needs. Tests read the stage boxes'
+colours back from a decoded frame at ``Layout.stage_box``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from robofollow_ros.monitoring.stages import STAGE_SLOTS, stage_state
 
 #: The camera row is scaled up by a whole factor until it is at least this wide (pixels).
 MIN_WIDTH = 960
+#: Panel-coloured pixels between two cameras' pictures (views of the same table otherwise run together).
+GAP = 4
 ROW_H = 22
 PANEL_ROWS = 4 + STAGE_SLOTS + 1  # camera names, title, two instruction lines, the stages, the totals
 #: Panel row of the first stage (after the camera names, the title and two instruction lines).
@@ -103,14 +105,14 @@ class Layout:
             raise ValueError(f"camera size: {width}x{height} is not a picture")
         scale = max(1, math.ceil(MIN_WIDTH / (len(CAMERA_NAMES) * width)))
         cam_w, cam_h = width * scale, height * scale
-        frame_w = len(CAMERA_NAMES) * cam_w
+        frame_w = len(CAMERA_NAMES) * cam_w + (len(CAMERA_NAMES) - 1) * GAP
         frame_h = cam_h + PANEL_ROWS * ROW_H + 2 * PANEL_PAD
         return cls(cam_w, cam_h, scale, frame_w + frame_w % 2, frame_h + frame_h % 2)
 
     def camera_box(self, camera: str) -> tuple[int, int, int, int]:
         """(x0, y0, x1, y1) of a camera's picture."""
-        k = CAMERA_NAMES.index(camera)
-        return k * self.cam_w, 0, (k + 1) * self.cam_w, self.cam_h
+        x = CAMERA_NAMES.index(camera) * (self.cam_w + GAP)
+        return x, 0, x + self.cam_w, self.cam_h
 
     def row_y(self, row: int) -> int:
         """The text baseline of panel row ``row``."""
