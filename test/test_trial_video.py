@@ -234,7 +234,7 @@ def colour(k: int) -> np.ndarray:
     return img
 
 
-def write_graph_bag(path: Path, with_cameras: bool = True) -> dict[str, Any]:
+def write_graph_bag(path: Path, with_cameras: bool = True, corrupt_tick: int | None = None) -> dict[str, Any]:
     """Trial "a" (resetting 0-1 s, running 1-2 s) and "b" (running 2.5-3.5 s), cameras at 10 Hz. Stamps are sim
     time (100 s behind the log times); the right wrist is a raw Image logged 30 ms after the head picture of the
     same stamp; scores name their trial, a's final score and result arrive after its running phase."""
@@ -263,7 +263,8 @@ def write_graph_bag(path: Path, with_cameras: bool = True) -> dict[str, Any]:
                 stamp = t - 100.0 + 200.0  # another clock than the log time
                 header = Header(stamp=Time(sec=int(stamp), nanosec=round((stamp % 1) * 1e9)), frame_id="")
                 png = cv2.imencode(".png", cv2.cvtColor(colour(k), cv2.COLOR_RGB2BGR))[1].reshape(-1)
-                events.append((t, conn["head"], Compressed(header=header, format="png", data=png)))
+                head = np.frombuffer(b"not a picture", np.uint8) if k == corrupt_tick else png
+                events.append((t, conn["head"], Compressed(header=header, format="png", data=head)))
                 events.append((t + 0.01, conn["left"], Compressed(header=header, format="png", data=png)))
                 events.append((t + 0.03, conn["right"], Image(header=header, height=48, width=64, encoding="rgb8",
                                                                is_bigendian=0, step=192, data=colour(k).reshape(-1))))
@@ -328,6 +329,23 @@ def test_a_graph_bag_gives_a_video_per_trial_with_pictures_matched_by_stamp(tmp_
     # scores at 1.0 (pending), 1.42 (intent), 1.72 (done); frames at 1.05, 1.15, ...
     assert states == ["pending" if 0.05 + k / 10 < 1.42 else "intent" if 0.05 + k / 10 < 1.72 else "done"
                       for k in heads["a"]]
+
+
+def test_a_picture_that_cannot_be_decoded_stops_that_bag_and_leaves_no_partial_file(tmp_path: Path) -> None:
+    """``robofollow video`` says it in one line (exit 2); ``eval --video`` (``skip_bad``) says it and goes on. Either
+    way the trial being written leaves no file behind (not even its temporary), the trial before it is complete."""
+    from robofollow_ros.cli import main
+    from robofollow_ros.monitoring.trial_video import write_videos
+    from robofollow_ros.monitoring.video_bag import plan_bag
+
+    heads = write_graph_bag(tmp_path / "bag", corrupt_tick=30)  # the head picture at 3.05 s, in trial b
+    lines: list[str] = []
+    written = write_videos([plan_bag(tmp_path / "bag")], tmp_path / "eval", lines.append, skip_bad=True)
+    assert [v.trial for v in written] == ["a"] and len(decoded(written[0].mp4)[1]) == len(heads["a"])
+    assert lines[-1].startswith(f"video: no video of the rest of {tmp_path / 'bag'} (") and "head" in lines[-1]
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["a.mp4", "a.png"]
+    assert main(["video", str(tmp_path / "bag"), "--out", str(tmp_path / "cli")]) == 2
+    assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["a.mp4", "a.png"]
 
 
 def test_bad_input_is_one_line_naming_the_path_and_nothing_is_written(tmp_path: Path,

@@ -303,4 +303,4 @@ def make_videos(run_dir: Path, trial_ids: Sequence[str], stream: TextIO | None) 
             if stream is not None:
                 print(f"video: {trial}: no video ({exc})", file=stream, flush=True)
     say = (lambda line: print(line, file=stream, flush=True)) if stream is not None else (lambda _line: None)
-    return len(write_videos(plans, out, say)) if plans else 0
+    return len(write_videos(plans, out, say, skip_bad=True)) if plans else 0

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robofollow_ros.monitoring.video_bag import BagPlan, Clip, frames
+from robofollow_ros.monitoring.video_bag import BagPlan, Clip, VideoBagError, frames
 from robofollow_ros.monitoring.video_frames import Layout, Overlay, compose, contact_sheet, sheet_indices, stage_lines
 from robofollow_ros.monitoring.video_mp4 import Mp4Writer, VideoInfo, nominal_fps
 from robofollow_ros.rundir.atomic import write_bytes_atomic
@@ -51,9 +51,11 @@ def overlay_for(clip: Clip, stamp_ns: int, log_ns: int) -> Overlay:
                    final=clip.final)
 
 
-def write_videos(plans: Sequence[BagPlan], out: Path, say: Callable[[str], None] = lambda _line: None
-                 ) -> list[TrialVideo]:
-    """Every trial of every planned bag into ``out`` (created); ``say`` gets a line per trial."""
+def write_videos(plans: Sequence[BagPlan], out: Path, say: Callable[[str], None] = lambda _line: None,
+                 skip_bad: bool = False) -> list[TrialVideo]:
+    """Every trial of every planned bag into ``out`` (created); ``say`` gets a line per trial. A picture that
+    cannot be decoded raises ``VideoBagError``; with ``skip_bad`` that bag's remaining trials are said and skipped
+    instead (``eval --video``: the run's results stand without them)."""
     out.mkdir(parents=True, exist_ok=True)
     total = sum(1 for plan in plans for clip in plan.clips if clip.frames)
     written: list[TrialVideo] = []
@@ -61,11 +63,17 @@ def write_videos(plans: Sequence[BagPlan], out: Path, say: Callable[[str], None]
         for clip in plan.clips:
             if not clip.frames:
                 say(f"video: {clip.name} ({plan.path}): no {plan.clock} camera picture while it ran: no video")
-        for video in _write_plan(plan, out):
-            written.append(video)
-            info = video.info
-            say(f"video {len(written)}/{total}: {video.trial}: {info.frames} frames, {info.duration_s:.2f} s at "
-                f"{info.fps:.1f} fps, {info.codec} {info.width}x{info.height} -> {video.mp4} (+ {video.sheet.name})")
+        try:
+            for video in _write_plan(plan, out):
+                written.append(video)
+                info = video.info
+                say(f"video {len(written)}/{total}: {video.trial}: {info.frames} frames, {info.duration_s:.2f} s "
+                    f"at {info.fps:.1f} fps, {info.codec} {info.width}x{info.height} -> {video.mp4} "
+                    f"(+ {video.sheet.name})")
+        except VideoBagError as exc:
+            if not skip_bad:
+                raise
+            say(f"video: no video of the rest of {plan.path} ({exc})")
     return written
 
 
