@@ -78,6 +78,9 @@ def register(subparsers: Any) -> None:
                    help="policy: cameras when the policy gets them (default); control, 5, 10, 25 or 50: joint "
                         "states, set-points and the three cameras every 1/N s of robot time (control = 10), what "
                         "`robofollow export-lerobot` needs; with --record")
+    p.add_argument("--video", action="store_true",
+                   help="with --record: after the trials, OUTPUT/videos/<trial>.mp4 (cameras, instruction, stage "
+                        "states, IS/ES burned in) and a contact sheet <trial>.png per trial (`robofollow video`)")
     p.set_defaults(func=_eval)
 
 
@@ -105,7 +108,7 @@ def build_config(args: argparse.Namespace) -> Any:
             tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else (),
             settings=EpisodeSettings(args.max_steps, args.actions_per_step, _execution(args)), render=args.render,
             stepper=args.stepper or ("direct" if args.execution == "realtime" else "topp"),
-            workers=_workers(args), resume=args.resume, record=args.record, record_hz=record_hz,
+            workers=_workers(args), resume=args.resume, record=args.record, record_hz=record_hz, video=args.video,
             backend=args.backend, ray_address=args.ray_address, policy_timeout_s=args.policy_timeout,
             privileged=args.privileged,
         )

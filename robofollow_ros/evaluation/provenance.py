@@ -214,11 +214,13 @@ def official_arguments(*, scenes: list[str] | tuple[str, ...] | None = None, lev
                        rounds: int | None = None, base_seed: int = DEFAULT_BASE_SEED, max_steps: int | None = None,
                        actions_per_step: int | None = None, stepper: str | None = None, output: str | None = None,
                        policy: str | None = None, policy_kwargs: Mapping[str, Any] | None = None,
-                       policy_timeout: float | None = None) -> dict[str, Any]:
+                       policy_timeout: float | None = None, video: bool = False) -> dict[str, Any]:
     """The official ``arguments`` object (evaluate.py:120, ``vars(args)``) for a run of ours, key for key.
 
     Our flags map onto the official ones; what has no counterpart here takes the official default
-    (``video``: False; ``list``, ``dry_run``: False, since a run directory is never written by them).
+    (``list``, ``dry_run``: False, since a run directory is never written by them). ``video`` is ours
+    (``eval --record --video``: ``videos/<trial>.mp4`` at the recorded frame times, so ``video_fps`` stays the
+    official default it has no counterpart of).
     ``policy_factory`` is the ``module:function`` our SPEC loads (``policy.spec.factory_of``);
     ``remote`` / ``host`` / ``port`` are set for ``tcp://`` (the official RemotePolicy's protocol)."""
     from robofollow_ros.benchmark import SCENES
@@ -242,7 +244,7 @@ def official_arguments(*, scenes: list[str] | tuple[str, ...] | None = None, lev
         "sim_steps": SIM_STEPS,
         "gpu": gpu,
         "output": output,
-        "video": False,
+        "video": video,
         "video_fps": 25,
         "remote": remote is not None,
         "policy_factory": target["factory"],

@@ -28,11 +28,9 @@ from robofollow_ros.benchmark import LEVELS, SCENES
 from robofollow_ros.evaluation.paired_stats import paired_bootstrap_ci
 from robofollow_ros.evaluation.report import METRICS, PROTOCOL, SCENE_LABEL, Table, with_mean
 from robofollow_ros.evaluation.text_table import text_table
-from robofollow_ros.rundir.layout import RECORDINGS_DIR
+from robofollow_ros.rundir.layout import RECORDINGS_DIR, VIDEOS_DIR
 from robofollow_ros.scoring.summary import summarize_group, wilson_interval
 
-#: Folder of a run's trial videos (``robofollow video`` / ``eval --video`` write ``<trial>.mp4`` there).
-VIDEOS_DIR = "videos"
 #: Resamples drawn at a time by the stratified bootstrap (memory: chunk x trials integers).
 _CHUNK = 1000
 #: A stage score this close below its maximum is full (the scores are plain float sums).

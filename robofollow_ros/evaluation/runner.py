@@ -37,7 +37,7 @@ from robofollow_ros.evaluation.trial_worker import DEFAULT_POLICY_TIMEOUT_S, Tri
 from robofollow_ros.evaluation.worker_errors import START_OTHER, WorkerStartError, start_failure
 from robofollow_ros.monitoring.rates import CONTROL_HZ
 from robofollow_ros.policy.spec import check_privileged
-from robofollow_ros.rundir.layout import RECORDINGS_DIR
+from robofollow_ros.rundir.layout import RECORDINGS_DIR, VIDEOS_DIR
 
 BACKENDS = ("local", "ray", "inline")
 #: Besides the policy's own time (timeout × calls), what a trial may take in the simulator before
@@ -67,6 +67,9 @@ class EvalConfig:
     record: bool = False
     #: ``--record-rate``: None records at the policy rate, N samples every 1/N s (``monitoring.rates``).
     record_hz: int | None = None
+    #: ``--video``: after the trials, ``<output>/videos/<trial>.mp4`` and a contact sheet from each recording
+    #: (``monitoring.trial_video``); recorded in run.json's arguments as ``video``.
+    video: bool = False
     backend: str = "local"
     #: ``--ray-address``: None starts a private Ray instance; ``auto``, ``HOST:PORT`` or ``ray://HOST:10001``.
     ray_address: str | None = None
@@ -90,6 +93,10 @@ class EvalConfig:
             raise ValueError("--ray-address: only with --backend ray")
         if self.record_hz is not None and not self.record:
             raise ValueError("--record-rate: only with --record")
+        if self.video and not self.record:
+            raise ValueError("--video: only with --record (videos are made from the recordings)")
+        if self.video and not self.render:
+            raise ValueError("--video: needs the cameras; leave out --no-render")
         if self.record_hz is not None and self.record_hz not in CONTROL_HZ:
             raise ValueError(f"--record-rate: {self.record_hz} Hz is not one of {', '.join(map(str, CONTROL_HZ))}")
         check_privileged(self.policy, self.privileged)  # a PolicySpecError is a ValueError
@@ -106,7 +113,7 @@ class EvalConfig:
                                       rounds=self.rounds, max_steps=self.settings.max_steps,
                                       actions_per_step=self.settings.actions_per_step, stepper=self.stepper,
                                       output=str(self.output), policy=self.policy, policy_kwargs=self.policy_kwargs,
-                                      policy_timeout=self.policy_timeout_s)
+                                      policy_timeout=self.policy_timeout_s, video=self.video)
         return {**official, **{k: v for k, v in ours.items() if k not in official}}
 
     def run_settings(self, server_metadata: dict[str, Any] | None = None) -> RunSettings:
@@ -269,6 +276,31 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
                                           f"ES {result['exec_score']:.2f}")
         finally:
             backend.close()
+        if config.video:
+            with writer.output_errors():
+                make_videos(Path(config.output), [k.trial_id for k in keys], stream)
     return RunOutcome(Path(config.output), len(todo), len(keys) - len(todo), failed, writer.summary(),
                       replaced_workers=backend.replaced, requeued_trials=getattr(backend, "requeued", 0))
 
+
+
+def make_videos(run_dir: Path, trial_ids: Sequence[str], stream: TextIO | None) -> int:
+    """``--video``: the MP4 and contact sheet of every recorded trial that has none yet (a resumed run makes the
+    missing ones), a line per trial; a recording that gives no video (no camera picture) is said, not fatal:
+    the trial's result stands. Returns the videos written."""
+    from robofollow_ros.monitoring.trial_video import video_paths, write_videos
+    from robofollow_ros.monitoring.video_bag import VideoBagError, plan_bag
+
+    out = run_dir / VIDEOS_DIR
+    plans = []
+    for trial in trial_ids:
+        bag = run_dir / RECORDINGS_DIR / f"{trial}.mcap"
+        if not bag.is_file() or video_paths(out, trial)[0].is_file():
+            continue
+        try:
+            plans.append(plan_bag(bag))
+        except VideoBagError as exc:
+            if stream is not None:
+                print(f"video: {trial}: no video ({exc})", file=stream, flush=True)
+    say = (lambda line: print(line, file=stream, flush=True)) if stream is not None else (lambda _line: None)
+    return len(write_videos(plans, out, say, skip_bad=True)) if plans else 0

@@ -25,6 +25,9 @@ STORE_FILE = "results.sqlite"
 STORE_FILES = (STORE_FILE, f"{STORE_FILE}-wal", f"{STORE_FILE}-shm", f"{STORE_FILE}-journal")
 #: ``--record``: one MCAP per trial, ``<trial id>.mcap``.
 RECORDINGS_DIR = "mcap"
+#: ``--record --video`` (and ``robofollow video`` on a run's recordings): ``<trial id>.mp4`` and its contact
+#: sheet ``<trial id>.png``; ``report --failures`` links the MP4.
+VIDEOS_DIR = "videos"
 
 # -- robofollow collect (the root of a LeRobot v3.0 dataset) --------------------------------------
 #: RoboFollow's record beside LeRobot's ``meta/`` files: settings, episodes' provenance, failures.
