@@ -18,8 +18,10 @@ import pytest
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 
+from robofollow_ros.contract import CAMERA_OPTICAL_FRAMES
 from robofollow_ros.monitoring import topics
-from robofollow_ros.monitoring.layout import LAYOUT_PATH, build_layout
+from robofollow_ros.monitoring.layout import CONTROLS, LAYOUT_PATH, TITLE_KEYS, build_layout
+from robofollow_ros.monitoring.robot import urdf_joints
 from robofollow_ros.monitoring.server import TRIAL_SERVICES
 from robofollow_ros.monitoring.stages import STAGE_SLOTS
 
@@ -28,7 +30,7 @@ REFERENCE = json.loads((Path(__file__).parent / "data" / "foxglove_exported_layo
 SDK_CONFIG = {"3D": fl.ThreeDeeConfig, "Image": fl.ImageConfig, "Plot": fl.PlotConfig,
               "StateTransitions": fl.StateTransitionsConfig, "RawMessages": fl.RawMessagesConfig,
               "RosOut": fl.LogConfig, "CallService": fl.ServiceCallConfig}
-GENERIC_KEYS = {"foxglovePanelTitle"}  # the app keeps a renamed panel's title in its config
+GENERIC_KEYS = set(TITLE_KEYS)  # each app keeps a renamed panel's title in its config, under its own key
 
 
 def _keys(model: Any) -> set[str]:
@@ -45,6 +47,12 @@ def _splits(node: Any) -> list[dict[str, Any]]:
     return [] if isinstance(node, str) else [node, *_splits(node["first"]), *_splits(node["second"])]
 
 
+def _tab_layouts(layout: dict[str, Any]) -> list[Any]:
+    """The mosaics inside the Tab panels (the app keeps their panels in the same ``configById``)."""
+    return [tab["layout"] for pid, config in layout["configById"].items() if pid.startswith("Tab!")
+            for tab in config["tabs"]]
+
+
 @pytest.fixture(scope="module")
 def layout() -> dict[str, Any]:
     return build_layout()
@@ -57,11 +65,16 @@ def test_committed_layout_is_the_generated_one(layout: dict[str, Any]) -> None:
 def test_document_and_mosaic_have_the_exported_structure(layout: dict[str, Any]) -> None:
     assert sorted(layout) == REFERENCE["top_level_keys"]
     assert layout["globalVariables"] == {} and layout["userNodes"] == {} and layout["playbackConfig"] == {"speed": 1}
-    for split in _splits(layout["layout"]):
+    mosaics = [layout["layout"], *_tab_layouts(layout)]
+    for split in (split for mosaic in mosaics for split in _splits(mosaic)):
         assert sorted(split) == REFERENCE["split_node_keys"]
         assert split["direction"] in REFERENCE["directions"] and 0 < split["splitPercentage"] < 100
-    leaves = _leaves(layout["layout"])
+    leaves = [leaf for mosaic in mosaics for leaf in _leaves(mosaic)]
     assert sorted(leaves) == sorted(layout["configById"]), "every panel placed exactly once"
+    controls = layout["configById"][CONTROLS]
+    assert [sorted(tab) for tab in controls["tabs"]] == [["layout", "title"]] * len(controls["tabs"])
+    assert {leaf for tab in controls["tabs"] for leaf in _leaves(tab["layout"])} == \
+        {p for p in layout["configById"] if p.startswith("CallService!")}, "the trial buttons, all in the tabs"
 
 
 def test_every_panel_id_type_and_config_key_is_one_the_app_knows(layout: dict[str, Any]) -> None:
@@ -71,11 +84,31 @@ def test_every_panel_id_type_and_config_key_is_one_the_app_knows(layout: dict[st
         assert match, panel_id
         kind = match[1]
         assert kind in known, f"{panel_id}: {kind} is not a panel type of the app"
-        allowed = set(REFERENCE["panel_config_keys"].get(kind, [])) | _keys(SDK_CONFIG[kind]) | GENERIC_KEYS
+        sdk = _keys(SDK_CONFIG[kind]) if kind in SDK_CONFIG else set()
+        allowed = set(REFERENCE["panel_config_keys"].get(kind, [])) | sdk | GENERIC_KEYS
         assert set(config) <= allowed, f"{panel_id}: unknown keys {sorted(set(config) - allowed)}"
+        if kind != "Tab":
+            assert len({config.get(key) for key in TITLE_KEYS}) == 1, f"{panel_id}: one title for both apps"
     kinds = [p.split("!")[0] for p in layout["configById"]]
     assert kinds.count("Image") == 3 and kinds.count("CallService") == len(TRIAL_SERVICES)
-    assert {"3D", "Plot", "StateTransitions", "RawMessages", "RosOut"} <= set(kinds)
+    assert {"3D", "Plot", "StateTransitions", "RawMessages", "RosOut", "Tab"} <= set(kinds)
+
+
+def test_every_frame_a_recording_names_has_its_axes_hidden(layout: dict[str, Any], registry: Any) -> None:
+    """Per frame, the form both apps read (Lichtblick ignores ``scene.transforms.visible``): the URDF's
+    links (read here with the recorder's own URDF reader), the optical frames and every object's frame."""
+    from robofollow_ros.robot.rig_config import load_rig_config
+
+    transforms = layout["configById"]["3D!robofollow"]["transforms"]
+    assert all(v == {"visible": False} for v in transforms.values())
+    hidden = {key.removeprefix("frame:") for key in transforms}
+    joints = urdf_joints(load_rig_config().urdf_path.read_text())
+    links = {j.parent for j in joints} | {j.child for j in joints}
+    objects = {f"{topics.OBJECT_FRAME_PREFIX}{name}" for task in registry.eval_tasks()
+               for name in registry.layout_of(task).names}
+    assert len(links) > 20 and len(objects) > 10
+    assert links | set(CAMERA_OPTICAL_FRAMES.values()) | objects <= hidden
+    assert layout["configById"]["3D!robofollow"]["scene"]["transforms"]["visible"] is False  # Foxglove's toggle
 
 
 def test_nested_configs_use_the_apps_keys(layout: dict[str, Any]) -> None:

@@ -7,6 +7,15 @@ direction, splitPercentage}`` nodes whose leaves are panel ids, and ``globalVari
 and against the recordings' topics and types. Every topic and service comes from
 ``monitoring.topics`` / ``monitoring.server``, so a renamed topic cannot leave the layout behind.
 Regenerate: ``python -m robofollow_ros.monitoring.layout``.
+
+One file serves both apps (``test_lichtblick_layout`` loads it in Lichtblick 1.24): each panel's title
+is set under both apps' keys; the 3-D panel hides frame axes per frame (``transforms.frame:<name>``,
+read by both; Foxglove 2.x also reads ``scene.transforms.visible``, Lichtblick does not), the frames
+being the rig URDF's links, the cameras' optical frames and every registry object's ``object/<name>``;
+State Transitions colours (``customStates``) are Foxglove's, Lichtblick draws its own colours with the
+same state names; and the trial buttons sit in a tab panel, a row of horizontal Call Service tiles
+per tab, tall enough for Lichtblick, which always draws the request and response editors above the
+button (Foxglove hides them with ``editingMode: false``).
 """
 
 from __future__ import annotations
@@ -30,6 +39,16 @@ STATES = "StateTransitions!stages"
 DETAILS = "RawMessages!status"
 LOG = "RosOut!log"
 BUTTONS = {service: f"CallService!{service.rsplit('/', 1)[-1]}" for service in TRIAL_SERVICES}
+CONTROLS = "Tab!controls"
+#: Height of everything above the tab strip, in percent of the layout: at 1280 x 720 with the app's
+#: panel sidebar open, the strip's Call Service tiles get the ~170 px Lichtblick needs (measured there).
+CONTROLS_PERCENT = 66
+#: The trial buttons by tab (service base names): the run, holding and redoing a trial, teleoperation.
+CONTROL_TABS = {"trial": ("start", "stop", "next", "confirm_reset", "override_reset"),
+                "hold / redo": ("pause", "resume", "abort", "redo"),
+                "teleop": ("take_over", "hand_back")}
+#: The panel title keys: Foxglove's, and Lichtblick's (which does not read Foxglove's).
+TITLE_KEYS = ("foxglovePanelTitle", "lichtblickPanelTitle")
 #: Colours of the enumerated states (green done, amber partly, red failed, grey waiting).
 STATE_COLOURS = {"done": "#2e7d32", "complete": "#2e7d32", "intent": "#f9a825", "missed": "#c62828",
                  "incomplete": "#c62828", "pending": "#9e9e9e", "running": "#1565c0", "scoring": "#6a1b9a"}
@@ -40,6 +59,27 @@ _CAMERA_STATE = {"distance": 1.6, "perspective": True, "phi": 55, "target": [0, 
 _PUBLISH = {"type": "point", "poseTopic": "/move_base_simple/goal", "pointTopic": "/clicked_point",
             "poseEstimateTopic": "/initialpose", "poseEstimateXDeviation": 0.5, "poseEstimateYDeviation": 0.5,
             "poseEstimateThetaDeviation": 0.26179939}
+
+
+def _titled(config: dict[str, Any], title: str) -> dict[str, Any]:
+    """``config`` with ``title`` under each app's title key."""
+    return {**config, **{key: title for key in TITLE_KEYS}}
+
+
+def hidden_frames() -> list[str]:
+    """Every TF frame a recording or the graph publishes: the rig URDF's links, the frames the camera
+    mounts add (``robot.cameras.optical_mounts``) and each registry object's ``object/<name>``."""
+    from robofollow_ros.benchmark import default_registry
+    from robofollow_ros.robot.cameras import optical_mounts
+    from robofollow_ros.robot.rig_config import load_rig_config
+    from robofollow_ros.robot.urdf_model import UrdfModel
+
+    rig = load_rig_config()
+    frames = list(UrdfModel.from_file(rig.urdf_path).links)
+    frames += [child for _, child, _, _ in optical_mounts(rig.camera_links) if child not in frames]
+    objects = {name for scene in default_registry().layouts.values() for layout in scene.values()
+               for name in layout.names}
+    return frames + [f"{topics.OBJECT_FRAME_PREFIX}{name}" for name in sorted(objects)]
 
 
 def _three_d() -> dict[str, Any]:
@@ -55,8 +95,8 @@ def _three_d() -> dict[str, Any]:
     return {"cameraState": dict(_CAMERA_STATE), "followMode": "follow-pose", "followTf": WORLD_FRAME,
             "scene": {"transforms": {"editable": False, "showLabel": False, "enablePreloading": True,
                                      "visible": False}, "meshUpAxis": "z_up"},
-            "transforms": {}, "topics": shown, "layers": {"grid": grid}, "publish": dict(_PUBLISH),
-            "imageMode": {}, "foxglovePanelTitle": "rig and scene"}
+            "transforms": {f"frame:{frame}": {"visible": False} for frame in hidden_frames()},
+            "topics": shown, "layers": {"grid": grid}, "publish": dict(_PUBLISH), "imageMode": {}}
 
 
 def _image(camera: str) -> dict[str, Any]:
@@ -64,8 +104,7 @@ def _image(camera: str) -> dict[str, Any]:
             "topics": {}, "layers": {}, "publish": dict(_PUBLISH),
             "imageMode": {"imageTopic": topics.camera_topic(camera),
                           "calibrationTopic": topics.calibration_topic(camera),
-                          "synchronize": False, "rotation": 0, "annotations": {}},
-            "foxglovePanelTitle": f"{camera} camera"}
+                          "synchronize": False, "rotation": 0, "annotations": {}}}
 
 
 def _plot() -> dict[str, Any]:
@@ -74,7 +113,7 @@ def _plot() -> dict[str, Any]:
                "label": label} for i, label in enumerate(STAGE_VALUES)]
     return {"paths": series, "minYValue": 0, "maxYValue": 1, "showXAxisLabels": True, "showYAxisLabels": True,
             "showLegend": True, "legendDisplay": "floating", "showPlotValuesInLegend": True, "isSynced": True,
-            "xAxisVal": "timestamp", "sidebarDimension": 240, "foxglovePanelTitle": "IS / ES (stage names: status)"}
+            "xAxisVal": "timestamp", "sidebarDimension": 240}
 
 
 def _states() -> dict[str, Any]:
@@ -85,14 +124,25 @@ def _states() -> dict[str, Any]:
               "customStates": {"type": "discrete", "states": [
                   {"value": v, "label": v, "color": STATE_COLOURS.get(v, "#78909c")} for v in states]}}
              for i, (name, states) in enumerate(zip(STATUS_NAMES, choices, strict=True))]
-    return {"paths": paths, "isSynced": True, "showPoints": True, "foxglovePanelTitle": "trial and stage states"}
+    return {"paths": paths, "isSynced": True, "showPoints": True}
 
 
 def _button(service: str) -> dict[str, Any]:
     name = service.rsplit("/", 1)[-1]
-    return {"serviceName": service, "requestPayload": "{}", "layout": "vertical",
-            "buttonText": name.replace("_", " "), "buttonTooltip": f"std_srvs/Trigger {service}",
-            "editingMode": False, "timeoutSeconds": 10, "foxglovePanelTitle": name}
+    return _titled({"serviceName": service, "requestPayload": "{}", "layout": "horizontal",
+                    "buttonText": name.replace("_", " "), "buttonTooltip": f"std_srvs/Trigger {service}",
+                    "editingMode": False, "timeoutSeconds": 10}, name.replace("_", " "))
+
+
+def _controls() -> dict[str, Any]:
+    """The Call Service tiles, one row per tab (``CONTROL_TABS``); every trial service on exactly one tab."""
+    by_name = {service.rsplit("/", 1)[-1]: service for service in TRIAL_SERVICES}
+    placed = [name for names in CONTROL_TABS.values() for name in names]
+    if sorted(placed) != sorted(by_name):
+        raise ValueError(f"CONTROL_TABS: services {sorted(set(by_name) ^ set(placed))} are not on exactly one tab")
+    return {"activeTabIdx": 0, "tabs": [{"title": title, "layout": _split("row", *((BUTTONS[by_name[n]], 1)
+                                                                                    for n in names))}
+                                        for title, names in CONTROL_TABS.items()]}
 
 
 def _split(direction: str, *items: tuple[Any, float]) -> Any:
@@ -106,22 +156,24 @@ def _split(direction: str, *items: tuple[Any, float]) -> Any:
 
 
 def build_layout() -> dict[str, Any]:
-    """3-D rig and scene, three cameras, IS/ES plot, stage states, details, log and trial buttons."""
-    config: dict[str, Any] = {THREE_D: _three_d(), PLOT: _plot(), STATES: _states(),
-                              DETAILS: {"topicPath": topics.STATUS, "diffTopicPath": "", "diffMethod": "custom",
-                                        "diffEnabled": False, "showFullMessageForDiff": False,
-                                        "foxglovePanelTitle": "trial and stage details"},
-                              LOG: {"searchTerms": [], "minLogLevel": 1, "topicToRender": topics.ROSOUT,
-                                    "foxglovePanelTitle": "log"}}
-    config.update({panel: _image(camera) for camera, panel in IMAGES.items()})
+    """3-D rig and scene, three cameras, IS/ES plot, stage states, details and log; the trial buttons
+    in a full-width tab strip at the bottom (a Lichtblick Call Service tile needs ~170 px of height)."""
+    config: dict[str, Any] = {
+        THREE_D: _titled(_three_d(), "rig and scene"), PLOT: _titled(_plot(), "IS / ES (stage names: status)"),
+        STATES: _titled(_states(), "trial and stage states"),
+        DETAILS: _titled({"topicPath": topics.STATUS, "diffTopicPath": "", "diffMethod": "custom",
+                          "diffEnabled": False, "showFullMessageForDiff": False}, "trial and stage details"),
+        LOG: _titled({"searchTerms": [], "minLogLevel": 1, "topicToRender": topics.ROSOUT}, "log"),
+        CONTROLS: _controls()}
+    config.update({panel: _titled(_image(camera), f"{camera} camera") for camera, panel in IMAGES.items()})
     config.update({panel: _button(service) for service, panel in BUTTONS.items()})
-    left = _split("column", (THREE_D, 55), (PLOT, 27), (STATES, 18))
+    left = _split("column", (THREE_D, 48), (PLOT, 24), (STATES, 28))
     cameras = _split("column", (IMAGES["head"], 1), (_split("row", (IMAGES["left_wrist"], 1),
                                                              (IMAGES["right_wrist"], 1)), 1))
-    buttons = _split("row", *((panel, 1) for panel in BUTTONS.values()))
-    right = _split("column", (cameras, 50), (DETAILS, 22), (LOG, 18), (buttons, 10))
+    right = _split("column", (cameras, 56), (DETAILS, 22), (LOG, 22))
     return {"configById": config, "globalVariables": {}, "userNodes": {}, "playbackConfig": {"speed": 1},
-            "layout": _split("row", (left, 58), (right, 42))}
+            "layout": _split("column", (_split("row", (left, 58), (right, 42)), CONTROLS_PERCENT),
+                             (CONTROLS, 100 - CONTROLS_PERCENT))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,225 @@
+"""The committed layout in a real viewer: Lichtblick 1.24.3 (web build) in headless Chromium, on a real bag.
+
+A headless ``robofollow eval --record`` writes the bag; the app is served over a real socket from
+``../shared/tools/lichtblick`` (beside the repository), the bag opened through the app's file input and
+the layout imported through its own *Import layout from file* path (the OS file picker, which headless
+Chromium lacks, stubbed as that folder's ``picker_stub.js`` does). Then, from the page and its console:
+every panel is placed with the title the layout gives it, has data (images drawn, the robot drawn with
+no frame axes over it, status, plot, states and log filled), the console has
+no error, and every Call Service button on every tab is visible and is what a click at its centre hits.
+Skipped, with the reason, where the build, playwright or Chromium is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from robofollow_ros.monitoring.layout import CONTROL_TABS, CONTROLS, LAYOUT_PATH, TITLE_KEYS
+
+REPO = Path(__file__).resolve().parents[1]
+LICHTBLICK = REPO.parent / "shared" / "tools" / "lichtblick"
+BUILD = LICHTBLICK / "lichtblick-1.24.3-web.tgz"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: WebGL (the 3-D and image panels) without a GPU (the build's README).
+CHROMIUM_ARGS = ["--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--no-sandbox"]
+#: The default window: a 1280 x 720 screen, with the app's panel sidebar open as it opens.
+VIEWPORT = {"width": 1280, "height": 720}
+TASK = "L0_place_yellow_block_1_behind_red_cylinder"
+#: What a panel shows instead of data (Lichtblick's empty states and topic problems).
+EMPTY = re.compile(r"waiting for|no messages|not available|no data|select a topic|no topic", re.IGNORECASE)
+#: Set to a folder to keep the screenshot and the console log (docs/images/lichtblick_view.png comes from it).
+SHOTS = os.environ.get("ROBOFOLLOW_LICHTBLICK_SHOTS")
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements.txt)")
+pytestmark = [
+    pytest.mark.skipif(not BUILD.is_file(), reason=f"no Lichtblick build at {BUILD}"),
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (Debian: apt-get install chromium)"),
+]
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The web build and the committed layout, from one origin (the app fetches the layout from it)."""
+    root = tmp_path_factory.mktemp("lichtblick")
+    with tarfile.open(BUILD) as tar:
+        # The build holds one stray absolute link (.webpack/files); links are not needed, so none is made.
+        tar.extractall(root, filter=lambda m, path: None if m.issym() or m.islnk() else tarfile.data_filter(m, path))
+    web = root / ".webpack"
+    (web / "robofollow").mkdir()
+    shutil.copy(LAYOUT_PATH, web / "robofollow" / LAYOUT_PATH.name)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(web)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+def _record_bag(out: Path) -> subprocess.Popen[str]:
+    """A real headless trial recorded as a ROS 2 bag (started at once; the browser loads meanwhile)."""
+    return subprocess.Popen([sys.executable, "-m", "robofollow_ros.cli", "eval", "--policy", "oracle", "--tasks", TASK,
+                             "--rounds", "1", "--max-steps", "4", "--record", "--output", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def _panel(page: Any, panel_id: str) -> Any:
+    return page.get_by_test_id(f"panel-mouseenter-container {panel_id}")
+
+
+def _pixels(page: Any, locator: Any) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(locator.screenshot())).convert("RGB")).astype(int)
+
+
+def _pictures(page: Any) -> dict[str, Any]:
+    """What the canvases show: distinct colours of each camera image; in the 3-D panel the share of the
+    frame axes' green (y arrows; 2.8 % with the axes drawn, 0.02 % hidden, measured at 1280 x 720) and
+    of the robot's grey links."""
+    colours = {camera: len(np.unique(_pixels(page, _panel(page, camera)).reshape(-1, 3), axis=0))
+               for camera in ("Image!head", "Image!left_wrist", "Image!right_wrist")}
+    scene = _pixels(page, _panel(page, "3D!robofollow"))
+    r, g, b = scene[..., 0], scene[..., 1], scene[..., 2]
+    green = float(((g > 150) & (r < 170) & (b < 120) & (g - r > 50)).mean())
+    grey = float(((abs(r - g) < 12) & (abs(g - b) < 12) & (r > 60) & (r < 200)).mean())
+    return {"colours": colours, "green": green, "grey": grey,
+            "ok": min(colours.values()) > 200 and green < 0.005 and grey > 0.01}
+
+
+def _until(measure: Any, done: Any, page: Any, seconds: float) -> Any:
+    """``measure()`` again every 0.5 s until ``done`` holds or ``seconds`` pass; the last measurement."""
+    value = measure()
+    for _ in range(int(seconds * 2)):
+        if done(value):
+            break
+        page.wait_for_timeout(500)
+        value = measure()
+    return value
+
+
+def _buttons(page: Any) -> list[dict[str, Any]]:
+    """Each Call Service button on screen: its text, and whether a click at its centre lands on it (a
+    disabled button passes pointer events to its tooltip wrapper, so that counts as the button too)."""
+    return page.evaluate("""() => [...document.querySelectorAll('[data-testid=call-service-button]')].map(b => {
+        const r = b.getBoundingClientRect();
+        const hit = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+        return {text: b.innerText.replace(/\\s+/g, ' '), hit: !!hit && (b.contains(hit) || hit === b.parentElement),
+                inside: r.bottom <= window.innerHeight && r.right <= window.innerWidth,
+                what: hit ? hit.tagName + ' ' + String(hit.className).slice(0, 60) : 'nothing'}; })""")
+
+
+def test_layout_in_lichtblick_shows_every_panel_with_data_and_reachable_buttons(served: str, tmp_path: Path) -> None:
+    layout = json.loads(LAYOUT_PATH.read_text())
+    panels = layout["configById"]
+    # Raw Messages shows its topic path where other panels show the title (in both apps).
+    titles = {pid: cfg[TITLE_KEYS[1]] for pid, cfg in panels.items()
+              if TITLE_KEYS[1] in cfg and not pid.startswith("RawMessages!")}
+    start = time.monotonic()
+    phases: dict[str, float] = {}
+    recording = _record_bag(tmp_path / "run")
+    console: list[tuple[str, str]] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_context(viewport=VIEWPORT).new_page()
+            page.on("console", lambda m: console.append((m.type, m.text)))
+            page.on("pageerror", lambda e: console.append(("pageerror", str(e))))
+            page.add_init_script(path=str(LICHTBLICK / "picker_stub.js"))
+            page.goto(served + "/", wait_until="load", timeout=120_000)
+            page.get_by_test_id("AppMenuButton").wait_for(timeout=120_000)
+            phases["app up"] = time.monotonic() - start
+
+            output, _ = recording.communicate(timeout=180)
+            assert recording.returncode == 0, output[-2000:]
+            phases["bag recorded"] = time.monotonic() - start
+            bag = next((tmp_path / "run" / "mcap").glob("*.mcap"))
+            page.locator("[data-puppeteer-file-upload]").set_input_files(str(bag), timeout=120_000)
+            page.get_by_test_id("play-button").wait_for(timeout=60_000)
+
+            name = LAYOUT_PATH.name
+            page.evaluate("([u, n]) => { window.__probeNextPick = {url: u, name: n}; }", [f"/robofollow/{name}", name])
+            page.get_by_test_id("AppMenuButton").click()
+            page.get_by_text("View", exact=True).first.hover()
+            page.get_by_text("Import layout from file…").first.click()
+            page.wait_for_function("() => (window.__probePicks || []).length === 1", timeout=30_000)
+            _panel(page, CONTROLS).wait_for(timeout=60_000)
+            phases["bag open, layout imported"] = time.monotonic() - start
+
+            # Play the whole trial: the log panel shows the trial's last line when the end is reached.
+            page.get_by_test_id("play-button").click()
+            details, log = _panel(page, "RawMessages!status"), _panel(page, "RosOut!log")
+            page.wait_for_function("el => / ended: IS /.test(el.innerText)", arg=log.element_handle(),
+                                   timeout=90_000)
+            # The canvases paint on their own frames: poll the pictures until drawn (a bound wait on a condition).
+            phases["played to the end"] = time.monotonic() - start
+            measured = _until(lambda: _pictures(page), lambda m: m["ok"], page, seconds=30)
+            phases["pictures drawn"] = time.monotonic() - start
+            on_screen = [pid for pid in panels if _panel(page, pid).count()]
+            if SHOTS:
+                Path(SHOTS).mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(Path(SHOTS) / "lichtblick_view.png"))
+
+            tabbed = {f"CallService!{n}" for names in CONTROL_TABS.values() for n in names}
+            first_tab = {f"CallService!{n}" for n in next(iter(CONTROL_TABS.values()))}
+            assert sorted(on_screen) == sorted(set(panels) - tabbed | first_tab), "every panel placed"
+            for pid in on_screen:
+                if pid in titles:
+                    assert titles[pid] in _panel(page, pid).inner_text(), f"{pid}: title {titles[pid]!r} not shown"
+                text = _panel(page, pid).inner_text()
+                assert not EMPTY.search(text), f"{pid} shows no data: {EMPTY.search(text)[0]!r}"  # type: ignore[index]
+            assert "DiagnosticArray @" in details.inner_text()
+            assert re.search(rf"trial {TASK}\S* ended: IS 1.00", log.inner_text())
+            assert "IS total" in _panel(page, "Plot!scores").inner_text()
+            for camera, colours in measured["colours"].items():
+                assert colours > 200, f"{camera}: no picture drawn ({colours} colours)"
+            assert measured["green"] < 0.005, f"frame axes drawn over the scene ({measured['green']:.2%} green)"
+            assert measured["grey"] > 0.01, f"no robot drawn ({measured['grey']:.2%} grey)"
+
+            for index, (tab, names) in enumerate(CONTROL_TABS.items()):
+                if index:
+                    tab_button = _panel(page, CONTROLS).get_by_test_id("toolbar-tab").nth(index)
+                    assert tab in (tab_button.inner_text() + str(tab_button.evaluate(
+                        "el => [...el.querySelectorAll('input')].map(i => i.value).join(' ')"))), tab
+                    tab_button.click()
+                    _panel(page, f"CallService!{names[0]}").wait_for(timeout=10_000)
+                buttons = _buttons(page)
+                assert sorted(b["text"] for b in buttons) == sorted(n.replace("_", " ") for n in names), tab
+                for button in buttons:
+                    assert button["hit"] and button["inside"], f"tab {tab}: {button['text']!r} is covered ({button})"
+                for n in names:
+                    assert page.get_by_test_id(f"panel-mouseenter-container CallService!{n}") \
+                        .get_by_test_id("call-service-button").is_visible()
+        finally:
+            browser.close()
+            if recording.poll() is None:
+                recording.kill()
+                recording.wait(timeout=10)
+    if SHOTS:
+        (Path(SHOTS) / "console.json").write_text(json.dumps(console, indent=1))
+    print("seconds since start:", {k: round(v, 1) for k, v in phases.items()}, "measured:", measured)
+    errors = [text for kind, text in console if kind in ("error", "pageerror")]
+    assert not errors, errors[:5]
+    rejected = [text for kind, text in console if re.search(r"layout|config", text, re.IGNORECASE)
+                and re.search(r"invalid|unknown|unsupported|failed|reject", text, re.IGNORECASE)]
+    assert not rejected, rejected[:5]
