@@ -377,13 +377,17 @@ def check_foxglove() -> CheckResult:
     return result
 
 
-#: In this order: the quick version checks first, so a broken install shows within a second.
-CHECKS: tuple[Callable[[], CheckResult], ...] = (
+#: The Python packages' versions and APIs: seconds in all (``robofollow doctor --quick``).
+VERSION_CHECKS: tuple[Callable[[], CheckResult], ...] = (
     check_numpy,
     check_matplotlib,
     check_websockets,
     check_opencv,
     check_foxglove,
+)
+#: In this order: the quick version checks first, so a broken install shows within seconds.
+CHECKS: tuple[Callable[[], CheckResult], ...] = (
+    *VERSION_CHECKS,
     check_ros_dds,
     check_sapien_physics,
     check_sapien_render,
@@ -392,11 +396,12 @@ CHECKS: tuple[Callable[[], CheckResult], ...] = (
 
 
 def run_checks(
-    require_render: bool = False, on_result: Callable[[CheckResult], None] | None = None
+    require_render: bool = False, on_result: Callable[[CheckResult], None] | None = None, quick: bool = False
 ) -> list[CheckResult]:
-    """Every check in ``CHECKS`` order; ``on_result`` sees each result as soon as it is known (progress)."""
+    """Every check in ``CHECKS`` order (``VERSION_CHECKS`` when ``quick``); ``on_result`` sees each result
+    as soon as it is known (progress)."""
     results = []
-    for check in CHECKS:
+    for check in VERSION_CHECKS if quick else CHECKS:
         start = time.monotonic()
         try:
             res = check()

@@ -31,3 +31,4 @@ bash tools/build_tf2_msgs.sh "$VENV"
 bash tools/ensure_renderer.sh "$PY"
 bash tools/setup_reader_env.sh
 bash tools/setup_vlaeval_env.sh
+bash tools/setup_olddeps_env.sh

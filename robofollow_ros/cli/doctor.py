@@ -20,6 +20,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the checks as JSON (at the end, no progress lines)")
     p.add_argument("--require-render", action="store_true", help="treat a missing renderer as a failure")
+    p.add_argument("--quick", action="store_true",
+                   help="only the package versions and APIs (numpy, matplotlib, websockets, OpenCV, foxglove-sdk): "
+                   "seconds, no DDS, SAPIEN or torch")
     p.set_defaults(func=_doctor)
 
 
@@ -32,12 +35,14 @@ def _line(r: Any) -> str:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from robofollow_ros.diagnostics import CHECKS, run_checks
+    from robofollow_ros.diagnostics import CHECKS, VERSION_CHECKS, run_checks
 
     if not args.json:
-        print(f"robofollow doctor: {len(CHECKS)} checks, each printed as it ends", flush=True)
+        count = len(VERSION_CHECKS if args.quick else CHECKS)
+        print(f"robofollow doctor: {count} checks, each printed as it ends", flush=True)
     results = run_checks(
         require_render=args.require_render,
+        quick=args.quick,
         on_result=None if args.json else (lambda r: print(_line(r), flush=True)),
     )
     failed = [r for r in results if r.required and not r.ok]
