@@ -29,4 +29,4 @@ bench: setup
 	@for script in bench/*.py; do echo "==> $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf .venv .venv-reader .venv-vlaeval .venv-lerobot build install log *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv .venv-reader .venv-vlaeval .venv-olddeps .venv-lerobot build install log *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -49,7 +49,7 @@ setup(
     include_package_data=True,
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
-        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}", ["package.xml", "constraints.txt"]),  # `robofollow doctor` names constraints.txt
         *share_tree("launch"),
         *share_tree("config"),
         *share_tree("urdf"),

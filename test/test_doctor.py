@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+from pathlib import Path
 
 from robofollow_ros.diagnostics import check_ros_dds, check_sapien_physics
-from test_cli_tasks import ROBOFOLLOW
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_dds_round_trip_with_real_rclpy():
@@ -21,15 +25,17 @@ def test_sapien_physics_box_comes_to_rest():
 
 
 def test_doctor_json_reports_every_part_with_versions():
-    proc = subprocess.run(
-        [ROBOFOLLOW, "doctor", "--json", "--require-render"], capture_output=True, text=True, timeout=120
+    proc = subprocess.run(  # this checkout's CLI (the console script may point at another one)
+        [sys.executable, "-m", "robofollow_ros.cli", "doctor", "--json", "--require-render"], capture_output=True,
+        text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     report = json.loads(proc.stdout)
     names = [c["name"] for c in report["checks"]]
-    assert names == ["rclpy + DDS round trip", "SAPIEN physics", "SAPIEN rendering", "torch", "OpenCV", "foxglove-sdk"]
+    assert names == ["numpy", "matplotlib", "websockets", "OpenCV", "foxglove-sdk", "rclpy + DDS round trip",
+                     "SAPIEN physics", "SAPIEN rendering", "torch"]
     for check in report["checks"]:
         assert check["ok"], check
         assert check["version"], check
-    render = report["checks"][2]
+    render = report["checks"][names.index("SAPIEN rendering")]
     assert render["extra"]["device"]
     assert proc.returncode == 0 and report["ok"] is True

@@ -63,3 +63,70 @@ def test_the_cli_and_the_nodes_install_where_ros2_run_looks():
     assert '"robofollow = robofollow_ros.cli:main"' in setup
     assert 'python_requires=">=3.11"' in setup  # not exactly 3.11: Jazzy and Kilted run 3.12
     assert (ROOT / "resource" / "robofollow_ros").is_file()
+
+
+#: package.xml's dependency attributes (REP 149, package_format3.xsd's DependencyType) and their value pattern.
+VERSION_ATTRIBUTES = {"version_lt", "version_lte", "version_eq", "version_gte", "version_gt"}
+VERSION_LIMIT = re.compile(r"(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,2}")
+#: package.xml key -> the module name diagnostics.MINIMUM_VERSIONS uses.
+VERSIONED_KEYS = {"python3-numpy": "numpy", "python3-matplotlib": "matplotlib", "python3-websockets": "websockets",
+                  "python3-opencv": "opencv"}
+
+
+def _pins(path: Path) -> dict[str, str]:
+    """name -> specifier of each requirement line ('==4.11.0.86', '>=1.24,<2'), extras dropped."""
+    pins = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#")[0].strip()
+        if match := re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*([<>=!].*)", line):
+            pins[match.group(1).lower()] = match.group(3).replace(" ", "")
+    return pins
+
+
+def test_rosdep_keys_carry_the_minimum_versions_doctor_checks():
+    from robofollow_ros.diagnostics import MINIMUM_VERSIONS, NUMPY_BELOW
+
+    root = ET.parse(ROOT / "package.xml").getroot()
+    versioned = {}
+    for element in root:
+        if not element.tag.endswith("depend"):
+            continue
+        for name, value in element.attrib.items():
+            assert name in VERSION_ATTRIBUTES | {"condition"}, f"{element.text}: {name} is not a REP 149 attribute"
+            if name in VERSION_ATTRIBUTES:
+                assert VERSION_LIMIT.fullmatch(value), f"{element.text}: {name}={value!r} is not X, X.Y or X.Y.Z"
+                versioned.setdefault(element.text, {})[name] = value
+    assert versioned == {key: {"version_gte": MINIMUM_VERSIONS[module][0]} | (
+        {"version_lt": NUMPY_BELOW} if module == "numpy" else {}) for key, module in VERSIONED_KEYS.items()}
+
+
+def test_constraints_agree_with_requirements_and_the_minimums():
+    """One set of proven versions: every pin both files name is equal, and each satisfies doctor's minimum."""
+    from robofollow_ros.diagnostics import MINIMUM_VERSIONS, NUMPY_BELOW, version_tuple
+
+    constraints, requirements = _pins(ROOT / "constraints.txt"), _pins(ROOT / "requirements.txt")
+    for name, spec in constraints.items():
+        if spec.startswith("==") and name in requirements:
+            assert requirements[name] == spec, f"{name}: constraints.txt {spec}, requirements.txt {requirements[name]}"
+    assert constraints["numpy"] == f">={MINIMUM_VERSIONS['numpy'][0]},<{NUMPY_BELOW}"
+    assert version_tuple(requirements["numpy"].removeprefix("==")) < version_tuple(NUMPY_BELOW)
+    for dist, module in (("matplotlib", "matplotlib"), ("websockets", "websockets"),
+                         ("opencv-python-headless", "opencv"), ("opencv-python", "opencv")):
+        pinned = constraints[dist].removeprefix("==")
+        assert version_tuple(pinned) >= version_tuple(MINIMUM_VERSIONS[module][0]), f"{dist} {pinned}"
+
+
+def test_the_readmes_workspace_pip_lines_install_through_the_constraints():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Installing into a ROS 2 workspace", 1)[1].split("\n## ", 1)[0]
+    pip_lines = [line for line in section.splitlines() if line.startswith("python3 -m pip install")]
+    constraints = _pins(ROOT / "constraints.txt")
+    assert pip_lines
+    for line in pip_lines:
+        assert "-c src/robofollow_ros/constraints.txt" in line, line
+        command = line.split("#")[0].split("constraints.txt", 1)[1]
+        for word in re.findall(r"[A-Za-z][A-Za-z0-9_.-]+", command.replace('"', " ")):
+            if word != "client":  # ray[client]: the extra
+                assert word.lower() in constraints, f"{word}: installed by the README but not in constraints.txt"
+    for dist in ("websockets", "opencv-python-headless", "sapien", "foxglove-sdk"):
+        assert any(re.search(rf"\s{re.escape(dist)}\b", line) for line in pip_lines), dist

@@ -36,3 +36,4 @@ if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
 fi
 bash tools/setup_reader_env.sh
 bash tools/setup_vlaeval_env.sh
+bash tools/setup_olddeps_env.sh

@@ -1,4 +1,8 @@
-"""``robofollow doctor``: does every part the product needs work on this machine?"""
+"""``robofollow doctor``: does every part the product needs work on this machine?
+
+Each check prints its line when it ends (the DDS round trip and SAPIEN take seconds each), one line per
+check; a failing one names the package, the version found and the command that fixes it.
+"""
 
 from __future__ import annotations
 
@@ -10,26 +14,40 @@ from robofollow_ros.cli._common import print_json
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "doctor", help="check rclpy/DDS, SAPIEN physics and rendering, torch, OpenCV, foxglove-sdk"
+        "doctor",
+        help="check numpy/matplotlib/websockets/OpenCV versions, rclpy/DDS, SAPIEN physics and rendering, "
+        "torch, foxglove-sdk",
     )
-    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON (at the end, no progress lines)")
     p.add_argument("--require-render", action="store_true", help="treat a missing renderer as a failure")
+    p.add_argument("--quick", action="store_true",
+                   help="only the package versions and APIs (numpy, matplotlib, websockets, OpenCV, foxglove-sdk): "
+                   "seconds, no DDS, SAPIEN or torch")
     p.set_defaults(func=_doctor)
 
 
-def _doctor(args: argparse.Namespace) -> int:
-    from robofollow_ros.diagnostics import run_checks
+def _line(r: Any) -> str:
+    mark = "ok  " if r.ok else ("FAIL" if r.required else "off ")
+    version = f" {r.version}" if r.version else (" (not found)" if not r.ok else "")
+    took = f" ({r.seconds:.1f} s)" if r.seconds >= 1.0 else ""
+    fix = f" -- fix: {r.fix}" if not r.ok and r.fix else ""
+    return f"[{mark}] {r.name}{version}: {r.detail}{took}{fix}"
 
-    results = run_checks(require_render=args.require_render)
+
+def _doctor(args: argparse.Namespace) -> int:
+    from robofollow_ros.diagnostics import CHECKS, VERSION_CHECKS, run_checks
+
+    if not args.json:
+        count = len(VERSION_CHECKS if args.quick else CHECKS)
+        print(f"robofollow doctor: {count} checks, each printed as it ends", flush=True)
+    results = run_checks(
+        require_render=args.require_render,
+        quick=args.quick,
+        on_result=None if args.json else (lambda r: print(_line(r), flush=True)),
+    )
     failed = [r for r in results if r.required and not r.ok]
     if args.json:
         print_json({"ok": not failed, "checks": [r.as_dict() for r in results]})
     else:
-        for r in results:
-            mark = "ok  " if r.ok else ("FAIL" if r.required else "off ")
-            version = f" {r.version}" if r.version else ""
-            print(f"[{mark}] {r.name}{version}: {r.detail}")
-            if not r.ok:
-                print(f"       fix: {r.fix}")
-        print("all required parts work" if not failed else f"missing: {', '.join(r.name for r in failed)}")
+        print("all required parts work" if not failed else f"failed: {', '.join(r.name for r in failed)}")
     return 1 if failed else 0
