@@ -389,6 +389,10 @@ class TrialManagerNode(TrialServices, Node):
         record = {"verified": bool(report is not None and report.ok), "overridden": False,
                   "waited_s": round(waited, 3), **(report.as_dict() if report is not None else {"seen": False})}
         if report is not None and report.ok:
+            if self._pending_stamp is not None and self.reset_watch.checked_stamp_ns > self._pending_stamp:
+                # the sim's table changed after its reset (a displace_object drill): the trial starts from
+                # the state the check passed on, not from the reset's
+                self._pending_stamp = self.reset_watch.checked_stamp_ns
             self.reset_watch.show(report, self.get_clock().now().nanoseconds)
             self.get_logger().info(f"trial {self.trial['id']}: reset verified ({report.summary()})")
             self._reset_record = record
