@@ -45,7 +45,8 @@ def test_a_recorded_trial_is_redone_its_entry_kept_as_superseded_and_counted_onc
         manager = start_profile_graph(ros, "mock", {
             "policy_node": {"stale_s": 5.0},
             "trial_manager_node": {"trials": f"tasks={TASK} rounds=2", "max_steps": 2, "actions_per_step": 10,
-                                   "auto_confirm": False, "health_checks": "", "output": str(run)}})["trial_manager_node"]
+                                   "auto_confirm": False, "health_checks": "",
+                                   "output": str(run)}})["trial_manager_node"]
 
         def states() -> list[dict]:  # type: ignore[type-arg]
             return [json.loads(m.data) for m in got]
