@@ -169,7 +169,8 @@ class TrialManagerNode(TrialServices, Node):
         stop_timeout_s = params.declare("stop_timeout_s", 0.0, "longest wait for policy_node to end a stopped "
                                         "trial before it fails, s (0: policy_timeout_s + 60: a call in flight "
                                         "answers or times out, then the last row's state)", _non_negative)
-        self.confirm_with_key = params.declare("confirm_with_key", False, "rig: also accept Enter on stdin")
+        self.confirm_with_key = params.declare("confirm_with_key", False, "take the operator's keys on stdin (a "
+                                               "terminal: single keys; Enter confirms a layout, p r a d s f)")
         self.auto_confirm = params.declare("auto_confirm", False, "rig: confirm every layout at once (mock hardware "
                                                                   "lays the table out itself)")
         check_policy = params.declare("check_policy", True, "reach the policy (connect + reset through "
@@ -298,8 +299,8 @@ class TrialManagerNode(TrialServices, Node):
         # Steady clock: under use_sim_time, sim time stands still until a command moves it.
         self.create_timer(0.05, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan), "awaiting": list(self.wait_for_nodes)})
-        if self.rig_mode and self.confirm_with_key:
-            threading.Thread(target=self._read_keys, daemon=True).start()
+        #: The operator's keys on stdin (``confirm_with_key``); closed with the node (the terminal's settings).
+        self.key_reader = self._read_keys() if self.confirm_with_key else None
 
     # -- publishing ------------------------------------------------------------------------------
     def _publish(self, extra: dict[str, Any]) -> None:
@@ -849,6 +850,9 @@ class TrialManagerNode(TrialServices, Node):
         return self.records.summary()
 
     def destroy_node(self) -> None:
+        keys = getattr(self, "key_reader", None)  # not set when __init__ failed half-way
+        if keys is not None:
+            keys.close()
         if hasattr(self, "records"):
             if self.records.running:
                 self.records.fail("interrupted before all trials ran")
