@@ -14,10 +14,12 @@ under the lock, only a ``running`` run, ``failed`` with the node and the signal 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -30,6 +32,7 @@ import yaml
 
 from robofollow_ros.bringup.profiles import TRIAL_MANAGER, Profile, ros_params_file
 from robofollow_ros.child_process import child_command, child_env
+from robofollow_ros.rig.keys import KeyReader
 
 #: After a node other than the trial manager died: how long the trial manager gets to notice (its alive
 #: watch's lease, 3 s), record the trial under way as a fault and end the run itself (seconds).
@@ -160,6 +163,8 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
     exits: list[NodeExit] = []
     code: int | None = None
     finished = False
+    keys = _takes_terminal_keys(profile)
+    reader = None
     try:
         for spec in profile.nodes:
             out = open(log_dir / f"{spec.executable}.log", "wb") if log_dir else None  # noqa: SIM115
@@ -168,8 +173,11 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
             # seconds) would print a KeyboardInterrupt traceback from inside the import.
             procs[spec.executable] = subprocess.Popen(
                 child_command(spec.module, ["--ros-args", "--params-file", params.name, *remaps]),
-                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env(), process_group=0)
+                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env(), process_group=0,
+                stdin=subprocess.PIPE if keys and spec.executable == TRIAL_MANAGER else None)
         manager = procs.get(TRIAL_MANAGER)
+        if keys and manager is not None:
+            reader = _forward_keys(manager)
         deadline: float | None = None
         while not stop.is_set():
             for name, proc in procs.items():
@@ -196,6 +204,8 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
             while not stop.is_set() and all(p.poll() is None for n, p in procs.items() if n != TRIAL_MANAGER):
                 stop.wait(0.2)
     finally:
+        if reader is not None:
+            reader.close()  # the terminal's own settings back
         # The trial manager first, so that it marks the run before its peers leave the graph under it.
         _stop_processes([p for n, p in procs.items() if n == TRIAL_MANAGER])
         _stop_processes([p for n, p in procs.items() if n != TRIAL_MANAGER])
@@ -211,6 +221,26 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
     outcome = _outcome_from_files(profile, finished, code)
     outcome.node_exits, outcome.closed_run = tuple(exits), closed
     return outcome
+
+
+def _takes_terminal_keys(profile: Profile) -> bool:
+    """The trial manager takes the operator's keys (``confirm_with_key``) and bringup runs at a terminal."""
+    wants = profile.has(TRIAL_MANAGER) and bool(profile.node(TRIAL_MANAGER).parameters.get("confirm_with_key"))
+    return wants and sys.stdin is not None and sys.stdin.isatty()
+
+
+def _forward_keys(manager: subprocess.Popen[bytes]) -> KeyReader:
+    """Bringup reads the operator's keys (single keys, ``rig.keys``) and hands them to the trial manager's
+    process one per line: in a process group of its own, it may not read the terminal (a read would stop it
+    with SIGTTIN)."""
+    def forward(key: str) -> None:
+        if manager.stdin is None:
+            return
+        with contextlib.suppress(OSError, ValueError):  # the trial manager has gone
+            manager.stdin.write(key.encode() + b"\n")
+            manager.stdin.flush()
+
+    return KeyReader(sys.stdin, forward).start()
 
 
 def _stop_processes(group: list[subprocess.Popen[bytes]]) -> None:

@@ -26,6 +26,7 @@ there which code fields differ from the run's start (docs/scale-out.md).
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as _dt
 import sqlite3
 import traceback
@@ -307,19 +308,30 @@ class RunWriter:
         """True when this (task, round) is already in the run (a resumed or re-delivered trial)."""
         return (task_id, round_index) in self._keys
 
+    def recorded_entry(self, task_id: str, round_index: int) -> dict[str, Any] | None:
+        """A copy of the recorded results.json entry of (task, round); None when it is not recorded."""
+        entry = next((e for e in self.results if e["task"] == task_id and int(e.get("round") or 0) == round_index),
+                     None)
+        return None if entry is None else copy.deepcopy(entry)
+
     def record_trial(self, result: Mapping[str, Any], *, task: EvalTask, round_index: int, seed: int,
-                     video: str | None = None) -> dict[str, Any]:
+                     video: str | None = None, replace: bool = False) -> dict[str, Any]:
         """Add one scored trial (a ``StageMonitor.result()``); returns the stored results.json entry.
 
         Trials may arrive in any order (several workers); ``results.json`` lists them in the order of
         the run's plan (``selected_tasks`` then round), so every backend writes the same file. A
-        (task, round) already recorded is refused: a run holds every trial exactly once.
+        (task, round) already recorded is refused: a run holds every trial exactly once — unless
+        ``replace`` (an operator redid a recorded trial; the caller keeps the old entry inside the new one,
+        ``superseded_attempts``), where it must be recorded and is replaced.
         """
         if self.run["status"] != "running":
             raise RuntimeError(f"run {self.run_id} is {self.run['status']}; no more trials")
         if result.get("task") != task.task_id:
             raise ValueError(f"result.task: {result.get('task')!r} does not match task {task.task_id!r}")
-        if self.recorded(task.task_id, int(round_index)):
+        if replace and not self.recorded(task.task_id, int(round_index)):
+            raise ValueError(f"trial {task.task_id} round {round_index} is not recorded in {self.run_dir}; "
+                             "nothing to replace")
+        if self.recorded(task.task_id, int(round_index)) and not replace:
             raise DuplicateTrialError(f"trial {task.task_id} round {round_index} is already recorded in {self.run_dir}")
         if task.task_id not in self._positions or not 1 <= int(round_index) <= DEFAULT_ROUNDS:
             raise ValueError(f"trial {task.task_id} round {round_index} is not in the plan of run {self.run_id} "
@@ -330,7 +342,11 @@ class RunWriter:
         entry.update(scene=task.scene, layout=task.layout, seed=int(seed), round=int(round_index),
                      level_tag=task.level, base_task_type=task.base_task_type)
         with self.directory.errors(len(self.results)):
-            self.store.insert_trial(self.run_id, self._plan_index(task.task_id, int(round_index)), entry)
+            store = self.store.replace_trial if replace else self.store.insert_trial
+            store(self.run_id, self._plan_index(task.task_id, int(round_index)), entry)
+        if replace:
+            self.results = [e for e in self.results
+                            if (e["task"], int(e.get("round") or 0)) != (task.task_id, int(round_index))]
         self.results.append(entry)
         self._keys.add((task.task_id, int(round_index)))
         self.results.sort(key=self._position)

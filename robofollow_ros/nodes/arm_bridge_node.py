@@ -33,8 +33,12 @@ Takeover: ``/robofollow/teleop/take_over`` (Trigger) hands the arms to a teleope
 command, the teleop's first included, passes the same filter, so it lies within one step of the measured
 position (until the first teleop command arrives the watchdog holds the arms where they are). While
 teleoperation holds, the policy's ``/robofollow/joint_command`` is refused (counted, reported on the status
-topic); teleop commands outside a takeover are ignored. Every ``/joint_states`` frame is followed by
-``/robofollow/intervention`` (``std_msgs/Bool``): true while teleoperation holds.
+topic); teleop commands outside a takeover are ignored. ``teleop_max_step_rad`` may clamp a teleop command
+tighter than ``max_step_rad`` (the sim's step clamp spans a whole planned row; a leader arm's command is one
+control tick). At the hand-back the arms are commanded to hold where they are measured until the policy's
+next command (in the sim's lock-step that row also answers the policy's command refused meanwhile). Every
+``/joint_states`` frame is followed by ``/robofollow/intervention`` (``std_msgs/Bool``): true while
+teleoperation holds.
 """
 
 from __future__ import annotations
@@ -97,6 +101,11 @@ class ArmBridgeNode(Node):
             "urdf", str(share_path("urdf", "robofollow_rig.urdf")), "URDF whose joint limits bound every command"
         )
         max_step = params.declare("max_step_rad", 0.05, "largest joint change per command, rad", positive)
+        teleop_step = params.declare("teleop_max_step_rad", 0.0, "largest joint change per teleoperation command, "
+                                     "rad, within max_step_rad (0: max_step_rad; the sim's max_step_rad spans a "
+                                     "whole planned row, a leader arm's command must not)",
+                                     lambda v: None if isinstance(v, int | float) and v >= 0 else "must be >= 0")
+        self.teleop_step = min(teleop_step, max_step) if teleop_step > 0 else max_step
         max_grip = params.declare("max_gripper_step", 0.2, "largest normalised gripper change per command", positive)
         timeout = params.declare("watchdog_timeout_s", 0.1, "hold when no command arrived for this long, s", positive)
         period = params.declare("watchdog_period_s", 0.02, "how often the watchdog checks, s", positive)
@@ -227,8 +236,15 @@ class ArmBridgeNode(Node):
         self._filtered(msg, info)
 
     def _on_teleop(self, msg: JointState, info: MessageInfo) -> None:
-        if self.teleop:  # a leader arm publishes all the time: only a takeover lets it through
-            self._filtered(msg, info)
+        if not self.teleop:  # a leader arm publishes all the time: only a takeover lets it through
+            return
+        command, measured = _contract_vector(msg), self.safety.measured
+        if measured is not None:  # an arm joint within teleop_max_step_rad first, then the filter as for any command
+            joints = np.ones(len(JOINT_NAMES), dtype=bool)
+            joints[[GRIPPER_INDEX[arm] for arm in ARMS]] = False
+            command[joints] = np.clip(command[joints], measured[joints] - self.teleop_step,
+                                      measured[joints] + self.teleop_step)
+        self._filtered(msg, info, command)
 
     def _srv_take_over(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         self.teleop = True
@@ -242,12 +258,19 @@ class ArmBridgeNode(Node):
         was, self.teleop = self.teleop, False
         if was:
             self.get_logger().info("teleoperation hands back: the policy's commands drive the arms again")
+            measured = self.safety.measured
+            if measured is not None:
+                # Hold where teleoperation left the arms until the policy's next command. In the sim's lock-step
+                # this row also answers the policy's last command, refused meanwhile: without a new state
+                # policy_node would wait for one that never comes.
+                self._send(self.safety.filter(measured, self._now_s()))
         res.success, res.message = was, ("the policy drives the arms again" if was else "no takeover to end")
         return res
 
-    def _filtered(self, msg: JointState, info: MessageInfo) -> None:
+    def _filtered(self, msg: JointState, info: MessageInfo, command: np.ndarray | None = None) -> None:
         stamp = stamp_ns(msg.header.stamp)
-        self._send(self.safety.filter(_contract_vector(msg), self._now_s(), stamp=stamp / 1e9 if stamp else None,
+        vector = _contract_vector(msg) if command is None else command
+        self._send(self.safety.filter(vector, self._now_s(), stamp=stamp / 1e9 if stamp else None,
                                       received=_received(info)))
 
     def _on_estop(self, msg: Bool, info: MessageInfo) -> None:

@@ -10,7 +10,6 @@ would. Wall-clock time, like the real rig. For a laptop without Vulkan, and for 
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from typing import Any
@@ -49,6 +48,7 @@ from robofollow_ros.nodes.conversions import (
 from robofollow_ros.nodes.driver_messages import COMMAND_TYPES, arm_from_command, group_by_topic, state_message
 from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
+from robofollow_ros.rig.displacement import displacement_error, parse_displacement
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 
 
@@ -70,7 +70,7 @@ class MockHardwareNode(Node):
         objects_hz = params.declare("objects_hz", 10.0, "object reports per second (as perception would)", positive)
         params.declare("displace_object", "", "drills and tests: report one object off its place, JSON "
                        '{"object": NAME, "dx": M, "dy": M, "dyaw_deg": DEG} (empty: every object in place; '
-                       "settable while running, like a person moving it)", _displacement_or_empty)
+                       "settable while running, like a person moving it)", displacement_error)
         self._params = params
 
         from robofollow_ros.benchmark import default_registry
@@ -181,38 +181,12 @@ class MockHardwareNode(Node):
             self.infos[camera].publish(camera_info_msg(self._infos[camera], ns))
 
 
-def _displacement_or_empty(value: Any) -> str | None:
-    if value == "":
-        return None
-    try:
-        move = json.loads(value)
-    except (TypeError, json.JSONDecodeError) as exc:
-        return f"must be a JSON object or empty ({exc})"
-    if not isinstance(move, dict) or not isinstance(move.get("object"), str):
-        return 'must be {"object": NAME, "dx": M, "dy": M, "dyaw_deg": DEG}'
-    if not all(isinstance(move.get(k, 0.0), int | float) for k in ("dx", "dy", "dyaw_deg")):
-        return "dx, dy and dyaw_deg must be numbers"
-    return None
-
-
 def _displaced(poses: dict[str, tuple[np.ndarray, np.ndarray]], spec: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``poses`` with the object of ``spec`` (``displace_object``) moved and turned (an unknown name: none)."""
-    if not spec:
+    move = parse_displacement(spec)
+    if move is None or move.object not in poses:
         return poses
-    move = json.loads(spec)
-    name = move["object"]
-    if name not in poses:
-        return poses
-    position, quat = poses[name]
-    offset = np.array([float(move.get("dx", 0.0)), float(move.get("dy", 0.0)), 0.0])
-    shifted = np.asarray(position, dtype=float) + offset
-    half = math.radians(float(move.get("dyaw_deg", 0.0))) / 2
-    turn = np.array([math.cos(half), 0.0, 0.0, math.sin(half)])
-    w1, x1, y1, z1 = turn
-    w2, x2, y2, z2 = np.asarray(quat, dtype=float)
-    turned = np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                       w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
-    return {**poses, name: (shifted, turned)}
+    return {**poses, move.object: move.apply(*poses[move.object])}
 
 
 def main(args: list[str] | None = None) -> None:

@@ -29,7 +29,7 @@ from robofollow_ros.benchmark.records import Layout, ObjectSpec
 from robofollow_ros.contract import TOPIC_OBJECTS, WORLD_FRAME
 from robofollow_ros.monitoring.topics import RESET_CHECK
 from robofollow_ros.nodes import trial_protocol as tp
-from robofollow_ros.nodes.conversions import time_msg
+from robofollow_ros.nodes.conversions import stamp_ns, time_msg
 from robofollow_ros.rig.layout_poses import RestPose
 from robofollow_ros.rig.reset_check import MISPLACED, OK, ResetReport, Seen, check_reset, expected_poses
 
@@ -51,6 +51,10 @@ class ResetWatch:
         self._layout: Layout | None = None
         self._expected: dict[str, RestPose] = {}
         self._seen: dict[str, Seen] | None = None
+        self._seen_ns = 0
+        #: The stamp of the objects message the last :meth:`check` compared (0: none): in the sim, the state
+        #: the trial starts from when the table changed after the reset (``sim_node``'s ``displace_object``).
+        self.checked_stamp_ns = 0
         self._blobs: list[tuple[str, list[float] | None]] = []
         # The newest table only (each message holds every object): a deep queue read by a busy node would
         # compare the layout with a table seconds old.
@@ -63,13 +67,14 @@ class ResetWatch:
         """A new trial: forget what was seen; expect ``layout`` at ``seed``'s resting poses."""
         with self._lock:
             self._layout, self._expected = layout, expected_poses(layout, seed)
-            self._seen, self._blobs = None, []
+            self._seen, self._blobs, self._seen_ns, self.checked_stamp_ns = None, [], 0, 0
 
     def check(self) -> ResetReport | None:
         """The table against the layout, from what was seen since :meth:`begin` (None: nothing seen yet)."""
         with self._lock:
             if self._layout is None or self._seen is None:
                 return None
+            self.checked_stamp_ns = self._seen_ns
             return check_reset(self._layout, self._expected, self._seen, self.tolerance_m, self.yaw_tolerance_deg,
                                self.yaw_shapes, self.min_confidence, list(self._blobs))
 
@@ -103,6 +108,7 @@ class ResetWatch:
     # -- inputs ----------------------------------------------------------------------------------
     def _on_objects(self, msg: MarkerArray) -> None:
         seen: dict[str, Seen] = {}
+        stamp = max((stamp_ns(m.header.stamp) for m in msg.markers), default=0)
         for m in msg.markers:
             if m.action != Marker.ADD or not m.ns or m.header.frame_id not in ("", WORLD_FRAME):
                 continue
@@ -119,7 +125,7 @@ class ResetWatch:
             seen[m.ns] = Seen((p.x, p.y, p.z), (q.w, q.x, q.y, q.z), confidence, visible)
         with self._lock:
             if self._layout is not None:
-                self._seen = seen
+                self._seen, self._seen_ns = seen, stamp
 
     def _on_perception(self, msg: String) -> None:
         status = tp.decode_or_log(msg.data, TOPIC_PERCEPTION_STATUS, self._node.get_logger())

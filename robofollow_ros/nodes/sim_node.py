@@ -26,6 +26,12 @@ the last one when none came; one state goes out per tick. Commands that arrive b
 other, as a driver's would. If physics and rendering take longer than the tick, sim time falls behind
 wall time (the node logs the ratio per trial); the policy's latency then costs less than on the rig.
 
+``displace_object`` (``rig.displacement``; the mock's parameter, settable while running) moves one object's
+body off its settled pose on purpose, before the trial's first row, to dry-run the trial manager's reset
+check (``reset_check: true``): the table then differs from the layout as a person could leave it. Setting
+it (and setting it back to empty, the operator's move) publishes a new state, strictly later; the reset
+check starts the trial from the state it passed on.
+
 A reader of the state that matches only after a trial's start state went out (discovery under load
 is slow; being seen on ``/robofollow/trial`` says nothing about a node's other endpoints) is sent
 that start state again, as long as no row has run: the trial manager lets the rows run only once
@@ -87,6 +93,7 @@ from robofollow_ros.nodes.driver_messages import (
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
+from robofollow_ros.rig.displacement import displacement_error, parse_displacement
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
 
 TOPIC_HEAD_DEPTH = "/cameras/head/depth"
@@ -128,6 +135,11 @@ class SimNode(Node):
         rig_file = params.declare("rig_config", "", "rig YAML (config/robot/rig.yaml when empty)")
         driver_file = params.declare("driver_config", str(share_path("config", "rig", "arm_drivers.yaml")),
                                      "the arm drivers to play: command and state topics, joint names, gripper units")
+        self.displace = params.declare(
+            "displace_object", "", "drills and dry runs of the reset check: leave one object off its place, JSON "
+            '{"object": NAME, "dx": M, "dy": M, "dyaw_deg": DEG} from its settled pose (empty: every object in '
+            "place); settable while running: before a trial's first row the body moves at once, later at the "
+            "next reset", displacement_error)
 
         from robofollow_ros.benchmark import default_registry
         from robofollow_ros.robot.rig_config import load_rig_config
@@ -170,6 +182,9 @@ class SimNode(Node):
         self.create_service(Trigger, tp.SERVICE_SIM_RENDER, self._on_render_request)
         self.running = False  # timer mode: the current trial is `running`, so the world moves
         self._latest: dict[str, ArmPosition] = {}
+        #: Each object's settled pose after the reset: where ``displace_object`` moves from, and back to.
+        self._settled: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.add_post_set_parameters_callback(self._on_parameters_set)
         self._wall_since = 0.0
         self._sim_since = 0
         if timer:
@@ -211,6 +226,8 @@ class SimNode(Node):
                                                        "error": str(exc)})))
             return
         self.rows = 0
+        self._settled = {name: self.world.object_pose(name) for name in self.world.objects}
+        self._place_displaced()
         for queue in self._pending.values():
             queue.clear()  # commands meant for the previous scene
         self._latest.clear()
@@ -223,6 +240,46 @@ class SimNode(Node):
                                                    "stamp_ns": self.now_ns, "task": task.task_id,
                                                    "seed": self.world.seed})))
         self.get_logger().info(f"reset to {task.task_id} seed {self.world.seed} (trial {self.trial_id})")
+
+    # -- the displace_object drill (rig.displacement) ------------------------------------------------
+    def _on_parameters_set(self, parameters: list[Any]) -> None:
+        for parameter in parameters:
+            if parameter.name != "displace_object":
+                continue
+            with self._world_lock:
+                self.displace = str(parameter.value)
+                if self.world.layout is None:
+                    return
+                if self.rows > 0:
+                    self.get_logger().info("displace_object: rows of this trial ran; it applies at the next reset")
+                    return
+                if self._place_displaced():
+                    self.now_ns += self.step_ns  # a new table: a new state, strictly later (the trial starts there)
+                    self.next_camera_ns = self.now_ns
+                    self._publish_state()
+                    if self.render and self.camera_period_ns is None:
+                        self._publish_cameras(self.now_ns)
+
+    def _place_displaced(self) -> bool:
+        """Every object at its settled pose but the one ``displace_object`` names, moved by it; whether any
+        body moved (an unknown name is logged and moves nothing)."""
+        move = parse_displacement(self.displace)
+        if move is not None and move.object not in self._settled:
+            self.get_logger().error(f"displace_object: no object {move.object!r} in this layout (objects: "
+                                    f"{', '.join(self._settled)})")
+            move = None
+        moved = False
+        for name, (position, quat) in self._settled.items():
+            target = move.apply(position, quat) if move is not None and name == move.object else (position, quat)
+            now = self.world.object_pose(name)
+            if np.allclose(now[0], target[0], atol=1e-6) and np.allclose(now[1], target[1], atol=1e-6):
+                continue
+            self.world.place_object(name, *target)
+            moved = True
+        if move is not None and moved:
+            self.get_logger().warning(f"displace_object: {move.object} left {move.dx:+.3f} m x, {move.dy:+.3f} m y, "
+                                      f"{move.dyaw_deg:+.0f} deg off its place")
+        return moved
 
     def _on_command(self, driver: ArmDriver, msg: Any) -> None:
         """One arm's driver command; a row is executed once every arm has one waiting."""

@@ -12,8 +12,10 @@ Services: ``start`` (run / resume), ``stop`` (end the current trial now and paus
 ``operator-stop`` fault), ``next`` (end the current trial if any, as a fault too, and go on), ``pause`` /
 ``resume`` (hold the trial where it is: policy_node sends no row, the arm bridge holds; its bounds stand
 still), ``abort`` (the trial fails as ``operator-abort``, the run goes on), ``redo`` (the trial under way
-ends and runs again; the ended attempt is kept inside the redo's results entry, ``superseded_attempts``),
-and the ``/robofollow/trial/mark`` topic (``evaluation.operator_marks``: kept beside the verdict).
+ends and runs again; between trials the last recorded one runs again; ``trial_redo``: the earlier attempt
+is kept inside the redo's results entry, ``superseded_attempts``), the ``/robofollow/trial/redo_trial``
+topic (a recorded trial named by its id runs again next) and the ``/robofollow/trial/mark`` topic
+(``evaluation.operator_marks``: kept beside the verdict).
 
 Every phase is bounded (``trial_faults.PhaseBounds``: ``reset_timeout_s``, ``confirm_timeout_s``,
 ``score_timeout_s``, ``running_timeout_s``, ``stop_timeout_s``), and anything but the policy that ends
@@ -62,6 +64,7 @@ from robofollow_ros.contract import (
     TOPIC_SCORE,
     TOPIC_TRIAL,
 )
+from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.exit_status import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import stop_on_signals
@@ -81,6 +84,7 @@ from robofollow_ros.nodes.trial_faults import (
     fault_result,
 )
 from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, empty_result
+from robofollow_ros.nodes.trial_redo import Redo, attempt_id, find_trial, superseding
 from robofollow_ros.nodes.trial_services import TrialServices
 from robofollow_ros.paths import share_path
 from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S
@@ -91,6 +95,8 @@ EXECUTING = (tp.PHASE_STARTING, tp.PHASE_RUNNING, tp.PHASE_STOPPING)
 #: Phases before any row: a fault here ends the trial at once (nothing to stop or score).
 BEFORE_ROWS = (tp.PHASE_RESETTING, tp.PHASE_AWAITING_CONFIRM, tp.PHASE_VERIFYING_RESET, tp.PHASE_CHECKING,
                tp.PHASE_STARTING)
+#: Phases of a trial whose rows have not begun: a redo of a recorded trial runs at once, this one after it.
+NOT_STARTED = (tp.PHASE_RESETTING, tp.PHASE_AWAITING_CONFIRM, tp.PHASE_VERIFYING_RESET, tp.PHASE_CHECKING)
 #: How often a table that does not match the layout is shown again (view), and told again (terminal).
 RESET_VIEW_PERIOD_S = 0.5
 RESET_TELL_PERIOD_S = 10.0
@@ -163,7 +169,8 @@ class TrialManagerNode(TrialServices, Node):
         stop_timeout_s = params.declare("stop_timeout_s", 0.0, "longest wait for policy_node to end a stopped "
                                         "trial before it fails, s (0: policy_timeout_s + 60: a call in flight "
                                         "answers or times out, then the last row's state)", _non_negative)
-        self.confirm_with_key = params.declare("confirm_with_key", False, "rig: also accept Enter on stdin")
+        self.confirm_with_key = params.declare("confirm_with_key", False, "take the operator's keys on stdin (a "
+                                               "terminal: single keys; Enter confirms a layout, p r a d s f)")
         self.auto_confirm = params.declare("auto_confirm", False, "rig: confirm every layout at once (mock hardware "
                                                                   "lays the table out itself)")
         check_policy = params.declare("check_policy", True, "reach the policy (connect + reset through "
@@ -257,6 +264,12 @@ class TrialManagerNode(TrialServices, Node):
         self._redo_pending = False
         self._attempt = 1
         self._superseded: list[dict[str, Any]] = []
+        #: Trials to run again before the plan goes on (``trial_redo``), and whether the one under way replaces
+        #: a recorded entry.
+        self._redos: list[Redo] = []
+        self._replaces = False
+        self._key: TrialKey | None = None  # the trial under way (the plan's, or one run again)
+        self._recorded: list[TrialKey] = []  # recorded trials, in the order they were recorded
         self._mark: dict[str, Any] | None = None
         self._last_key: Any = None  # the last recorded trial's TrialKey: a mark after it ended annotates it
         #: Frames of the trial under way that teleoperation drove (the arm bridge's /robofollow/intervention).
@@ -281,12 +294,13 @@ class TrialManagerNode(TrialServices, Node):
         self.create_service(Trigger, tp.SERVICE_ABORT, self._srv_abort)
         self.create_service(Trigger, tp.SERVICE_REDO, self._srv_redo)
         self.create_subscription(String, tp.TOPIC_MARK, self._on_mark, 10)
+        self.create_subscription(String, tp.TOPIC_REDO_TRIAL, self._on_redo_trial, 10)
         self.create_subscription(Bool, TOPIC_INTERVENTION, self._on_intervention, tp.STATE_STREAM)
         # Steady clock: under use_sim_time, sim time stands still until a command moves it.
         self.create_timer(0.05, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._publish({"phase": tp.PHASE_IDLE, "total": len(self.plan), "awaiting": list(self.wait_for_nodes)})
-        if self.rig_mode and self.confirm_with_key:
-            threading.Thread(target=self._read_keys, daemon=True).start()
+        #: The operator's keys on stdin (``confirm_with_key``); closed with the node (the terminal's settings).
+        self.key_reader = self._read_keys() if self.confirm_with_key else None
 
     # -- publishing ------------------------------------------------------------------------------
     def _publish(self, extra: dict[str, Any]) -> None:
@@ -320,14 +334,25 @@ class TrialManagerNode(TrialServices, Node):
                               limit_tolerance, home_tolerance, driver_age, camera_hz)
 
     def _begin_next(self) -> None:
-        self.index += 1
-        if self.index >= len(self.plan):
-            self._finish_run()
-            return
-        key = self.plan.keys[self.index]
+        """The next trial: one the operator asked to run again (``trial_redo``), else the plan's next."""
+        if self._redos:
+            redo = self._redos.pop(0)
+            key, self._replaces = redo.key, redo.replaces
+            if redo.attempt == 0:  # a recorded trial: its entry as it is now (with any mark it got) is superseded
+                self._attempt, self._superseded = superseding(self.records.entry(key) or {}, key)
+            else:
+                self._attempt, self._superseded = redo.attempt, redo.superseded
+        else:
+            self.index += 1
+            if self.index >= len(self.plan):
+                self._finish_run()
+                return
+            key, self._replaces, self._attempt, self._superseded = self.plan.keys[self.index], False, 1, []
+        self._key = key
+        position = self.plan.keys.index(key)
         task = self.registry.eval_task(key.task_id)
-        self.trial = {"id": key.trial_id + (f"_attempt{self._attempt}" if self._attempt > 1 else ""),
-                      "attempt": self._attempt, "index": self.index, "total": len(self.plan), "scene": task.scene,
+        self.trial = {"id": attempt_id(key, self._attempt),
+                      "attempt": self._attempt, "index": position, "total": len(self.plan), "scene": task.scene,
                       "level": task.level, "task": task.task_id, "round": key.round, "seed": key.seed,
                       "instruction": task.instruction, "max_steps": self.max_steps,
                       "actions_per_step": self.actions_per_step, "run_dir": str(self.run_dir)}
@@ -344,7 +369,7 @@ class TrialManagerNode(TrialServices, Node):
         self._started_wall = time.monotonic()
         self.instruction_pub.publish(String(data=task.instruction))
         self._publish({"phase": tp.PHASE_RESETTING})
-        self.get_logger().info(f"trial {self.index + 1}/{len(self.plan)}: {key.trial_id} — {task.instruction!r}")
+        self.get_logger().info(f"trial {position + 1}/{len(self.plan)}: {self.trial['id']} — {task.instruction!r}")
         if self.rig_mode:
             self._show_operator(task, key.seed)
 
@@ -389,6 +414,10 @@ class TrialManagerNode(TrialServices, Node):
         record = {"verified": bool(report is not None and report.ok), "overridden": False,
                   "waited_s": round(waited, 3), **(report.as_dict() if report is not None else {"seen": False})}
         if report is not None and report.ok:
+            if self._pending_stamp is not None and self.reset_watch.checked_stamp_ns > self._pending_stamp:
+                # the sim's table changed after its reset (a displace_object drill): the trial starts from
+                # the state the check passed on, not from the reset's
+                self._pending_stamp = self.reset_watch.checked_stamp_ns
             self.reset_watch.show(report, self.get_clock().now().nanoseconds)
             self.get_logger().info(f"trial {self.trial['id']}: reset verified ({report.summary()})")
             self._reset_record = record
@@ -590,7 +619,8 @@ class TrialManagerNode(TrialServices, Node):
             result = fault_result(result, self._fault)
         elif done.get("error"):
             result = fail_result(result, str(done["error"]), str(done.get("error_detail", "")))
-        key = self.plan.keys[self.index]
+        key = self._key
+        assert key is not None
         if self._mark is not None:
             result["operator_mark"] = self._mark
         if self._intervened:  # teleoperation drove some of its frames: the verdict is an assisted one
@@ -601,12 +631,12 @@ class TrialManagerNode(TrialServices, Node):
             return
         if self._superseded:
             result.update(attempt=self._attempt, superseded_attempts=self._superseded)
-            self._superseded, self._attempt = [], 1
-        self.records.record(result, self.registry.eval_task(key.task_id), key)
+        self.records.record(result, self.registry.eval_task(key.task_id), key, replace=self._replaces)
         self._last_key = key
+        self._recorded = [*(k for k in self._recorded if k != key), key]
         if result.get("assisted"):
             self.get_logger().warning(f"{key.trial_id}: assisted: teleoperation drove {self._intervened} frames")
-        self._tell_disagreement(result)
+        self._tell_disagreement(dict(result, round=key.round))
         self.get_logger().info(f"{key.trial_id}: IS {result['intent_score']:.2f} ES {result['exec_score']:.2f} "
                                f"complete {result['completion_ok']}")
         self._publish({"phase": tp.PHASE_DONE, "intent": result["intent_score"], "exec": result["exec_score"],
@@ -620,9 +650,9 @@ class TrialManagerNode(TrialServices, Node):
                                      trial_id=str(self.trial["id"])))
         self.get_logger().warning(f"trial {self.trial['id']}: attempt {self._attempt} kept as superseded; "
                                   "running the trial again")
-        self._attempt += 1
         self._redo_pending = False
-        self.index -= 1  # _begin_next runs the same trial of the plan again
+        assert self._key is not None
+        self._redos.insert(0, Redo(self._key, self._replaces, self._attempt + 1, self._superseded))  # at once
         self._publish({"phase": tp.PHASE_DONE, "superseded_by_redo": True, "fault": result.get("fault"),
                        "fault_reason": result.get("fault_reason")})
 
@@ -684,10 +714,40 @@ class TrialManagerNode(TrialServices, Node):
         self.interrupt(Fault(FAULT_ABORT, f"aborted by the operator ({tp.SERVICE_ABORT})"))
         return True, f"aborting trial {self.trial['id']}; the run goes on"
 
-    def redo(self) -> tuple[bool, str]:
-        if not self._under_way():
-            return False, (f"no trial under way in phase {self.phase} (a recorded trial is not redone; pause "
-                           "during a trial, then redo)")
+    def redo(self, trial_id: str = "") -> tuple[bool, str]:
+        """Run a trial again (``trial_redo``). ``trial_id`` empty: the trial under way once its rows began, else
+        (between trials, or while the next one waits for its reset) the last recorded one; a trial id: that
+        trial. A recorded trial runs at once if the trial under way has not begun its rows (which then waits
+        until after it), else after the trial under way."""
+        current = self._key if self._under_way() else None
+        started = self.phase not in NOT_STARTED
+        if current is not None and (find_trial([current], trial_id) is not None or
+                                    (not trial_id.strip() and (started or self._last_key is None))):
+            return self._redo_under_way()
+        if self.finished.is_set():
+            return False, "the run is finished (to redo its last trial, pause during it, then redo)"
+        key = self._last_key if not trial_id.strip() else find_trial(self._recorded, trial_id)
+        if key is None:
+            recorded = ", ".join(k.trial_id for k in self._recorded[-5:]) or "none yet"
+            return False, (f"trial {trial_id!r} is not a recorded trial of this run (last recorded: {recorded})"
+                           if trial_id.strip() else "no trial recorded yet")
+        if any(r.key == key for r in self._redos) or key == current:
+            return False, f"trial {key.trial_id} is already to run again"
+        when = "when the run resumes" if self.paused else "now"
+        if current is None:
+            self._redos.insert(0, Redo(key, replaces=True))
+        elif not started:  # the trial waiting for its reset goes after the redo, as it is
+            self._redos[:0] = [Redo(key, replaces=True),
+                               Redo(current, self._replaces, self._attempt, self._superseded)]
+            when = f"now ({self.trial['id']} waits until after it)"
+            self._publish({"phase": tp.PHASE_DONE, "set_aside_for_redo": True})
+        else:
+            self._redos.append(Redo(key, replaces=True))
+            when = f"after {self.trial['id']}"
+        return True, (f"recorded trial {key.trial_id} runs again {when}; its entry is kept as superseded and "
+                      "only the new attempt counts")
+
+    def _redo_under_way(self) -> tuple[bool, str]:
         self._redo_pending = True
         self._end_trial_pause()
         self.interrupt(Fault(FAULT_ABORT, f"ended for a redo by the operator ({tp.SERVICE_REDO})"))
@@ -700,7 +760,7 @@ class TrialManagerNode(TrialServices, Node):
             mark = parse_mark(text)
         except ValueError as exc:
             return False, str(exc)
-        if self._under_way():
+        if self._under_way() and (self.phase not in NOT_STARTED or self._last_key is None):
             self._mark = mark
             return True, f"mark {mark} kept for trial {self.trial['id']} (beside its verdict)"
         if self.finished.is_set():
@@ -713,6 +773,10 @@ class TrialManagerNode(TrialServices, Node):
     def _on_intervention(self, msg: Bool) -> None:
         if msg.data and self.phase in (tp.PHASE_RUNNING, tp.PHASE_STOPPING):
             self._intervened += 1
+
+    def _on_redo_trial(self, msg: String) -> None:
+        ok, message = self.redo(msg.data)
+        (self.get_logger().info if ok else self.get_logger().error)(f"{tp.TOPIC_REDO_TRIAL}: {message}")
 
     def _on_mark(self, msg: String) -> None:
         ok, message = self.mark(msg.data)
@@ -786,6 +850,9 @@ class TrialManagerNode(TrialServices, Node):
         return self.records.summary()
 
     def destroy_node(self) -> None:
+        keys = getattr(self, "key_reader", None)  # not set when __init__ failed half-way
+        if keys is not None:
+            keys.close()
         if hasattr(self, "records"):
             if self.records.running:
                 self.records.fail("interrupted before all trials ran")

@@ -48,6 +48,8 @@ SERVICE_ABORT = "/robofollow/trial/abort"
 SERVICE_REDO = "/robofollow/trial/redo"
 #: The operator's mark (``std_msgs/String`` JSON ``{"verdict", "progress", "note"}``, ``evaluation.operator_marks``).
 TOPIC_MARK = "/robofollow/trial/mark"
+#: Run a recorded trial again (``std_msgs/String``: its trial id; empty: the last recorded), ``trial_redo``.
+TOPIC_REDO_TRIAL = "/robofollow/trial/redo_trial"
 #: sim_node renders and publishes the cameras at the current state (policy_node, before ``predict``).
 SERVICE_SIM_RENDER = "/robofollow/sim/render"
 #: policy_node connects to its policy and resets it once (trial_manager_node, before the first trial).

@@ -65,12 +65,22 @@ class TrialRecords:
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         return self._thread.submit(function, *args, **kwargs).result()
 
-    def record(self, result: dict[str, Any], task: EvalTask, key: TrialKey) -> None:
+    def record(self, result: dict[str, Any], task: EvalTask, key: TrialKey, replace: bool = False) -> None:
+        """Record a trial; ``replace``: it was recorded and has been run again (the old entry's failure, if it
+        was one, no longer counts)."""
         from robofollow_ros.nodes.trial_faults import could_not_execute
 
+        old = self.entry(key) if replace else None
+        if old is not None and could_not_execute(old):
+            self.failed -= 1
         if could_not_execute(result):
             self.failed += 1
-        self._call(self.writer.record_trial, result, task=task, round_index=key.round, seed=key.seed)
+        self._call(self.writer.record_trial, result, task=task, round_index=key.round, seed=key.seed, replace=replace)
+
+    def entry(self, key: TrialKey) -> dict[str, Any] | None:
+        """The recorded results entry of ``key`` (a copy), None when it is not recorded."""
+        found = self._call(self.writer.recorded_entry, key.task_id, key.round)
+        return None if found is None else dict(found)
 
     def annotate(self, key: TrialKey, fields: dict[str, Any]) -> None:
         self._call(self.writer.annotate_trial, key.task_id, key.round, fields)

@@ -1,9 +1,9 @@
 """The trial manager's controls: the start / stop / next / confirm_reset / pause / resume / abort / redo
 services, the mark topic and keys on stdin (``confirm_with_key``).
 
-Keys (a letter, then Enter; the bringup terminal is line-buffered): Enter alone confirms a layout, ``p``
-pauses, ``r`` resumes, ``a`` aborts, ``d`` redoes, ``s`` / ``f`` mark the trial a success / a failure
-(``KEYS``).
+Keys (``confirm_with_key``; ``rig.keys``: on a terminal a single key acts at once, from a pipe one key per
+line): Enter confirms a layout, ``p`` pauses, ``r`` resumes, ``a`` aborts, ``d`` redoes, ``s`` / ``f`` mark
+the trial a success / a failure (``KEYS``).
 
 A mixin of ``TrialManagerNode`` (it reads and sets the node's ``phase``, ``paused``, ``trial`` and
 ``_confirmed``, ends a running trial through ``interrupt`` and republishes through ``_announce``), kept
@@ -22,8 +22,9 @@ from std_srvs.srv import Trigger
 from robofollow_ros.contract import SERVICE_TRIAL_NEXT, SERVICE_TRIAL_STOP
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes.trial_faults import FAULT_OPERATOR, Fault
+from robofollow_ros.rig.keys import KeyReader
 
-#: The bringup terminal's keys (each followed by Enter) and what they do.
+#: The bringup terminal's keys and what they do.
 KEYS = {"": "confirm the layout", "p": "pause", "r": "resume", "a": "abort the trial", "d": "redo the trial",
         "s": "mark the trial a success", "f": "mark the trial a failure"}
 
@@ -64,12 +65,12 @@ class TrialServices:
         def get_logger(self) -> Any: ...
 
     # -- operator --------------------------------------------------------------------------------
-    def _read_keys(self) -> None:
-        for line in sys.stdin:
-            self.key(line.strip().lower())
+    def _read_keys(self) -> KeyReader:
+        """Take keys on stdin (single keys on a terminal); the caller closes the reader (the terminal's settings)."""
+        return KeyReader(sys.stdin, self.key).start()
 
     def key(self, key: str) -> None:
-        """One line typed in the bringup terminal (``KEYS``); the answer is logged."""
+        """One key typed in the bringup terminal (``KEYS``); the answer is logged."""
         if key == "":
             if self.phase == tp.PHASE_AWAITING_CONFIRM:
                 self._confirmed.set()

@@ -123,6 +123,13 @@ class RunStore:
         with self._transaction():
             self._insert_trial(run_id, trial_index, entry)
 
+    def replace_trial(self, run_id: str, trial_index: int, entry: Mapping[str, Any]) -> None:
+        """A stored trial run again (an operator's redo of a recorded trial): the old row and its stage scores
+        go and the new ones come, in one transaction (the old attempt lives on inside ``entry``)."""
+        with self._transaction():
+            self.conn.execute("DELETE FROM trials WHERE run_id = ? AND trial_index = ?", (run_id, trial_index))
+            self._insert_trial(run_id, trial_index, entry)
+
     def _insert_trial(self, run_id: str, trial_index: int, entry: Mapping[str, Any]) -> None:
         self.conn.execute(
             "INSERT INTO trials (run_id, trial_index, scene, level, layout, task, round, seed, intent_score,"

@@ -277,6 +277,19 @@ class SimWorld:
         pose = self.objects[name].pose
         return np.asarray(pose.p, dtype=np.float64), np.asarray(pose.q, dtype=np.float64)
 
+    def place_object(self, name: str, position: Any, quat_wxyz: Any) -> None:
+        """Put one object at a pose, at rest, with no physics step (a person placing it before a trial;
+        ``sim_node``'s ``displace_object`` drill). Not for use during a trial: no row would have done it."""
+        self._require_scene()
+        if name not in self.objects:
+            raise KeyError(f"object: no {name!r} in layout {self.layout.scene if self.layout else '?'}")
+        entity = self.objects[name]
+        entity.set_pose(sapien.Pose([float(v) for v in position], [float(v) for v in quat_wxyz]))
+        body = entity.find_component_by_type(sapien.physx.PhysxRigidDynamicComponent)
+        if body is not None:
+            body.set_linear_velocity([0.0, 0.0, 0.0])
+            body.set_angular_velocity([0.0, 0.0, 0.0])
+
     def scorer_frame(self) -> dict[str, Any]:
         """The scorer's trajectory frame (world frame, grippers 1 = open)."""
         vector = self.joint_vector()
