@@ -34,7 +34,22 @@ from PIL import Image
 from robofollow_ros.monitoring.layout import CONTROL_TABS, CONTROLS, LAYOUT_PATH, TITLE_KEYS
 
 REPO = Path(__file__).resolve().parents[1]
-LICHTBLICK = REPO.parent / "shared" / "tools" / "lichtblick"
+
+
+def _lichtblick_dir() -> Path:
+    """``$ROBOFOLLOW_LICHTBLICK_DIR``, else ``../shared/tools/lichtblick`` beside this checkout, else beside the
+    checkout this one was cloned from when that is a local folder (CI tests a fresh clone in a temporary folder)."""
+    if os.environ.get("ROBOFOLLOW_LICHTBLICK_DIR"):
+        return Path(os.environ["ROBOFOLLOW_LICHTBLICK_DIR"])
+    candidates = [REPO.parent / "shared" / "tools" / "lichtblick"]
+    origin = subprocess.run(["git", "-C", str(REPO), "remote", "get-url", "origin"], capture_output=True, text=True,
+                            timeout=30).stdout.strip()
+    if origin and Path(origin).is_dir():
+        candidates.append(Path(origin).resolve().parent / "shared" / "tools" / "lichtblick")
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+LICHTBLICK = _lichtblick_dir()
 BUILD = LICHTBLICK / "lichtblick-1.24.3-web.tgz"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: WebGL (the 3-D and image panels) without a GPU (the build's README).
