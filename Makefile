@@ -4,10 +4,14 @@
 PY := .venv/bin/python
 ROBOFOLLOW := .venv/bin/robofollow
 
-.PHONY: setup setup-lerobot test demo lint bench clean
+.PHONY: setup setup-tests setup-lerobot test demo lint bench clean
 
 setup:
 	@bash tools/setup_env.sh
+
+# The tests' own environments (.venv-reader, .venv-vlaeval, .venv-olddeps) and Debian's chromium.
+setup-tests: setup
+	@bash tools/setup_test_envs.sh
 
 # LeRobot's own environment (.venv-lerobot: lerobot 0.4.4 + torch 2.10 from PyPI, ~7 min and ~8 GB the
 # first time), for test_model_server_lerobot.py, which is skipped without it. Not part of `setup` (so not
@@ -15,7 +19,7 @@ setup:
 setup-lerobot:
 	@bash tools/setup_lerobot_env.sh
 
-test: setup
+test: setup-tests
 	$(PY) -m pytest -q
 
 demo: setup

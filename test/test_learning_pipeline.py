@@ -36,7 +36,7 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 def read_independently(root: Path, arrays: Path | None = None) -> dict:
     """The independent reader's report; with ``arrays`` it also saves the columns and decoded frames there."""
-    assert READER_PYTHON.exists(), "run `make setup` (tools/setup_reader_env.sh) to create .venv-reader"
+    assert READER_PYTHON.exists(), "run `make setup-tests` (tools/setup_reader_env.sh) to create .venv-reader"
     extra = [str(arrays)] if arrays is not None else []
     out = subprocess.run([str(READER_PYTHON), str(ROOT / "test" / "lerobot_v3_reader.py"), str(root), *extra],
                          capture_output=True, text=True, timeout=300, env={"PATH": os.environ.get("PATH", "")})
