@@ -95,6 +95,15 @@ class RosHarness:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"timed out after {timeout:.1f} s waiting for {what}")
 
+    def call_trigger(self, client: Any, what: str, timeout: float = 10.0) -> Any:
+        """Call a ``std_srvs/Trigger`` service through ``client`` (waiting for it first) and return its reply."""
+        from std_srvs.srv import Trigger
+
+        assert client.wait_for_service(timeout_sec=timeout), f"no {what} service"
+        reply = client.call_async(Trigger.Request())
+        self.wait_for(reply.done, timeout=timeout, what=f"the reply of {what}")
+        return reply.result()
+
     def close(self) -> None:
         """Destroy every node even if one fails to, so no node outlives its test and talks to the next."""
         self._stop.set()  # the spin thread must not wait on entities being destroyed

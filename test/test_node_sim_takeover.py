@@ -40,13 +40,6 @@ JOINT = JOINT_NAMES.index("left_joint1")
 STEP = float(load_profile("sim").node("arm_bridge_node").parameters["teleop_max_step_rad"])
 
 
-def _call(ros: RosHarness, client, what: str):  # type: ignore[no-untyped-def]
-    assert client.wait_for_service(timeout_sec=10), what
-    reply = client.call_async(Trigger.Request())
-    ros.wait_for(reply.done, what=f"the reply of {what}")
-    return reply.result()
-
-
 def test_teleop_takes_over_in_lock_step_without_a_jump_and_the_trial_is_assisted(tmp_path):
     left = load_driver_config(share_path("config", "rig", "arm_drivers.yaml")).arms["left"]
     assert left.kind == "joint_trajectory" and STEP < 0.1  # the driver commands read below; a real clamp
@@ -75,7 +68,7 @@ def test_teleop_takes_over_in_lock_step_without_a_jump_and_the_trial_is_assisted
             return any(json.loads(m.data)["phase"] == tp.PHASE_RUNNING for m in got["trial"])
 
         ros.wait_for(lambda: running() and len(got["policy"]) >= 3, timeout=120, what="the trial running")
-        assert _call(ros, take_over, "take_over").success
+        assert ros.call_trigger(take_over, "take_over").success
         measured = joint_vector(got["joints"][-1])  # the hold policy's rows keep the arm here
         before, states_before = len(got["driver"]), len(got["joints"])
         target = measured.copy()
@@ -102,7 +95,7 @@ def test_teleop_takes_over_in_lock_step_without_a_jump_and_the_trial_is_assisted
 
         ros.wait_for(answered, timeout=30, what="the graph at rest: the policy's row refused, the sim waiting")
         assert manager.phase == tp.PHASE_RUNNING  # rows of its budget left for the policy after the hand-back
-        assert _call(ros, hand_back, "hand_back").success
+        assert ros.call_trigger(hand_back, "hand_back").success
         handed_back = len(got["joints"])
         ros.wait_for(manager.finished.is_set, timeout=120, what="the trial's end after hand_back")
         assert len(got["joints"]) > handed_back + 5  # the policy's rows moved the sim again

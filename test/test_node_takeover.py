@@ -41,13 +41,6 @@ STEP = 0.05  # the mock profile's max_step_rad
 JOINT = JOINT_NAMES.index("left_joint1")
 
 
-def _call(ros: RosHarness, client, what: str):  # type: ignore[no-untyped-def]
-    assert client.wait_for_service(timeout_sec=10), what
-    reply = client.call_async(Trigger.Request())
-    ros.wait_for(reply.done, what=f"the reply of {what}")
-    return reply.result()
-
-
 def test_teleop_takes_over_without_a_jump_and_the_trial_is_recorded_as_assisted(tmp_path):
     run = tmp_path / "run"
     left = load_driver_config(share_path("config", "rig", "arm_drivers.yaml")).arms["left"]
@@ -78,7 +71,7 @@ def test_teleop_takes_over_without_a_jump_and_the_trial_is_recorded_as_assisted(
             return float(joint_vector(got["joints"][-1])[JOINT])
 
         ros.wait_for(lambda: running() and len(got["policy"]) > 10, timeout=90, what="the trial running")
-        assert _call(ros, take_over, "take_over").success
+        assert ros.call_trigger(take_over, "take_over").success
         measured = joint_vector(got["joints"][-1])
         before = len(got["driver"])
         target = measured.copy()
@@ -91,8 +84,8 @@ def test_teleop_takes_over_without_a_jump_and_the_trial_is_recorded_as_assisted(
         assert max(abs(b - a) for a, b in itertools.pairwise(sent)) <= 2 * STEP + 1e-6
         assert any("policy command refused: teleoperation holds" in str(json.loads(m.data)["reasons"])
                    for m in got["bridge"])
-        assert _call(ros, hand_back, "hand_back").success
-        assert not _call(ros, hand_back, "a second hand_back").success
+        assert ros.call_trigger(hand_back, "hand_back").success
+        assert not ros.call_trigger(hand_back, "a second hand_back").success
         ros.wait_for(manager.finished.is_set, timeout=90, what="the trial's end")
 
     (entry,) = json.loads((run / "results.json").read_text())

@@ -29,13 +29,6 @@ from ros_harness import RosHarness
 TASK = "L0_pickup_red_cylinder"
 
 
-def _call(ros: RosHarness, client, what: str):  # type: ignore[no-untyped-def]
-    assert client.wait_for_service(timeout_sec=10), what
-    reply = client.call_async(Trigger.Request())
-    ros.wait_for(reply.done, what=f"the reply of {what}")
-    return reply.result()
-
-
 def test_pause_resume_redo_abort_and_marks_over_the_graph(tmp_path):
     run = tmp_path / "run"
     with RosHarness() as ros:
@@ -67,7 +60,7 @@ def test_pause_resume_redo_abort_and_marks_over_the_graph(tmp_path):
                        str(t["id"]).endswith(trial_id_end) for t in states())
 
         ros.wait_for(lambda: running("", 1) and len(commands) > 5, timeout=60, what="round 1 running")
-        assert _call(ros, clients["pause"], "pause").success
+        assert ros.call_trigger(clients["pause"], "pause").success
         ros.wait_for(lambda: any(json.loads(m.data).get("halt") and "paused by the operator" in
                                  str(json.loads(m.data)["reasons"]) for m in got["bridge"]), what="the arms hold")
         # Held: 30 joint states (0.3 s at the mock's 100 Hz) pass without a command; rows come every 20 ms.
@@ -76,19 +69,19 @@ def test_pause_resume_redo_abort_and_marks_over_the_graph(tmp_path):
         mark.publish(String(data=json.dumps({"verdict": "failure", "progress": 40, "note": "knocked it over"})))
         ros.wait_for(lambda: manager._mark is not None, what="the mark kept")
         sent = len(commands)
-        assert _call(ros, clients["resume"], "resume").success
+        assert ros.call_trigger(clients["resume"], "resume").success
         ros.wait_for(lambda: len(commands) > sent + 5, timeout=10, what="rows again after resume")
         assert states()[-1]["phase"] == tp.PHASE_RUNNING and states()[-1]["operator_pause"] is False
 
-        assert _call(ros, clients["redo"], "redo").success
+        assert ros.call_trigger(clients["redo"], "redo").success
         ros.wait_for(lambda: running("_attempt2", 1), timeout=60, what="round 1 running again")
         mark.publish(String(data=json.dumps({"verdict": "success", "note": "looked fine to me"})))
         ros.wait_for(lambda: running("", 2), timeout=60, what="round 2 running")
-        reply = _call(ros, clients["abort"], "abort")
+        reply = ros.call_trigger(clients["abort"], "abort")
         assert reply.success and "the run goes on" in reply.message
         ros.wait_for(manager.finished.is_set, timeout=60, what="the run's end")
         assert manager.exit_code == EXIT_TRIALS_FAILED  # the aborted trial could not be executed
-        assert not _call(ros, clients["abort"], "a late abort").success
+        assert not ros.call_trigger(clients["abort"], "a late abort").success
         ok, why = manager.mark('{"verdict": "failure"}')
         assert not ok and why.startswith("the run is finished")
 

@@ -25,13 +25,6 @@ from ros_harness import RosHarness
 TASK = "L0_pickup_red_cylinder"
 
 
-def _call(ros: RosHarness, client, what: str):  # type: ignore[no-untyped-def]
-    assert client.wait_for_service(timeout_sec=10), what
-    reply = client.call_async(Trigger.Request())
-    ros.wait_for(reply.done, what=f"the reply of {what}")
-    return reply.result()
-
-
 def test_a_recorded_trial_is_redone_its_entry_kept_as_superseded_and_counted_once(tmp_path):
     run = tmp_path / "run"
     with RosHarness() as ros:
@@ -62,7 +55,7 @@ def test_a_recorded_trial_is_redone_its_entry_kept_as_superseded_and_counted_onc
 
         def confirmed(round_index: int, attempt: int) -> None:
             waiting(round_index, attempt)
-            assert _call(ros, confirm, "confirm_reset").success
+            assert ros.call_trigger(confirm, "confirm_reset").success
 
         confirmed(1, 1)
         waiting(2, 1)  # round 1 is recorded; round 2 waits for its table
@@ -70,7 +63,7 @@ def test_a_recorded_trial_is_redone_its_entry_kept_as_superseded_and_counted_onc
         mark.publish(String(data=json.dumps({"verdict": "success", "note": "first try"})))
         ros.wait_for(lambda: "operator_mark" in (manager.records.entry(manager._last_key) or {}),
                      what="the mark on the recorded round 1")
-        reply = _call(ros, redo, "redo between trials")
+        reply = ros.call_trigger(redo, "redo between trials")
         assert reply.success and f"recorded trial {round_1} runs again now" in reply.message, reply.message
         confirmed(1, 2)  # round 1 again, before round 2
         assert any(t.get("id") == f"{round_1}_attempt2" for t in states())

@@ -40,13 +40,6 @@ def _states(got: dict[str, list], round_index: int) -> list[dict]:  # type: igno
     return [t for t in (json.loads(m.data) for m in got["trial"]) if t.get("round") == round_index]
 
 
-def _call(ros: RosHarness, client, what: str):  # type: ignore[no-untyped-def]
-    assert client.wait_for_service(timeout_sec=10), what
-    reply = client.call_async(Trigger.Request())
-    ros.wait_for(reply.done, what=f"the reply of {what}")
-    return reply.result()
-
-
 def test_a_displaced_object_blocks_the_trial_until_moved_back_or_overridden(tmp_path):
     with RosHarness() as ros:
         operator = ros.node("operator")
@@ -86,11 +79,11 @@ def test_a_displaced_object_blocks_the_trial_until_moved_back_or_overridden(tmp_
                      what="round 1 running once the object is back")
         mock.set_parameters([Parameter("displace_object", value=DISPLACED)])  # and moves it again for round 2
         ros.wait_for(lambda: blocked(2) is not None, timeout=60, what="round 2 blocked")
-        reply = _call(ros, override, "override_reset")
+        reply = ros.call_trigger(override, "override_reset")
         assert reply.success and "without a verified reset" in reply.message
         ros.wait_for(manager.finished.is_set, timeout=60, what="both trials")
         assert manager.exit_code == EXIT_OK
-        late = _call(ros, override, "a late override_reset")
+        late = ros.call_trigger(override, "a late override_reset")
         assert not late.success  # nothing to override
     first, second = json.loads((tmp_path / "run" / "results.json").read_text())
     assert first["reset_check"]["verified"] and not first["reset_check"]["overridden"]
@@ -131,7 +124,7 @@ def test_a_joint_beyond_its_limit_halts_the_run_with_the_arms_holding_until_star
 
         ros.publish_until(lambda: drive(bent), lambda: left_joint2() > limits["left_joint2"].upper + 0.2,
                           timeout=30, what="left_joint2 beyond its limit")
-        assert _call(ros, start, "start").success
+        assert ros.call_trigger(start, "start").success
         ros.wait_for(lambda: any(t["phase"] == tp.PHASE_DONE for t in _states(got, 1)), timeout=60,
                      what="round 1 failed by the health check")
         ros.wait_for(lambda: json.loads(got["trial"][-1].data).get("paused_by") == "health", what="the halt")
@@ -149,7 +142,7 @@ def test_a_joint_beyond_its_limit_halts_the_run_with_the_arms_holding_until_star
                           refused, timeout=20, what="a command refused by the bridge's halt")
         ros.publish_until(lambda: drive(home), lambda: abs(left_joint2() - home[joint]) < 0.01, timeout=30,
                           what="left_joint2 back home")
-        assert _call(ros, start, "start again").success
+        assert ros.call_trigger(start, "start again").success
         ros.wait_for(manager.finished.is_set, timeout=60, what="round 2 after the halt")
         assert manager.exit_code == EXIT_TRIALS_FAILED  # round 1 could not be executed
     first, second = json.loads((tmp_path / "run" / "results.json").read_text())
