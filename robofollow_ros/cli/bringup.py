@@ -63,7 +63,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--scene", help="as robofollow eval: all, or a comma list of scene1..scene4")
     p.add_argument("--levels", help="as robofollow eval: comma list of L0..L3")
     p.add_argument("--limit", type=integer(1, MAX_LIMIT),
-                   help="as robofollow eval: keep the first K selected tasks per scene")
+                   help="as robofollow eval: keep the first K selected tasks of each scene and level")
     p.add_argument("--tasks", help="as robofollow eval: comma list of evaluation task ids")
     p.add_argument("--rounds", type=integer(1, 10),
                    help="as robofollow eval: rounds per task, 1..10 (default: the profile's)")
