@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--scene", default="all", help="all, or a comma list of scene1..scene4 (default all)")
     p.add_argument("--levels", default="L0,L1,L2,L3", help="comma list of L0..L3 (default all)")
     p.add_argument("--rounds", type=integer(1, 10), default=10, help="rounds per task, 1..10 (default 10)")
-    p.add_argument("--limit", type=integer(1, MAX_LIMIT),
+    p.add_argument("--limit", type=integer(1, MAX_LIMIT), metavar="K",
                    help="keep the first K selected tasks of each scene and level (--levels L0,L1 --limit 2: "
                         "2 L0 and 2 L1 tasks per scene; RoboFollow's own --limit counts per scene)")
     p.add_argument("--tasks", help="comma list of evaluation task ids")
