@@ -35,9 +35,8 @@ def _demo(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import default_registry
     from robofollow_ros.dry_run import run_dry_run
     from robofollow_ros.evaluation.demo import run_demo, side_by_side
-    from robofollow_ros.rundir import RunDirError
-
     from robofollow_ros.preflight import PortInUse, port_free
+    from robofollow_ros.rundir import RunDirError
 
     output = args.output or Path("results") / time.strftime("demo-%Y%m%d-%H%M%S")
     if output.exists() and (not output.is_dir() or any(output.iterdir())):

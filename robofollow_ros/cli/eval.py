@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from robofollow_ros.cli._common import MAX_ACTIONS_PER_STEP, MAX_LIMIT, STEPS, W
 from robofollow_ros.exit_status import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_OUTPUT_UNUSABLE,
     EXIT_POLICY_UNREACHABLE,
@@ -141,6 +143,14 @@ START_EXIT = {"bad_spec": EXIT_BAD_INPUT, "unreachable": EXIT_POLICY_UNREACHABLE
               "other": EXIT_INTERNAL}
 
 
+def resume_command(args: argparse.Namespace) -> str:
+    """The command line that continues this run: as typed (``args.argv``), with ``--resume`` once."""
+    argv = list(getattr(args, "argv", None) or [])
+    if "--resume" not in argv:
+        argv.append("--resume")
+    return shlex.join(["robofollow", *argv])
+
+
 def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import UnknownTaskError
     from robofollow_ros.evaluation.report import format_table, run_table
@@ -152,6 +162,16 @@ def _eval(args: argparse.Namespace) -> int:
     config = build_config(args)
     try:
         outcome = run_evaluation(config, stream=sys.stderr)
+    except KeyboardInterrupt:
+        if not (config.output / "run.json").is_file():
+            raise  # nothing was written yet: `interrupted`, and the same command starts afresh
+        # The trials recorded so far are kept (each is written when it ends); the run continues where it
+        # stopped with the same command and --resume (any other setting is refused, docs/scale-out.md).
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")  # past the progress line drawn in place
+        print(f"interrupted; the trials recorded so far are kept in {config.output}. Continue the run with:\n"
+              f"  {resume_command(args)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except OutputUnusableError as exc:
         raise CliError(str(exc), EXIT_OUTPUT_UNUSABLE) from None
     except RunDirError as exc:
