@@ -94,13 +94,15 @@ def build_compare_config(args: argparse.Namespace) -> Any:
 
 def _compare(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import UnknownTaskError
-    from robofollow_ros.cli.eval import START_EXIT
+    from robofollow_ros.cli.eval import START_EXIT, reach
     from robofollow_ros.evaluation.sequential_run import run_compare, saving_line
     from robofollow_ros.evaluation.worker_errors import WorkerStartError
     from robofollow_ros.policy.spec import PolicySpecError
     from robofollow_ros.rundir import OutputUnusableError, RunDirError
 
     config = build_compare_config(args)
+    for spec in (args.policy_a, args.policy_b):
+        reach(config.base, spec)
     try:
         outcome = run_compare(config)
     except OutputUnusableError as exc:

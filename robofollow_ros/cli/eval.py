@@ -143,6 +143,20 @@ START_EXIT = {"bad_spec": EXIT_BAD_INPUT, "unreachable": EXIT_POLICY_UNREACHABLE
               "other": EXIT_INTERNAL}
 
 
+def reach(config: Any, spec: str) -> None:
+    """A remote policy's server must accept a connection now, as bringup checks it: one line naming the address
+    in seconds (exit 4), not a worker's minute of reconnects. Not on a Ray cluster named by --ray-address,
+    whose workers may reach addresses this machine cannot."""
+    from robofollow_ros.preflight import PolicyUnreachable, reach_address
+
+    if config.backend == "ray" and config.ray_address is not None:
+        return
+    try:
+        reach_address(spec)
+    except PolicyUnreachable as exc:
+        raise CliError(str(exc), EXIT_POLICY_UNREACHABLE) from None
+
+
 def resume_command(args: argparse.Namespace) -> str:
     """The command line that continues this run: as typed (``args.argv``), with ``--resume`` once."""
     argv = list(getattr(args, "argv", None) or [])
@@ -160,6 +174,7 @@ def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.rundir import OutputUnusableError, RunDirError
 
     config = build_config(args)
+    reach(config, config.policy)
     try:
         outcome = run_evaluation(config, stream=sys.stderr)
     except KeyboardInterrupt:
