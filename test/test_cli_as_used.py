@@ -3,6 +3,7 @@ sockets, real signals and real run directories."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -11,6 +12,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+from robofollow_ros.evaluation.progress import StageProgress, Ticker
 from robofollow_ros.exit_status import EXIT_INTERRUPTED, EXIT_OK, EXIT_PORT_IN_USE
 from test_cli_tasks import ROBOFOLLOW
 from waiting import poll_until
@@ -72,3 +74,55 @@ def test_ctrl_c_of_eval_exits_130_naming_the_line_that_resumes_it(tmp_path: Path
     assert resumed.returncode == EXIT_OK, resumed.stderr
     assert sorted(e["task"] for e in _recorded(run_dir)) == sorted({e["task"] for e in _recorded(run_dir)})
     assert len(_recorded(run_dir)) == 3 and _recorded(run_dir)[: len(before)] == before
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_ticker_writes_a_line_every_few_seconds_with_rate_and_eta_and_the_last_step() -> None:
+    """Off a terminal a step per 0.25 s gives a line every 2 s (not per step, not never) and the last step's."""
+    clock, out = _Clock(), io.StringIO()
+    ticker = Ticker(100, "step", stream=out, every_s=2.0, clock=clock)
+    for step in range(1, 101):
+        clock.now += 0.25
+        ticker.tick(step, note=f"loss {1 / step:.3f}")
+    lines = out.getvalue().splitlines()
+    assert [line.split()[1] for line in lines] == [f"{n}/100" for n in range(8, 100, 8)] + ["100/100"]
+    assert lines[0] == "step 8/100  4.0 steps/s  ETA 00:23  loss 0.125"
+    assert lines[-1] == "step 100/100  4.0 steps/s  ETA 00:00  loss 0.010"
+    assert Ticker(5, "x", stream=io.StringIO()).every_s == 5.0  # a log's default: one line every 5 s
+
+
+def test_a_ticker_on_a_terminal_redraws_one_line_and_resumed_work_counts_its_own_rate() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    clock, out = _Clock(), Tty()
+    ticker = Ticker(3000, "step", stream=out, clock=clock, already_done=1000)  # resumed at step 1000
+    assert ticker.every_s == 0.5
+    clock.now += 10.0
+    ticker.tick(2000)
+    assert out.getvalue() == "\r\x1b[2Kstep 2000/3000  100.0 steps/s  ETA 00:10"
+    ticker.end()  # stopped early: the line is ended so an error message starts on its own
+    assert out.getvalue().endswith("ETA 00:10\n")
+
+
+def test_stage_progress_starts_a_line_per_stage() -> None:
+    clock, out = _Clock(), io.StringIO()
+    progress = StageProgress("owda generate", stream=out, every_s=5.0, clock=clock)
+    for n in range(1, 4):
+        clock.now += 6.0
+        progress("anchors", n, 3)
+    progress("compositions", 1, 2)  # a new stage: its clock starts now, nothing due yet
+    clock.now += 1.0
+    progress("compositions", 2, 2)  # its last count is always said
+    assert out.getvalue().splitlines() == [
+        "owda generate: anchors 1/3  0.2/s  ETA 00:12", "owda generate: anchors 2/3  0.2/s  ETA 00:06",
+        "owda generate: anchors 3/3  0.2/s  ETA 00:00", "owda generate: compositions 2/2  2.0/s  ETA 00:00"]
+    assert progress.written == 4
