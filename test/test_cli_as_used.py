@@ -10,6 +10,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 from robofollow_ros.evaluation.progress import StageProgress, Ticker
@@ -126,3 +127,23 @@ def test_stage_progress_starts_a_line_per_stage() -> None:
         "owda generate: anchors 1/3  0.2/s  ETA 00:12", "owda generate: anchors 2/3  0.2/s  ETA 00:06",
         "owda generate: anchors 3/3  0.2/s  ETA 00:00", "owda generate: compositions 2/2  2.0/s  ETA 00:00"]
     assert progress.written == 4
+
+
+def test_the_docs_headless_live_view_script_runs_as_written(tmp_path: Path) -> None:
+    """docs/foxglove.md's live-view script, run from its text: only the port (0: any free one, the machine may
+    be running a viewer on 8765) and the rendering (off: the CPU renderer's first picture takes minutes) are
+    changed. It scores the trial, serves it and leaves a recording that replays to the same result."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "foxglove.md").read_text(encoding="utf-8")
+    intro = text.index("In code, with a live viewer too")
+    start = text.index("```python\n", intro) + len("```python\n")
+    script = text[start: text.index("```", start)]
+    for doc, here in (("port=8765", "port=0"), ("SimWorld(render=True)", "SimWorld(render=False)")):
+        assert script.count(doc) == 1, doc
+        script = script.replace(doc, here)
+    (tmp_path / "live.py").write_text(script, encoding="utf-8")
+    done = subprocess.run([sys.executable, "live.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("IS 1.00 ES 1.00; recorded in runs/live/mcap/"), done.stdout
+    (recording,) = (tmp_path / "runs" / "live" / "mcap").glob("*.mcap")
+    replay = _cli("replay", str(recording), "--json")
+    assert replay.returncode == 0 and json.loads(replay.stdout)["matches_live"] is True, replay.stderr
