@@ -83,8 +83,9 @@ def table(runs: dict[str, Path]) -> str:
 
 
 def first_per_scene_and_level(k: int) -> list[str]:
-    """The first ``k`` evaluation tasks of every scene at every level (``eval --limit`` is per scene only,
-    and its first tasks are all L0: the mirage is in L1-L3)."""
+    """The first ``k`` evaluation tasks of every scene at every level: what ``eval --limit k`` now selects too
+    (it counted per scene when this bench was written, so its first tasks were all L0); kept as an explicit
+    task list, which the run records as such."""
     from robofollow_ros.benchmark import default_registry
 
     registry = default_registry()

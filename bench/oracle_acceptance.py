@@ -84,7 +84,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/oracle_acceptance"))
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--render-limit", type=int, default=5, help="tasks per scene for the rendering rate")
+    parser.add_argument("--render-limit", type=int, default=5, help="tasks per scene and level for the rendering rate")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     oracle, oracle_wall = evaluate("oracle", args.out, args.workers)
@@ -132,7 +132,8 @@ def main() -> int:
         f"({oracle_cli_trials} trials in {oracle_wall:.0f} s incl. start-up); the full 554 would take "
         f"≈ {554 / norender_rate:.1f} min (goal < 60 min: {verdict(554 / norender_rate < 60)})",
         f"- throughput, oracle, rendering three 320×240 cameras, `--workers {args.workers}`: "
-        f"**{render_rate:.1f} trials/min** ({render_trials} trials, first {args.render_limit} tasks per scene, "
+        f"**{render_rate:.1f} trials/min** ({render_trials} trials, first {args.render_limit} tasks per scene and "
+        f"level, "
         f"{render_wall:.0f} s incl. start-up)",
         "",
         f"Oracle tasks not at full IS/ES/CR: {len(fails)}" + ("" if fails else " (none)."),

@@ -117,7 +117,8 @@ def table(results: list[Measurement], args: argparse.Namespace) -> str:
                      f"{m.steady_per_min:.1f} | {per_node} | {eff} |")
     where = (f"Ray cluster at {args.address}" if args.address else
              f"`ray.cluster_utils.Cluster` on one machine ({os.cpu_count()} CPUs, {platform.machine()})")
-    setup = (f"policy `{args.policy}`, `--limit {args.tasks}` tasks per scene × {args.rounds} round(s), all levels, "
+    setup = (f"policy `{args.policy}`, `--limit {args.tasks}` tasks per scene and level × {args.rounds} "
+             f"round(s), all levels, "
              f"{'rendered (3 cameras)' if args.render else 'no rendering'}; {where}")
     note = ("Efficiency = trials/min of n nodes ÷ (n × trials/min of one node), start-up included. Nodes that "
             "share one machine share its cores and memory bandwidth: the figure on a real cluster is the one "
@@ -128,7 +129,7 @@ def table(results: list[Measurement], args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--policy", default="oracle")
-    p.add_argument("--tasks", type=int, default=2, help="--limit: tasks per scene (default 2: 32 tasks)")
+    p.add_argument("--tasks", type=int, default=2, help="--limit: tasks per scene and level (default 2: 32 tasks)")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--cpus-per-node", type=int, default=1)
     p.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])

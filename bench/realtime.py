@@ -184,7 +184,7 @@ def main() -> None:
     parser.add_argument("--latencies", default="0,50,100,200,300", help="ms, comma list")
     parser.add_argument("--executors", default=",".join(EXECUTORS))
     parser.add_argument("--levels", default="L0")
-    parser.add_argument("--limit", type=int, default=2, help="tasks per scene (default 2: 8 tasks at L0)")
+    parser.add_argument("--limit", type=int, default=2, help="tasks per scene and level (default 2: 8 tasks at L0)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=10, help="budget: max_steps × 50 ticks (default 500)")
     parser.add_argument("--control-hz", type=int, default=25)

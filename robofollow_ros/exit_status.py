@@ -24,6 +24,11 @@ EXIT_OUTPUT_UNUSABLE = 5
 #: A port this command must listen on is in use (Foxglove, policy servers).
 EXIT_PORT_IN_USE = 6
 
-#: Every status above: a command never exits with another (no raw signal numbers passed through).
+#: Ctrl-C (SIGINT) of a ``robofollow`` command: the shells' convention, 128 + 2 (``eval`` also prints the
+#: line that resumes the run).
+EXIT_INTERRUPTED = 130
+
+#: Every status above but EXIT_INTERRUPTED: a command that runs to its end never exits with another (no raw
+#: signal numbers passed through).
 EXIT_STATUSES = (EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_TRIALS_FAILED, EXIT_POLICY_UNREACHABLE,
                  EXIT_OUTPUT_UNUSABLE, EXIT_PORT_IN_USE)

@@ -4,7 +4,8 @@
 answers — what the first trial would do first. ``port_free``: a server this run must start can
 bind its port. Both are used by ``robofollow bringup`` before anything starts, and the policy
 check by ``trial_manager_node`` (through ``policy_node``) before its first trial, so
-``ros2 launch`` fails as fast.
+``ros2 launch`` fails as fast. ``reach_address``: the server accepts a connection (``robofollow eval``,
+before its first worker).
 """
 
 from __future__ import annotations
@@ -39,6 +40,21 @@ def remote_address(spec: str) -> tuple[str, str, int] | None:
     return None if remote is None else (remote.scheme, remote.host, remote.port)
 
 
+def reach_address(spec: str, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[str, str, int] | None:
+    """A remote SPEC's server accepts a TCP connection (:class:`PolicyUnreachable` naming the address once if
+    not); its (scheme, host, port), or None for a local SPEC. ``robofollow eval`` checks this much before it
+    starts a worker, whose client would retry for most of a minute."""
+    address = remote_address(spec)
+    if address is not None:
+        scheme, host, port = address
+        try:
+            with socket.create_connection((host, port), timeout=connect_timeout_s):
+                pass
+        except OSError as exc:
+            raise PolicyUnreachable(f"policy {scheme}://{host}:{port} is unreachable: {_reason(exc)}") from None
+    return address
+
+
 def reach_policy(spec: str, kwargs: dict[str, Any] | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S,
                  reset_timeout_s: float = RESET_TIMEOUT_S, *, privileged: bool = False) -> None:
     """Connect to the policy and ``reset`` it once; :class:`PolicyUnreachable` naming the address if not.
@@ -50,14 +66,8 @@ def reach_policy(spec: str, kwargs: dict[str, Any] | None = None, connect_timeou
     from robofollow_ros.policy.spec import load_policy
 
     kwargs = dict(kwargs or {})
-    address = remote_address(spec)
+    address = reach_address(spec, connect_timeout_s)
     if address is not None:
-        scheme, host, port = address
-        try:
-            with socket.create_connection((host, port), timeout=connect_timeout_s):
-                pass
-        except OSError as exc:
-            raise PolicyUnreachable(f"policy {scheme}://{host}:{port} is unreachable: {_reason(exc)}") from None
         # One attempt, bounded waits: the check must fail in seconds, not after the client's retries.
         kwargs = {**kwargs, "connect_attempts": 1, "timeout_s": min(float(kwargs.get("timeout_s", reset_timeout_s)),
                                                                    reset_timeout_s)}

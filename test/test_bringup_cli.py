@@ -48,6 +48,9 @@ def test_bringup_sim_runs_the_trials_and_prints_the_table(tmp_path, mode):
                 "--output", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "hold over ROS" in done.stdout and "S2" in done.stdout
+    how = "as processes" if mode else "in one process"  # the first line says what starts (then the nodes' own)
+    assert done.stderr.startswith(f"robofollow bringup: starting 7 nodes {how} (sim_node, arm_bridge_node, "), \
+        done.stderr[:300]
     results = _results(out)
     assert [r["round"] for r in results] == [1, 2] and all(r["policy_steps"] == 2 for r in results)
     assert json.loads((out / "run.json").read_text())["status"] == "complete"

@@ -30,12 +30,29 @@ def _config(tmp_path: Path, **kw) -> EvalConfig:  # type: ignore[no-untyped-def]
 
 def test_selection_order_limit_and_rounds(registry):
     tasks = select_tasks(registry, ["scene2", "scene1"], ["L0", "L1"], limit=2)
-    assert [t.scene for t in tasks] == ["scene1", "scene1", "scene2", "scene2"]  # scenes 1 -> 4 always
+    assert [t.scene for t in tasks] == ["scene1"] * 4 + ["scene2"] * 4  # scenes 1 -> 4 always
+    # --limit counts per scene and level: two L0 and two L1 tasks of each scene, in registry order
+    assert [(t.scene, t.level) for t in tasks] == sorted((t.scene, t.level) for t in tasks)
+    assert [t.level for t in tasks] == ["L0", "L0", "L1", "L1"] * 2
+    assert tasks[:2] == registry.eval_tasks("scene1", "L0")[:2]
+    assert tasks[2:4] == registry.eval_tasks("scene1", "L1")[:2]
     keys = trial_keys(tasks, rounds=3)
     assert [(k.task_id, k.round) for k in keys[:3]] == [(tasks[0].task_id, r) for r in (1, 2, 3)]
     assert keys[0].seed == tasks[0].seed(1)
     with pytest.raises(ValueError, match="--rounds"):
         trial_keys(tasks, rounds=11)
+
+
+def test_limit_per_scene_and_level_is_recorded_so_the_official_evaluator_selects_the_same_tasks(tmp_path, registry):
+    """run.json's official ``limit`` would mean K per scene to evaluate.py: where ours differs (several levels),
+    the official keys list the selected tasks and ours keeps K under ``limit_per_scene_level``."""
+    config = _config(tmp_path, scenes=("scene1", "scene2"), levels=("L0", "L1"), limit=2)
+    arguments = config.arguments()
+    selected = select_tasks(registry, ("scene1", "scene2"), ("L0", "L1"), 2)
+    assert arguments["limit"] is None and arguments["tasks"] == ",".join(t.task_id for t in selected)
+    assert arguments["limit_per_scene_level"] == 2
+    one_level = _config(tmp_path, levels=("L1",), limit=2).arguments()  # the two meanings agree: kept as given
+    assert (one_level["limit"], one_level["tasks"], one_level["limit_per_scene_level"]) == (2, None, 2)
 
 
 def test_run_writes_results_files_and_store(tmp_path):

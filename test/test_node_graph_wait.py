@@ -43,3 +43,29 @@ def test_a_profile_awaiting_a_node_it_does_not_run_is_refused(tmp_path: Path) ->
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "'robot_state_node' is not in this profile" in lines[0] and "wait_for_nodes" in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_the_wait_for_the_simulators_reset_is_told_while_it_lasts(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A sim reset can take minutes (the first one with cameras builds the renderer): the trial manager says
+    what it waits for, again every SIM_RESET_TELL_PERIOD_S, instead of a silent graph. No sim_node runs here."""
+    from rcl_interfaces.msg import Log
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    from robofollow_ros.contract import TOPIC_TRIAL
+    from robofollow_ros.nodes import trial_manager_node
+    from robofollow_ros.nodes import trial_protocol as tp
+
+    monkeypatch.setattr(trial_manager_node, "SIM_RESET_TELL_PERIOD_S", 1.0)
+    heard: list[str] = []
+    with RosHarness() as ros:
+        listener = ros.add(Node("rosout_listener", context=ros.context))
+        listener.create_subscription(Log, "/rosout", lambda m: heard.append(str(m.msg)), 100)
+        listener.create_subscription(String, TOPIC_TRIAL, lambda m: None, tp.LATCHED)  # what the graph wait needs
+        ros.add(TrialManagerNode(context=ros.context, parameter_overrides=[
+            Parameter("trials", value="tasks=L0_pickup_red_cylinder"), Parameter("output", value=str(tmp_path / "r")),
+            Parameter("check_policy", value=False), Parameter("wait_for_nodes", value=["rosout_listener"])]))
+        told = "trial L0_pickup_red_cylinder_r1_s1097: waiting for sim_node's reset, 2 s so far"
+        ros.wait_for(lambda: any(line.startswith(told) for line in heard), timeout=30,
+                     what="the second line about the reset under way")
+    assert [line for line in heard if "waiting for sim_node's reset, 1 s so far" in line], heard

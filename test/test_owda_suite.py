@@ -33,6 +33,12 @@ def test_generate_prints_the_benchmark_sizes(tmp_path: Path) -> None:
                            "--out", str(tmp_path / "s"), "--json"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == EXPECTED
+    # progress on stderr: every stage ends with its last count (one line every few seconds before it)
+    said = [line for line in proc.stderr.splitlines() if line.startswith("owda generate: ")]
+    for last in ("anchors 85/85", "atomic candidates (anchors) 85/85", "K=3 compositions 20/20",
+                 "K=2 compositions 82/82", "atomic families (anchors) 85/85"):
+        assert any(line.startswith(f"owda generate: {last}  ") for line in said), (last, proc.stderr[-2000:])
+    assert all(" ETA " in line for line in said)
 
 
 def test_suite_files_are_deterministic_per_seed_and_differ_across_seeds(suite_dir: Path, tmp_path: Path) -> None:
@@ -44,9 +50,12 @@ def test_suite_files_are_deterministic_per_seed_and_differ_across_seeds(suite_di
     assert (other / "families.jsonl").read_bytes() != (suite_dir / "families.jsonl").read_bytes()
 
 
-def test_suite_structure(suite_dir: Path) -> None:
+def test_suite_structure(suite_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     suite = load_suite(suite_dir)
-    assert validate_suite(suite) == EXPECTED
+    told: list[tuple[str, int, int]] = []
+    assert validate_suite(suite, lambda *step: told.append(step)) == EXPECTED
+    total = len(suite.families)
+    assert told == [("families", n, total) for n in range(1, total + 1)]  # progress after every family
     comp = [f for f in suite.families if f.kind == "compositional"]
     anchors = {a.anchor_id: a for a in suite.anchors}
     assert {f.type for f in comp} == {"E+N", "E+Q", "N+Q", "E+N+Q"}
@@ -58,7 +67,10 @@ def test_suite_structure(suite_dir: Path) -> None:
         assert [by_id[c].ops[0] for c in f.constituents] == list(f.ops)
         assert {by_id[c].anchor_id for c in f.constituents} == {f.anchor_id}
     assert {a.provenance["source"] for a in suite.anchors} == {"sim_layout"}
+    capsys.readouterr()
     assert main(["owda", "validate", str(suite_dir)]) == 0
+    err = capsys.readouterr().err.splitlines()  # not a terminal: a line every few seconds, and the last one
+    assert err and err[-1].startswith(f"owda validate: families {total}/{total}  ") and " ETA " in err[-1]
     for f in comp:  # every compositional instance has one matched atomic instance per constraint, same task
         for inst in f.instances:
             atoms = {i.instance_id: i for a in suite.families if a.kind == "atomic" for i in a.instances}

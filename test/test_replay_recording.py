@@ -119,6 +119,25 @@ def test_plain_output_names_scores_and_match(run_dir: Path) -> None:
     assert "stage1_" in proc.stdout
 
 
+def test_picture_at_a_moment_and_past_the_end(run_dir: Path, tmp_path: Path) -> None:
+    """``--at`` within the recording draws that moment; past its end it is refused in one line naming the value
+    and the recording's length, and no picture is written."""
+    from mcap.reader import make_reader
+
+    path = next((run_dir / "mcap").glob("*.mcap"))
+    with path.open("rb") as f:
+        stats = make_reader(f).get_summary().statistics  # type: ignore[union-attr]
+    length_s = (stats.message_end_time - stats.message_start_time) / 1e9
+    inside = _cli("replay", str(path), "--picture", str(tmp_path / "in.png"), "--at", f"{length_s / 2:.3f}")
+    assert inside.returncode == 0, inside.stderr
+    assert (tmp_path / "in.png").stat().st_size > 0
+    at = int(length_s) + 5
+    past = _cli("replay", str(path), "--picture", str(tmp_path / "past.png"), "--at", str(at))
+    assert past.returncode == 2 and not (tmp_path / "past.png").exists()
+    assert past.stderr.count("\n") == 1 and "Traceback" not in past.stderr
+    assert f"--at: {at} s is past the end of the recording ({length_s:.3f} s long)" in past.stderr
+
+
 def test_truncated_file_replays_the_frames_before_the_cut(run_dir: Path, tmp_path: Path) -> None:
     path = run_dir / "mcap" / f"{next(iter(_entries(run_dir)))}.mcap"
     data = path.read_bytes()

@@ -38,7 +38,7 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
     "profile": ("", "a profile YAML to use instead of the one use_sim / use_mock_hardware pick"),
     "scene": ("", "as robofollow eval --scene: all or a comma list of scene1..scene4"),
     "levels": ("", "as robofollow eval --levels: a comma list of L0..L3"),
-    "limit": ("", "as robofollow eval --limit: the first K selected tasks per scene"),
+    "limit": ("", "as robofollow eval --limit: the first K selected tasks of each scene and level"),
     "tasks": ("", "as robofollow eval --tasks: a comma list of evaluation task ids"),
     "rounds": ("", "as robofollow eval --rounds: rounds per task, 1..10"),
     "max_steps": ("", "policy calls per trial (the step budget)"),

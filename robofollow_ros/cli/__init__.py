@@ -20,7 +20,7 @@ from types import FrameType
 
 from robofollow_ros import __version__
 from robofollow_ros.cli._common import CliError, Parser
-from robofollow_ros.exit_status import EXIT_BAD_INPUT
+from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,13 +95,14 @@ def _main(argv: Sequence[str] | None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # a bad argument (one line printed, status 2), --help, --version
             return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed: `eval` names the line resuming it
         return int(args.func(args) or 0)
     except CliError as exc:
         print(f"robofollow {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0

@@ -30,7 +30,7 @@ MAX_WORKERS = 1024
 MAX_STEPS = 1_000_000
 #: Rows executed per policy call (a chunk is 50 rows by default).
 MAX_ACTIONS_PER_STEP = 10_000
-#: ``--limit``: tasks kept per scene (the largest scene has a few hundred).
+#: ``--limit``: tasks kept per scene and level (the largest scene has a few hundred).
 MAX_LIMIT = 10_000
 #: Seeds: what numpy's and SAPIEN's generators take.
 MAX_SEED = 2**32 - 1

@@ -63,7 +63,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--scene", help="as robofollow eval: all, or a comma list of scene1..scene4")
     p.add_argument("--levels", help="as robofollow eval: comma list of L0..L3")
     p.add_argument("--limit", type=integer(1, MAX_LIMIT),
-                   help="as robofollow eval: keep the first K selected tasks per scene")
+                   help="as robofollow eval: keep the first K selected tasks of each scene and level")
     p.add_argument("--tasks", help="as robofollow eval: comma list of evaluation task ids")
     p.add_argument("--rounds", type=integer(1, 10),
                    help="as robofollow eval: rounds per task, 1..10 (default: the profile's)")
@@ -249,8 +249,13 @@ def _bringup(args: argparse.Namespace) -> int:
     def died(node: NodeExit) -> None:
         print(f"robofollow bringup: {node.describe()}", file=sys.stderr, flush=True)
 
+    per_process = _per_process(args, profile)
+    # The nodes' own lines follow (the first can be seconds away: imports, the simulator); say what starts.
+    print(f"robofollow bringup: starting {len(profile.nodes)} nodes "
+          f"{'as processes' if per_process else 'in one process'} "
+          f"({', '.join(n.executable for n in profile.nodes)}); results in {output}", file=sys.stderr, flush=True)
     try:
-        if _per_process(args, profile):
+        if per_process:
             outcome = run_as_processes(profile, stop, on_finished=hold, on_node_exit=died)
         else:
             outcome = run_in_process(profile, stop, on_finished=hold)

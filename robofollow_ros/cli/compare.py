@@ -26,7 +26,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--kwargs-b", default="{}", help="JSON keyword arguments for policy B")
     p.add_argument("--scene", default="all", help="all, or a comma list of scene1..scene4 (default all)")
     p.add_argument("--levels", default="L0,L1,L2,L3", help="comma list of L0..L3 (default all)")
-    p.add_argument("--limit", type=integer(1, MAX_LIMIT), help="keep the first K selected tasks per scene")
+    p.add_argument("--limit", type=integer(1, MAX_LIMIT), metavar="K",
+                   help="keep the first K selected tasks of each scene and level (--levels L0,L1 --limit 2: "
+                        "2 L0 and 2 L1 tasks per scene; RoboFollow's own --limit counts per scene)")
     p.add_argument("--tasks", help="comma list of evaluation task ids")
     p.add_argument("--alpha", type=number(0.0, 0.5, low_open=True), default=0.05,
                    help="type-I error of the test, at any stopping time (default 0.05)")
@@ -92,13 +94,15 @@ def build_compare_config(args: argparse.Namespace) -> Any:
 
 def _compare(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import UnknownTaskError
-    from robofollow_ros.cli.eval import START_EXIT
+    from robofollow_ros.cli.eval import START_EXIT, reach
     from robofollow_ros.evaluation.sequential_run import run_compare, saving_line
     from robofollow_ros.evaluation.worker_errors import WorkerStartError
     from robofollow_ros.policy.spec import PolicySpecError
     from robofollow_ros.rundir import OutputUnusableError, RunDirError
 
     config = build_compare_config(args)
+    for spec in (args.policy_a, args.policy_b):
+        reach(config.base, spec)
     try:
         outcome = run_compare(config)
     except OutputUnusableError as exc:

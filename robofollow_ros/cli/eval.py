@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from robofollow_ros.cli._common import MAX_ACTIONS_PER_STEP, MAX_LIMIT, STEPS, W
 from robofollow_ros.exit_status import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_OUTPUT_UNUSABLE,
     EXIT_POLICY_UNREACHABLE,
@@ -33,7 +35,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--scene", default="all", help="all, or a comma list of scene1..scene4 (default all)")
     p.add_argument("--levels", default="L0,L1,L2,L3", help="comma list of L0..L3 (default all)")
     p.add_argument("--rounds", type=integer(1, 10), default=10, help="rounds per task, 1..10 (default 10)")
-    p.add_argument("--limit", type=integer(1, MAX_LIMIT), help="keep the first K selected tasks per scene")
+    p.add_argument("--limit", type=integer(1, MAX_LIMIT), metavar="K",
+                   help="keep the first K selected tasks of each scene and level (--levels L0,L1 --limit 2: "
+                        "2 L0 and 2 L1 tasks per scene; RoboFollow's own --limit counts per scene)")
     p.add_argument("--tasks", help="comma list of evaluation task ids")
     p.add_argument("--max-steps", type=STEPS, default=10, help="policy calls per trial (default 10)")
     p.add_argument("--actions-per-step", type=integer(1, MAX_ACTIONS_PER_STEP), default=50,
@@ -142,6 +146,28 @@ START_EXIT = {"bad_spec": EXIT_BAD_INPUT, "unreachable": EXIT_POLICY_UNREACHABLE
               "other": EXIT_INTERNAL}
 
 
+def reach(config: Any, spec: str) -> None:
+    """A remote policy's server must accept a connection now, as bringup checks it: one line naming the address
+    in seconds (exit 4), not a worker's minute of reconnects. Not on a Ray cluster named by --ray-address,
+    whose workers may reach addresses this machine cannot."""
+    from robofollow_ros.preflight import PolicyUnreachable, reach_address
+
+    if config.backend == "ray" and config.ray_address is not None:
+        return
+    try:
+        reach_address(spec)
+    except PolicyUnreachable as exc:
+        raise CliError(str(exc), EXIT_POLICY_UNREACHABLE) from None
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command line that continues this run: as typed (``args.argv``), with ``--resume`` once."""
+    argv = list(getattr(args, "argv", None) or [])
+    if "--resume" not in argv:
+        argv.append("--resume")
+    return shlex.join(["robofollow", *argv])
+
+
 def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import UnknownTaskError
     from robofollow_ros.evaluation.report import format_table, run_table
@@ -151,8 +177,19 @@ def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.rundir import OutputUnusableError, RunDirError
 
     config = build_config(args)
+    reach(config, config.policy)
     try:
         outcome = run_evaluation(config, stream=sys.stderr)
+    except KeyboardInterrupt:
+        if not (config.output / "run.json").is_file():
+            raise  # nothing was written yet: `interrupted`, and the same command starts afresh
+        # The trials recorded so far are kept (each is written when it ends); the run continues where it
+        # stopped with the same command and --resume (any other setting is refused, docs/scale-out.md).
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")  # past the progress line drawn in place
+        print(f"interrupted; the trials recorded so far are kept in {config.output}. Continue the run with:\n"
+              f"  {resume_command(args)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except OutputUnusableError as exc:
         raise CliError(str(exc), EXIT_OUTPUT_UNUSABLE) from None
     except RunDirError as exc:

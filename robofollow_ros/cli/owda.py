@@ -95,18 +95,22 @@ def _generate(args: argparse.Namespace) -> int:
     from robofollow_ros.decisions.errors import OwdaError
     from robofollow_ros.decisions.generator import generate_on_anchors, generate_suite
     from robofollow_ros.decisions.suite_io import write_suite
+    from robofollow_ros.evaluation.progress import StageProgress
 
     if args.out.exists() and not args.out.is_dir():
         raise CliError(f"--out: {args.out} exists and is not a directory")
     if args.per_anchor is not None and not args.anchors:
         raise CliError(f"--per-anchor: {args.per_anchor} applies only with --anchors (the default suite sets its own)")
     per_anchor = DEFAULT_PER_ANCHOR if args.per_anchor is None else args.per_anchor
+    progress = StageProgress("owda generate", sys.stderr)  # minutes for the default suite
     try:
         if args.anchors:
-            suite = generate_on_anchors([_anchor_file(p, "--anchors") for p in args.anchors], per_anchor, args.seed)
+            suite = generate_on_anchors([_anchor_file(p, "--anchors") for p in args.anchors], per_anchor, args.seed,
+                                        progress)
         else:
-            suite = generate_suite(args.seed)
+            suite = generate_suite(args.seed, progress)
     except OwdaError as exc:  # a seed or anchor that cannot support the families: say so, write nothing
+        progress.end()
         raise CliError(f"--{'anchors' if args.anchors else 'seed'}: {exc}") from None
     with writing(args.out, "--out"):
         write_suite(suite, args.out)
@@ -134,11 +138,14 @@ def _anchor_file(path: Path, flag: str) -> Any:
 def _validate(args: argparse.Namespace) -> int:
     from robofollow_ros.decisions.errors import OwdaError
     from robofollow_ros.decisions.validate import validate_suite
+    from robofollow_ros.evaluation.progress import StageProgress
 
     suite = _load(args.suite)
+    progress = StageProgress("owda validate", sys.stderr)  # half a minute for the default suite
     try:
-        counts = validate_suite(suite)
+        counts = validate_suite(suite, progress)
     except OwdaError as exc:
+        progress.end()
         raise CliError(f"invalid: {exc}", exit_code=EXIT_BAD_INPUT) from None
     if args.json:
         print_json({"valid": True, **counts})

@@ -19,7 +19,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--picture", type=Path, metavar="PNG",
                    help="also draw the three cameras and the scene from above (what the Foxglove layout shows)")
     p.add_argument("--at", type=number(0, MAX_SECONDS, unit="seconds"), metavar="S",
-                   help="with --picture: seconds after the recording's start "
+                   help="with --picture: seconds after the recording's start, at most its length "
                    "(default: its end)")
     p.set_defaults(func=_replay)
 
@@ -66,10 +66,12 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _picture(args: argparse.Namespace, title: str) -> None:
-    from robofollow_ros.monitoring.picture import read_moment, render
+    from robofollow_ros.monitoring.picture import PastTheEndError, read_moment, render
 
     try:
         moment = read_moment(args.file, args.at)
+    except PastTheEndError as exc:
+        raise CliError(f"--at: {exc}; give at most {exc.length_s:.3f}, or leave --at out for the end") from None
     except Exception as exc:  # a truncated file has no summary to seek in
         raise CliError(f"FILE: {args.file}: cannot draw it ({type(exc).__name__}: {exc})") from None
     with writing(args.picture, "--picture"):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -184,8 +184,11 @@ def action_sequence_anchor(anchor_id: str, layout: Layout, seed: int, rng: rando
                   provenance=_provenance(layout, seed, spots))
 
 
-def authored_anchors(seed: int) -> list[Anchor]:
-    """The default 85 anchors (21 object-centric, 64 action-sequence), deterministic for ``seed``."""
+def authored_anchors(seed: int, progress: Callable[[str, int, int], None] | None = None) -> list[Anchor]:
+    """The default 85 anchors (21 object-centric, 64 action-sequence), deterministic for ``seed``.
+
+    Most of a suite's generation time goes here (the action-sequence anchors each try many arrangements):
+    ``progress("anchors", done, 85)``, when given, is called after each anchor."""
     layouts = distinct_layouts()
     if len(layouts) < N_OBJECT_CENTRIC:
         raise OwdaError(f"the registry has {len(layouts)} distinct layouts, fewer than {N_OBJECT_CENTRIC}")
@@ -193,10 +196,15 @@ def authored_anchors(seed: int) -> list[Anchor]:
     picks = sorted(rng.sample(range(len(layouts)), N_OBJECT_CENTRIC))
     anchors = [object_centric_anchor(f"oc{i + 1:02d}_{layouts[j].scene}_{layouts[j].key}", layouts[j], rng)
                for i, j in enumerate(picks)]
+    total = N_OBJECT_CENTRIC + N_ACTION_SEQUENCE
+    if progress is not None:
+        progress("anchors", len(anchors), total)
     seen = {physical_key(layout) for layout in layouts}
     for n in range(1, N_ACTION_SEQUENCE + 1):
         layout = layouts[(n - 1) % len(layouts)]
         anchors.append(_rich_action_anchor(f"as{n:02d}_{layout.scene}", layout, rng, seen, anchors))
+        if progress is not None:
+            progress("anchors", len(anchors), total)
     return anchors
 
 

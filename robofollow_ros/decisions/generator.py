@@ -8,13 +8,16 @@ anchors only, N/E/Q), round-robin over anchors and types; each constituent const
 atomic set, which is then filled round-robin over anchors, operators interleaved, to its exact size.
 Each compositional instance records its matched atomic instances: the atomic tasks with exactly its
 scope and one of its constraints, worded with the same template set where there is a choice.
+
+Generation takes minutes; ``progress(stage, done, total)``, when given, is called as each stage advances
+(the CLI turns it into a rate-limited line on stderr).
 """
 
 from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from robofollow_ros.decisions.anchors import Anchor
@@ -69,18 +72,29 @@ class Suite:
         }
 
 
-def generate_suite(seed: int) -> Suite:
-    anchors = authored_anchors(seed)
+#: ``progress(stage, done, total)``: a stage of the work advanced to ``done`` of ``total``.
+ProgressFn = Callable[[str, int, int], None]
+
+
+def _silent(stage: str, done: int, total: int) -> None:
+    return None
+
+
+def generate_suite(seed: int, progress: ProgressFn | None = None) -> Suite:
+    say = progress or _silent
+    anchors = authored_anchors(seed, say)
     rng = random.Random(f"owda-suite-{seed}")
     rejected: Rejections = {}
     oc = [a for a in anchors if a.kind == "object_centric"]
-    pools = {a.anchor_id: _interleaved([_oriented(c, rng) for c in atomic_candidates(a, rejected)], rng)
-             for a in anchors}
+    pools: dict[str, list[Candidate]] = {}
+    for n, a in enumerate(anchors, start=1):  # in anchor order: the seeded draws stay in the same order
+        pools[a.anchor_id] = _interleaved([_oriented(c, rng) for c in atomic_candidates(a, rejected)], rng)
+        say("atomic candidates (anchors)", n, len(anchors))
     available: dict[str, int] = {}
     for pool in pools.values():
         for c in pool:
             available[c.ops[0]] = available.get(c.ops[0], 0) + 1
-    comps = _pick_compositions(oc, pools, rng, rejected, available)
+    comps = _pick_compositions(oc, pools, rng, rejected, available, say)
     chosen: dict[str, list[Candidate]] = {a.anchor_id: [] for a in anchors}
     for anchor_id, cand in comps:
         for i in range(len(cand.base)):
@@ -92,9 +106,10 @@ def generate_suite(seed: int) -> Suite:
           ATOMIC_FAMILIES - OBJECT_CENTRIC_ATOMIC)
     by_id = {a.anchor_id: a for a in anchors}
     families: list[Family] = []
-    for anchor in anchors:
+    for n, anchor in enumerate(anchors, start=1):
         for cand in chosen[anchor.anchor_id]:
             families.append(_family(f"A{len(families) + 1:04d}", "atomic", anchor, cand, rng))
+        say("atomic families (anchors)", n, len(anchors))
     atomic_by_key = {(f.anchor_id, family_key(_seed_of(f))): f for f in families}
     for n, (anchor_id, cand) in enumerate(comps, start=1):
         constituents = [atomic_by_key[(anchor_id, family_key(_constituent(pools[anchor_id], cand, i)))]
@@ -103,19 +118,22 @@ def generate_suite(seed: int) -> Suite:
     return Suite(seed, tuple(anchors), tuple(families), rejected, available)
 
 
-def generate_on_anchors(anchors: list[Anchor], per_anchor: int, seed: int = 0) -> Suite:
+def generate_on_anchors(anchors: list[Anchor], per_anchor: int, seed: int = 0,
+                        progress: ProgressFn | None = None) -> Suite:
     """Atomic families on given anchors (say, captured on the rig): up to ``per_anchor`` distinct ones each."""
+    say = progress or _silent
     if per_anchor < 1:
         raise OwdaError(f"families per anchor: must be >= 1, got {per_anchor}")
     rng = random.Random(f"owda-anchors-suite-{seed}")
     rejected: Rejections = {}
     families: list[Family] = []
-    for anchor in anchors:
+    for n, anchor in enumerate(anchors, start=1):
         pool = _interleaved([_oriented(c, rng) for c in atomic_candidates(anchor, rejected)], rng)
         if not pool:
             raise OwdaError(f"anchor {anchor.anchor_id}: supports no valid atomic family")
         for cand in pool[:per_anchor]:
             families.append(_family(f"A{len(families) + 1:04d}", "atomic", anchor, cand, rng))
+        say("atomic families (anchors)", n, len(anchors))
     return Suite(seed, tuple(anchors), tuple(families), rejected)
 
 
@@ -168,7 +186,8 @@ def _fill(chosen: dict[str, list[Candidate]], pools: dict[str, list[Candidate]],
 
 
 def _pick_compositions(anchors: list[Anchor], pools: dict[str, list[Candidate]], rng: random.Random,
-                       rejected: Rejections, available: dict[str, int]) -> list[tuple[str, Candidate]]:
+                       rejected: Rejections, available: dict[str, int],
+                       say: ProgressFn = _silent) -> list[tuple[str, Candidate]]:
     streams: dict[tuple[str, tuple[str, ...]], Iterator[Candidate]] = {
         (a.anchor_id, ops): _composition_stream(a, pools[a.anchor_id], ops, rng, rejected, available)
         for a in anchors for ops in (*K2_TYPES, ("E", "N", "Q"))}
@@ -184,6 +203,7 @@ def _pick_compositions(anchors: list[Anchor], pools: dict[str, list[Candidate]],
                 if cand is not None and got < wanted:
                     out.append((anchor_id, cand))
                     got += 1
+                    say(f"K={len(ops_list[0])} compositions", got, wanted)
             if got == before:
                 raise OwdaError(f"only {got} valid compositions of {ops_list} for {wanted} wanted")
     return out

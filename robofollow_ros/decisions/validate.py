@@ -7,6 +7,8 @@ names the task and the constraint that failed, so a hand-edited suite can be fix
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from robofollow_ros.decisions.anchors import Anchor, check_anchor
 from robofollow_ros.decisions.candidates import one_word_apart, spec_key
 from robofollow_ros.decisions.errors import OwdaError, TaskError
@@ -17,8 +19,9 @@ from robofollow_ros.decisions.tasks import CHANGING_PAIRS, COMPOSITION_TYPES, PR
 from robofollow_ros.decisions.world import WorldState, cramped, pick_problems
 
 
-def validate_suite(suite: Suite) -> dict[str, int]:
-    """Raise on the first invalid task; return the suite's counts when all pass."""
+def validate_suite(suite: Suite, progress: Callable[[str, int, int], None] | None = None) -> dict[str, int]:
+    """Raise on the first invalid task; return the suite's counts when all pass. ``progress(stage, done,
+    total)``, when given, is called after each family (the CLI's progress line)."""
     anchors: dict[str, Anchor] = {}
     for a in suite.anchors:
         if a.anchor_id in anchors:
@@ -33,7 +36,7 @@ def validate_suite(suite: Suite) -> dict[str, int]:
         raise TaskError("family", "duplicate family ids")
     instances = {i.instance_id: (f, i) for f in suite.families for i in f.instances}
     seen: dict[tuple[str, frozenset[tuple[object, ...]]], str] = {}
-    for f in suite.families:
+    for n, f in enumerate(suite.families, start=1):
         validate_family(f, anchors, families)
         if f.kind == "compositional":
             _check_matched(f, instances)
@@ -42,6 +45,8 @@ def validate_suite(suite: Suite) -> dict[str, int]:
             raise _fail(f.family_id, "family", f"the same tasks as family {seen[key]} on anchor {f.anchor_id} "
                                                "(a family and its mirror are one family)")
         seen[key] = f.family_id
+        if progress is not None:
+            progress("families", n, len(suite.families))
     return suite.counts()
 
 

@@ -32,7 +32,7 @@ from robofollow_ros.evaluation.episode import EpisodeSettings
 from robofollow_ros.evaluation.progress import Progress
 from robofollow_ros.evaluation.provenance import RunSettings, official_arguments
 from robofollow_ros.evaluation.results import RunWriter
-from robofollow_ros.evaluation.selection import TrialKey, select_tasks, trial_keys
+from robofollow_ros.evaluation.selection import TrialKey, limit_differs_from_official, select_tasks, trial_keys
 from robofollow_ros.evaluation.trial_worker import DEFAULT_POLICY_TIMEOUT_S, TrialOutcome, TrialWorker, WorkerSpec
 from robofollow_ros.evaluation.worker_errors import START_OTHER, WorkerStartError, start_failure
 from robofollow_ros.monitoring.rates import CONTROL_HZ
@@ -109,12 +109,20 @@ class EvalConfig:
         every field of this config under its own name (``privileged`` among them, when it has one)."""
         ours = asdict(self)
         ours["output"] = str(self.output)
-        official = official_arguments(scenes=self.scenes, levels=self.levels, tasks=self.tasks, limit=self.limit,
+        # Our --limit counts per scene and level, the official one per scene: where they select differently, the
+        # official keys name the selected tasks (what evaluate.py needs to run the same trials), and ours keeps K.
+        tasks, limit = self.tasks, self.limit
+        if limit_differs_from_official(self.levels, limit):
+            tasks = tuple(t.task_id for t in select_tasks(default_registry(), self.scenes, self.levels, limit,
+                                                          self.tasks or None))
+            limit = None
+        official = official_arguments(scenes=self.scenes, levels=self.levels, tasks=tasks, limit=limit,
                                       rounds=self.rounds, max_steps=self.settings.max_steps,
                                       actions_per_step=self.settings.actions_per_step, stepper=self.stepper,
                                       output=str(self.output), policy=self.policy, policy_kwargs=self.policy_kwargs,
                                       policy_timeout=self.policy_timeout_s, video=self.video)
-        return {**official, **{k: v for k, v in ours.items() if k not in official}}
+        return {**official, "limit_per_scene_level": self.limit,
+                **{k: v for k, v in ours.items() if k not in official}}
 
     def run_settings(self, server_metadata: dict[str, Any] | None = None) -> RunSettings:
         """What defines this run besides its selection (``--resume`` compares them); ``privileged`` is read from

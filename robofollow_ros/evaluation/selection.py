@@ -1,7 +1,10 @@
 """Which trials a run contains, in RoboFollow's order.
 
 Scenes 1→4; within a scene, registry order; all rounds of a task before the next task. ``limit``
-keeps the first N selected tasks *per scene*, as RoboFollow's ``--limit`` does.
+keeps the first N selected tasks *per scene and level*, so ``--levels L0,L1 --limit 2`` runs two L0 and two
+L1 tasks of each scene. RoboFollow's own ``--limit`` counts per scene (there, that selection is two L0 tasks);
+run.json's official ``arguments`` therefore name the selected tasks explicitly where the two differ
+(``runner.EvalConfig.arguments``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,12 @@ def parse_levels(value: str) -> list[str]:
     return levels
 
 
+def limit_differs_from_official(levels: Sequence[str], limit: int | None) -> bool:
+    """Whether ``limit`` per scene and level selects other tasks than RoboFollow's per-scene ``--limit``
+    would: only with a limit and more than one level."""
+    return limit is not None and len(set(levels)) > 1
+
+
 def select_tasks(
     registry: Registry,
     scenes: Sequence[str],
@@ -63,8 +72,13 @@ def select_tasks(
     for scene in SCENES:
         if scene not in scenes:
             continue
-        tasks = [t for t in registry.eval_tasks(scene) if t.level in levels and (wanted is None or t.task_id in wanted)]
-        selected.extend(tasks[:limit] if limit is not None else tasks)
+        kept: dict[str, int] = {}  # level -> tasks kept so far in this scene
+        for task in registry.eval_tasks(scene):
+            if task.level not in levels or (wanted is not None and task.task_id not in wanted):
+                continue
+            if limit is None or kept.get(task.level, 0) < limit:
+                kept[task.level] = kept.get(task.level, 0) + 1
+                selected.append(task)
     if not selected:
         raise ValueError("no task matches the selection (--scene/--levels/--tasks)")
     return selected
@@ -77,4 +91,5 @@ def trial_keys(tasks: Sequence[EvalTask], rounds: int) -> list[TrialKey]:
     return [TrialKey(t.task_id, r, t.seed(r)) for t in tasks for r in range(1, rounds + 1)]
 
 
-__all__ = ["TrialKey", "UnknownTaskError", "parse_levels", "parse_scenes", "select_tasks", "trial_keys"]
+__all__ = ["TrialKey", "UnknownTaskError", "limit_differs_from_official", "parse_levels", "parse_scenes",
+           "select_tasks", "trial_keys"]

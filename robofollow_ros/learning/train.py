@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -20,11 +19,14 @@ import numpy as np
 import torch
 
 from robofollow_ros.datasets.reader import DatasetError, LoadedDataset, load_dataset, read_info
+from robofollow_ros.evaluation.progress import Ticker
 from robofollow_ros.learning.batches import Batches
 from robofollow_ros.policy.learned.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from robofollow_ros.policy.learned.model import ChunkPolicyNet, ModelConfig
 from robofollow_ros.policy.learned.scaling import Normaliser
 
+#: Steps per point of the loss curve (``CKPT.loss.json``, ``CKPT.loss.png``).
+LOSS_EVERY = 50
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -106,7 +108,8 @@ def train(config: TrainConfig, stream: TextIO | None = None) -> dict[str, Any]:
         step, losses = int(previous["step"]), list(previous["losses"])
     stream.write(f"{len(batches)} frames, {len(data.episode_lengths)} episodes, {len(set(data.episode_tasks))} "
                  f"instructions; training steps {step}..{config.steps}\n")
-    started, first_step, recent = time.monotonic(), step, []
+    recent: list[float] = []
+    ticker = Ticker(config.steps, "step", stream=stream, already_done=step)
 
     def checkpoint() -> None:
         save_checkpoint(config.output, {
@@ -129,14 +132,12 @@ def train(config: TrainConfig, stream: TextIO | None = None) -> dict[str, Any]:
         optimizer.step()
         step += 1
         recent.append(loss.item())
-        if step % 50 == 0 or step == config.steps:
+        if step % LOSS_EVERY == 0 or step == config.steps:
             losses.append([step, float(np.mean(recent))])
             recent.clear()
-            rate = (step - first_step) / max(1e-9, time.monotonic() - started)
-            eta = (config.steps - step) / rate if rate > 0 else 0.0
-            stream.write(f"step {step}/{config.steps}  loss {losses[-1][1]:.4f}  {rate:.1f} steps/s  "
-                         f"ETA {int(eta // 60):02d}:{int(eta % 60):02d}\n")
-            stream.flush()
+        # a line every few seconds (or redrawn on a terminal), however long a step takes: with slow steps a
+        # line every LOSS_EVERY steps left minutes of silence, with fast ones it flooded the log
+        ticker.tick(step, note=f"loss {float(np.mean(recent)) if recent else losses[-1][1]:.4f}")
         if step % config.checkpoint_every == 0 or step == config.steps:
             checkpoint()
     if previous is not None and step == previous["step"]:

@@ -39,8 +39,17 @@ def _quat_matrix(q: np.ndarray) -> np.ndarray:
                      [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
 
 
+class PastTheEndError(ValueError):
+    """``at_s`` lies after the recording's last message: the picture would show the end and say another time."""
+
+    def __init__(self, at_s: float, length_s: float) -> None:
+        super().__init__(f"{at_s:g} s is past the end of the recording ({length_s:.3f} s long)")
+        self.at_s, self.length_s = at_s, length_s
+
+
 def read_moment(path: Path, at_s: float | None = None) -> Moment:
-    """Everything up to ``at_s`` seconds after the first message (None: the end of the recording)."""
+    """Everything up to ``at_s`` seconds after the first message (None: the end of the recording);
+    :class:`PastTheEndError` when ``at_s`` lies after the last message."""
     import cv2
     from mcap.reader import make_reader
     from mcap_ros2.decoder import DecoderFactory
@@ -51,6 +60,9 @@ def read_moment(path: Path, at_s: float | None = None) -> Moment:
         stats = reader.get_summary()
         start = stats.statistics.message_start_time if stats and stats.statistics else 0
         end = None if at_s is None else start + int(at_s * 1e9)
+        last = stats.statistics.message_end_time if stats and stats.statistics else None
+        if end is not None and last is not None and end > last:
+            raise PastTheEndError(float(at_s or 0.0), (last - start) / 1e9)
         moment = Moment(time_ns=start if end is None else end, start_ns=start)
         for _, channel, message, msg in reader.iter_decoded_messages(
                 topics=[*wanted, topics.SCENE, topics.TF, topics.TF_STATIC, topics.TRIAL],

@@ -160,6 +160,7 @@ class SimNode(Node):
         self.next_camera_ns = 0
         self.trial_id: str | None = None
         self.rows = 0
+        self._rendered = False  # the first render builds the renderer: said when a reset will do it
         self._infos = self._camera_infos(rig, width, height)
         self._world_lock = threading.Lock()
         self._pending: dict[str, deque[ArmPosition]] = {arm: deque() for arm in ARMS}
@@ -217,6 +218,11 @@ class SimNode(Node):
         if trial.get("phase") != tp.PHASE_RESETTING or trial.get("id") == self.trial_id:
             return
         self.trial_id = str(trial.get("id"))
+        first_pictures = self.render and not self._rendered
+        if first_pictures:
+            self.get_logger().info(f"trial {self.trial_id}: resetting the scene and rendering its first pictures; "
+                                   "the first render builds the renderer (a minute or two on a CPU renderer)")
+        started = time.monotonic()
         try:
             task = self.registry.eval_task(str(trial.get("task")))
             self.world.reset(task, int(trial.get("seed", 0)))
@@ -239,7 +245,8 @@ class SimNode(Node):
         self.status.publish(String(data=tp.encode({"trial_id": self.trial_id, "state": "ready",
                                                    "stamp_ns": self.now_ns, "task": task.task_id,
                                                    "seed": self.world.seed})))
-        self.get_logger().info(f"reset to {task.task_id} seed {self.world.seed} (trial {self.trial_id})")
+        self.get_logger().info(f"reset to {task.task_id} seed {self.world.seed} (trial {self.trial_id}, "
+                               f"{time.monotonic() - started:.1f} s)")
 
     # -- the displace_object drill (rig.displacement) ------------------------------------------------
     def _on_parameters_set(self, parameters: list[Any]) -> None:
@@ -366,6 +373,7 @@ class SimNode(Node):
 
     def _publish_cameras(self, ns: int) -> None:
         pictures = self.world.render_images()
+        self._rendered = True
         for camera, images in pictures.items():
             frame = CAMERA_OPTICAL_FRAMES[camera]
             self.images[camera].publish(image_msg(images["rgb"], ns, frame))

@@ -100,6 +100,8 @@ NOT_STARTED = (tp.PHASE_RESETTING, tp.PHASE_AWAITING_CONFIRM, tp.PHASE_VERIFYING
 #: How often a table that does not match the layout is shown again (view), and told again (terminal).
 RESET_VIEW_PERIOD_S = 0.5
 RESET_TELL_PERIOD_S = 10.0
+#: How often the wait for the simulator's reset is told (its first reset builds the renderer: minutes on a CPU).
+SIM_RESET_TELL_PERIOD_S = 10.0
 
 
 def _non_negative(value: Any) -> str | None:
@@ -256,6 +258,7 @@ class TrialManagerNode(TrialServices, Node):
         self._pending_stamp: int | None = None
         self._reset_record: dict[str, Any] | None = None
         self._reset_said = ("", 0.0, 0.0)  # the last summary told, when told, when shown
+        self._sim_reset_told = (0.0, 0)  # the reset phase's start and the tens of seconds told of it
         self._health_record: dict[str, Any] | None = None
         self._failures_after: list[HealthFailure] = []
         # -- the operator's pause, redo and marks ----------------------------------------------------------
@@ -825,6 +828,8 @@ class TrialManagerNode(TrialServices, Node):
                 return
         if self.finished.is_set() or self.trial_paused_since is not None:
             return  # a trial the operator paused waits, its bounds standing still
+        if self.phase == tp.PHASE_RESETTING and not self.rig_mode:
+            self._tell_sim_reset(waited)
         if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.safety.estop and \
                 self.halted is None:
             if self.phase == tp.PHASE_IDLE and self.policy_gate.state != "ok":
@@ -845,6 +850,17 @@ class TrialManagerNode(TrialServices, Node):
             self._publish({"phase": tp.PHASE_STOPPING})
         elif (overrun := self.bounds.overrun(self.phase, waited, self.rig_mode)) is not None:
             self._record_fault(overrun)
+
+    def _tell_sim_reset(self, waited: float) -> None:
+        """A line every SIM_RESET_TELL_PERIOD_S while sim_node resets, so the wait before a trial is never silent:
+        the first reset with cameras renders the first pictures, which builds the renderer (a minute or two on
+        a CPU renderer, about a second after)."""
+        told = int(waited // SIM_RESET_TELL_PERIOD_S)
+        if told > 0 and self._sim_reset_told != (self._phase_since, told):
+            self._sim_reset_told = (self._phase_since, told)
+            self.get_logger().info(f"trial {self.trial.get('id')}: waiting for sim_node's reset, "
+                                   f"{told * SIM_RESET_TELL_PERIOD_S:.0f} s so far (the first one with cameras "
+                                   "builds the renderer: a minute or two on a CPU)")
 
     def summary(self) -> dict[str, Any]:
         return self.records.summary()

@@ -5,7 +5,7 @@ One line, ``key=value`` words separated by spaces or ``;``::
     scene=scene1,scene2 levels=L0 limit=2 rounds=1
     tasks=scene1_L0_pick_red_sphere rounds=3
 
-Keys: ``scene`` (``all`` or a comma list), ``levels``, ``limit`` (first K tasks per scene),
+Keys: ``scene`` (``all`` or a comma list), ``levels``, ``limit`` (first K tasks of each scene and level),
 ``tasks`` (comma list of ids), ``rounds`` (1..10). The order is the headless evaluator's
 (``evaluation.selection``), so a ROS run and ``robofollow eval`` with the same selection run the
 same trials with the same seeds.
