@@ -1,17 +1,28 @@
-"""The body of every node executable's ``main()``: run one node until Ctrl-C, SIGTERM or a ROS shutdown."""
+"""The body of every node executable's ``main()``: run one node until Ctrl-C, SIGTERM or a ROS shutdown.
+
+A node that refuses its parameters (``ros2 run ... --ros-args -p x:=bad``) says so in one line on stderr,
+naming the parameter and the value, and exits with ``EXIT_BAD_INPUT``: its constructor's exception, not
+rclpy's traceback from inside ``declare_parameter``."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import rclpy
+from rclpy.exceptions import ParameterException
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
+
+from robofollow_ros.exit_status import EXIT_BAD_INPUT
+
+N = TypeVar("N", bound=Node)
 
 #: How long a node whose supervisor died may take to stop cleanly before it exits hard (s).
 ORPHAN_GRACE_S = 1.0
@@ -50,7 +61,7 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
     """Init rclpy with ``args`` (``--ros-args`` included), spin the node, tear it down on any exit."""
     try:
         with stop_on_signals() as stop, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
-            node = make_node()
+            node = build_node(make_node)
             executor = make_executor() if make_executor is not None else SingleThreadedExecutor()
             try:
                 executor.add_node(node)
@@ -61,6 +72,18 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
                 node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+
+
+def build_node(make_node: Callable[[], N]) -> N:
+    """``make_node()``; a bad parameter (a rejected value, a wrong type, a bad SPEC in one) is one line on
+    stderr and exit status ``EXIT_BAD_INPUT``. The constructor reads only its parameters and the files they
+    name, so a ``ValueError`` there is bad input, not a bug."""
+    try:
+        return make_node()
+    except (ValueError, ParameterException) as exc:
+        line = " ".join(str(exc).split())  # one line, whatever the message held
+        print(f"{os.path.basename(sys.argv[0]).removesuffix('.py')}: {line}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None
 
 
 def shutdown_executor(executor: Executor, timeout_sec: float) -> None:

@@ -38,7 +38,7 @@ from robofollow_ros.monitoring.server import TRIAL_SERVICES, start_monitor_serve
 from robofollow_ros.monitoring.session import LiveSession
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
-from robofollow_ros.nodes._params import ParameterSet, positive
+from robofollow_ros.nodes._params import Bounds, ParameterSet, positive
 from robofollow_ros.nodes.conversions import OBJECT_FRAME_PREFIX, stamp_ns
 from robofollow_ros.nodes.graph_peers import PeerReport
 
@@ -59,12 +59,8 @@ FORWARDED = {topics.JOINT_STATES: STREAM_QOS, topics.JOINT_COMMAND: STREAM_QOS, 
 _ROS_LOG_LEVELS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "fatal"}
 
 
-def _port(value: Any) -> str | None:
-    return None if isinstance(value, int) and 0 <= value <= 65535 else "must be in 0..65535 (0 picks a free port)"
-
-
-def _quality(value: Any) -> str | None:
-    return None if isinstance(value, int) and 1 <= value <= 100 else "must be in 1..100"
+_port = Bounds(low=0, high=65535, integer=True, rule="must be in 0..65535 (0 picks a free port)")
+_quality = Bounds(low=1, high=100, integer=True, rule="must be in 1..100")
 
 
 def image_to_rgb(msg: Image) -> np.ndarray:

@@ -70,7 +70,8 @@ class MockHardwareNode(Node):
         objects_hz = params.declare("objects_hz", 10.0, "object reports per second (as perception would)", positive)
         params.declare("displace_object", "", "drills and tests: report one object off its place, JSON "
                        '{"object": NAME, "dx": M, "dy": M, "dyaw_deg": DEG} (empty: every object in place; '
-                       "settable while running, like a person moving it)", _displacement_or_empty)
+                       "settable while running, like a person moving it)", _displacement_or_empty,
+                       read_only=False)
         self._params = params
 
         from robofollow_ros.benchmark import default_registry

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import math
 import sys
 import threading
 import time
@@ -62,7 +61,7 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
-from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+from robofollow_ros.nodes._params import Bounds, ParameterSet, one_of, positive
 from robofollow_ros.nodes.conversions import (
     MessageError,
     image_array,
@@ -84,21 +83,12 @@ from robofollow_ros.policy.guard import (
 from robofollow_ros.policy.interface import receives_privileged
 from robofollow_ros.policy.observation import contract_observation, privileged_extension
 
-
-def _seconds(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and 0 < value < math.inf else "must be a positive number of seconds"
-
-
-def _non_negative(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and 0 <= value < math.inf else "must be a number >= 0"
-
-
-def _finite(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and math.isfinite(value) else "must be a finite number"
-
-
-def _threshold(value: Any) -> str | None:
-    return None if isinstance(value, int) and value >= -1 else "must be an integer >= -1 (-1: actions_per_step // 2)"
+_seconds = Bounds(low=0, low_open=True, rule="must be a positive number of seconds")
+_non_negative = Bounds(low=0, rule="must be a number >= 0")
+_finite = Bounds(rule="must be a finite number")
+_threshold = Bounds(low=-1, integer=True, rule="must be an integer >= -1 (-1: actions_per_step // 2)")
+_unit = Bounds(low=0, high=1, rule="must be in 0..1")
+_count = Bounds(low=0, integer=True, rule="must be an integer >= 0")
 
 
 def _json_object(value: Any) -> str | None:
@@ -140,12 +130,12 @@ class PolicyNode(Node):
                                            "relative to the previous command, rad (0: off; the arm bridge's clamp "
                                            "stays the last word)", _non_negative)
         self.weight = params.declare("weight", 0.7, "realtime, merge weighted: the new chunk's weight (0..1)",
-                                     lambda v: None if isinstance(v, float) and 0 <= v <= 1 else "must be in 0..1")
+                                     _unit)
         self.ensemble_coeff = params.declare("ensemble_coeff", 0.01, "realtime, merge ensemble: ACT's m in "
                                              "exp(-m*i), i = 0 the oldest prediction (m < 0 favours newer ones)",
                                              _finite)
         self.warmup = params.declare("warmup", 1, "realtime: first policy calls left out of the delay estimate",
-                                     lambda v: None if isinstance(v, int) and v >= 0 else "must be an integer >= 0")
+                                     _count)
         self.request_images = params.declare(
             "request_images", False, "lock-step: ask sim_node to render the current state before each predict "
                                      "(the observation's pictures then match the headless evaluator's)")

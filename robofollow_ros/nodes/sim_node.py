@@ -67,7 +67,7 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
-from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+from robofollow_ros.nodes._params import ParameterSet, non_negative, one_of, positive
 from robofollow_ros.nodes.conversions import (
     NS_PER_S,
     MessageError,
@@ -101,8 +101,7 @@ def _physics_divisor(value: Any) -> str | None:
     return None if abs(steps - round(steps)) < 1e-9 else f"must divide the physics rate {PHYSICS_HZ} Hz"
 
 
-def _non_negative(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and value >= 0 else "must be >= 0"
+_non_negative = non_negative
 
 
 class SimNode(Node):

@@ -64,8 +64,8 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.exit_status import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from robofollow_ros.nodes import trial_protocol as tp
-from robofollow_ros.nodes._main import stop_on_signals
-from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+from robofollow_ros.nodes._main import build_node, stop_on_signals
+from robofollow_ros.nodes._params import Bounds, ParameterSet, non_negative, one_of, positive
 from robofollow_ros.nodes.graph_peers import AliveWatch, GraphWait
 from robofollow_ros.nodes.health_watch import HealthWatch
 from robofollow_ros.nodes.reset_watch import ResetWatch
@@ -96,8 +96,7 @@ RESET_VIEW_PERIOD_S = 0.5
 RESET_TELL_PERIOD_S = 10.0
 
 
-def _non_negative(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and value >= 0 else "must be >= 0"
+_non_negative = non_negative
 
 
 def _not_empty(value: Any) -> str | None:
@@ -124,9 +123,7 @@ def _words(value: Any) -> list[str]:
     return [w for w in str(value).replace(",", " ").split() if w]
 
 
-def _seconds(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and 0 < value < float("inf") else \
-        "must be a positive number of seconds"
+_seconds = Bounds(low=0, low_open=True, rule="must be a positive number of seconds")
 
 
 class TrialManagerNode(TrialServices, Node):
@@ -798,7 +795,7 @@ def main(args: list[str] | None = None) -> None:
     code = EXIT_OK
     try:
         with stop_on_signals() as stop, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
-            node = TrialManagerNode()
+            node = build_node(TrialManagerNode)
             try:
                 while rclpy.ok() and not node.finished.is_set() and not stop.is_set():
                     rclpy.spin_once(node, timeout_sec=0.1)
