@@ -156,7 +156,7 @@ class PolicyNode(Node):
         self.privileged = receives_privileged(self.policy)
         self.cache = ObservationCache()
         self.command = self.create_publisher(JointState, TOPIC_JOINT_COMMAND, tp.STATE_STREAM)
-        self.status = self.create_publisher(String, tp.TOPIC_POLICY_STATUS, tp.LATCHED)
+        self.status = self.create_publisher(String, tp.TOPIC_POLICY_STATUS, tp.LATCHED_STATE)
         self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, tp.STATE_STREAM)
         self.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects, tp.STATE_STREAM)
         image_qos = qos_profile_sensor_data if camera_qos == "sensor_data" else 5

@@ -161,7 +161,7 @@ class SimNode(Node):
         self.tf = self.create_publisher(TFMessage, TOPIC_TF, tp.STATE_STREAM, event_callbacks=late_reader)
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, tp.STATE_STREAM, event_callbacks=late_reader)
         self.clock = self.create_publisher(Clock, tp.TOPIC_CLOCK, 10)
-        self.status = self.create_publisher(String, tp.TOPIC_SIM_STATUS, tp.LATCHED)
+        self.status = self.create_publisher(String, tp.TOPIC_SIM_STATUS, tp.LATCHED_STATE)
         self.images = {c: self.create_publisher(Image, camera_image_topic(c), 5) for c in CAMERA_NAMES}
         self.infos = {c: self.create_publisher(CameraInfo, camera_info_topic(c), 5) for c in CAMERA_NAMES}
         self.depth_image = self.create_publisher(Image, TOPIC_HEAD_DEPTH, 5)

@@ -260,8 +260,8 @@ class TrialManagerNode(TrialServices, Node):
         self._intervened = 0
 
         self.graph_wait = GraphWait(self, self.wait_for_nodes, self.graph_timeout_s)
-        self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
-        self.instruction_pub = self.create_publisher(String, TOPIC_INSTRUCTION, tp.LATCHED)
+        self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED_STATE)
+        self.instruction_pub = self.create_publisher(String, TOPIC_INSTRUCTION, tp.LATCHED_STATE)
         self.create_subscription(String, tp.TOPIC_SIM_STATUS, self._on_sim_status, tp.LATCHED)
         self.create_subscription(String, tp.TOPIC_POLICY_STATUS, self._on_policy_status, tp.LATCHED)
         self.create_subscription(String, TOPIC_SCORE, self._on_score, tp.LATCHED)
