@@ -84,10 +84,11 @@ def test_latched_depth_one_next_on_the_last_trial_and_every_bag_holds_its_instru
             if index == 0:  # a subscriber joining now gets the running state first, nothing older
                 before = len(seen["trial"])
                 with RosHarness() as late:
-                    got = _late_reader(late, "late_reader")
-                    late.wait_for(lambda: got["trial"], timeout=30, what="the latched trial state")
-                    first = got["trial"][0]
-                assert _phase(first) == tp.PHASE_RUNNING, [_phase(m) for m in got["trial"]]
+                    early = _late_reader(late, "late_reader")
+                    late.wait_for(lambda: early["trial"], timeout=30,  # noqa: B023 (waited on here, in the loop)
+                                  what="the latched trial state")
+                    first = early["trial"][0]
+                assert _phase(first) == tp.PHASE_RUNNING, [_phase(m) for m in early["trial"]]
                 assert first.data in [m.data for m in seen["trial"][before - 1:]]  # the current one
             answers.append(_call(ros, next_trial))
         ros.wait_for(manager.finished.is_set, timeout=120, what="the run to finish")
