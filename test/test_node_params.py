@@ -112,7 +112,7 @@ def test_ranges_enforced_in_code_are_in_the_descriptors(ros):
     """What ``ros2 param describe`` shows: the range the validator enforces, and its rule in words."""
     from robofollow_ros.nodes.foxglove_node import FoxgloveNode
 
-    sim = _node("sim")(context=ros.context)
+    sim = _node("sim")(context=ros.context, parameter_overrides=[Parameter("render", value=False)])
     foxglove = FoxgloveNode(context=ros.context, parameter_overrides=[Parameter("serve", value=False),
                                                                       Parameter("record", value=False)])
     try:

@@ -802,6 +802,7 @@ def main(args: list[str] | None = None) -> None:
                 if not stop.is_set():
                     code = node.exit_code
             finally:
+                stop.noticed()
                 node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass  # Ctrl-C (SIGINT/SIGTERM): run.json says "interrupted"; a clean exit, as every node's
