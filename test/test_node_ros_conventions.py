@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rclpy.parameter import Parameter
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
@@ -113,3 +114,25 @@ def test_latched_depth_one_next_on_the_last_trial_and_every_bag_holds_its_instru
     for task in TASKS:  # a bag is named after its trial: <task>_r<round>_s<seed>.mcap
         (bag,) = (run / "mcap").glob(f"{task}_r*.mcap")
         assert _instructions(bag) == [registry.eval_task(task).instruction], bag.name
+
+
+def test_a_stall_of_the_joint_states_is_a_stale_state_fault_not_the_policys_verdict(tmp_path):
+    run = tmp_path / "run"
+    task = TASKS[0]
+    with RosHarness() as ros:
+        watcher = ros.node("watcher")
+        seen: list[String] = []
+        watcher.create_subscription(String, TOPIC_TRIAL, ros.collector(seen), tp.LATCHED)
+        nodes = start_profile_graph(ros, "mock", {
+            "trial_manager_node": {"trials": f"tasks={task} rounds=2", "max_steps": 30, "actions_per_step": 25,
+                                   "output": str(run), "health_checks": ""},
+            "policy_node": {"stale_s": 2.0}})
+        # 750 rows at 50 Hz (hold answers at once): several seconds of rows, the stall takes 4 s of them
+        ros.wait_for(lambda: seen and _phase(seen[-1]) == tp.PHASE_RUNNING, timeout=120, what="trial 1 running")
+        mock = nodes["mock_hardware_node"]  # the drivers fall silent for twice stale_s, from the next command on
+        assert mock.set_parameters([Parameter("stall_states_s", value=4.0)])[0].successful
+        ros.wait_for(nodes["trial_manager_node"].finished.is_set, timeout=120, what="both trials")
+    stalled, clean = json.loads((run / "results.json").read_text())
+    assert stalled["fault"] == "stale-state" and "stale" in stalled["fault_reason"]
+    assert "policy_error" not in stalled and stalled["failure_class"] == "record_and_continue"
+    assert "fault" not in clean and "policy_error" not in clean and clean["policy_steps"] == 30

@@ -72,6 +72,7 @@ from robofollow_ros.nodes.conversions import (
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.nodes.observation_cache import ObservationCache, RobotState
+from robofollow_ros.nodes.trial_faults import FAULT_STALE
 from robofollow_ros.policy.execution import MERGE_RULES, RealtimeChunkExecutor, policy_submit
 from robofollow_ros.policy.guard import (
     DEFAULT_POLICY_TIMEOUT_S,
@@ -256,6 +257,7 @@ class PolicyNode(Node):
         self._report(trial_id, "running")
         steps = rows = 0
         error, detail = None, ""
+        fault: dict[str, str] = {}  # the states went stale: not the policy's failure (trial_faults.FAULT_STALE)
         lockstep = self.mode == "lockstep"
         state = self.cache.wait_state(start, lockstep and self.privileged, self.state_timeout_s, cancelled)
         policy = self.policy
@@ -311,8 +313,7 @@ class PolicyNode(Node):
                 if cancelled.is_set():
                     break
                 if not lockstep and self._stale():
-                    error = f"joint states stale for more than {self.stale_s} s; holding"
-                    self._hold("observations stale")
+                    fault = self._stale_fault()
                     break
                 previous = state.stamp_ns
                 self.command.publish(joint_state_msg(np.asarray(row, dtype=np.float64), previous))
@@ -330,10 +331,10 @@ class PolicyNode(Node):
                     cancelled.wait(1.0 / self.control_hz)  # the control rate itself, not a synchronisation
                     state = self.cache.latest(self.privileged) or state
                 last = state.stamp_ns
-            if error is not None:
+            if error is not None or fault:
                 break
         self._report(trial_id, "done", steps=steps, rows=rows, last_stamp_ns=last, error=error,
-                     error_detail=detail)
+                     error_detail=detail, **fault)
 
     def _held_by_operator(self, cancelled: threading.Event) -> bool:
         """Wait while the operator pauses the trial (or until it is cancelled); True when it waited."""
@@ -363,6 +364,7 @@ class PolicyNode(Node):
             max_step=self.max_step_rad or None)
         executor.reset(hold=state.vector)
         rows, error, detail = 0, None, ""
+        extra_fault: dict[str, str] = {}
         last = state.stamp_ns
         chunk_ticks: list[int] = []  # ticks on which a chunk arrived: its first row (merged) was sent then
         hold_ticks: list[int] = []
@@ -372,8 +374,7 @@ class PolicyNode(Node):
                 if cancelled.is_set():
                     break
                 if self._stale():
-                    error = f"joint states stale for more than {self.stale_s} s; holding"
-                    self._hold("observations stale")
+                    extra_fault = self._stale_fault()
                     break
                 try:
                     tick = executor.tick(tick_index, functools.partial(self._observation, trial, state, start))
@@ -406,7 +407,8 @@ class PolicyNode(Node):
         stats = executor.stats
         # One command per tick, in order: tick i is the i-th /robofollow/joint_command of the trial.
         extra = {"execution": executor.describe(),
-                 "realtime": {**stats.as_dict(), "chunk_ticks": chunk_ticks, "hold_tick_list": hold_ticks}}
+                 "realtime": {**stats.as_dict(), "chunk_ticks": chunk_ticks, "hold_tick_list": hold_ticks},
+                 **extra_fault}
         return stats.chunks + stats.late_chunks, rows, last, error, detail, extra
 
     def _render(self, stamp_ns: int, cancelled: threading.Event) -> str | None:
@@ -453,6 +455,12 @@ class PolicyNode(Node):
     def _stale(self) -> bool:
         latest = self.cache.latest(False)
         return latest is None or time.monotonic() - latest.received > self.stale_s
+
+    def _stale_fault(self) -> dict[str, str]:
+        """Hold the measured position; the done report's fault: the states went stale, not the policy's doing."""
+        self._hold("observations stale")
+        return {"fault": FAULT_STALE, "fault_reason": f"joint states stale for more than {self.stale_s} s; "
+                                                      "held the measured position"}
 
     def _hold(self, why: str) -> None:
         latest = self.cache.latest(False)

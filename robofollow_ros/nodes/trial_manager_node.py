@@ -75,6 +75,7 @@ from robofollow_ros.nodes.trial_faults import (
     FAULT_GRAPH,
     FAULT_HEALTH,
     FAULT_NODE,
+    FAULT_STALE,
     Fault,
     PhaseBounds,
     SafetyWatch,
@@ -502,6 +503,9 @@ class TrialManagerNode(TrialServices, Node):
             return
         if self.phase in (tp.PHASE_RUNNING, tp.PHASE_STOPPING):
             self._policy_done = status
+            if status.get("fault") == FAULT_STALE and self._fault is None:  # the graph's doing, not the policy's
+                self._fault = Fault(FAULT_STALE, str(status.get("fault_reason", "joint states stale")))
+                self.get_logger().warning(f"trial {self.trial['id']}: {FAULT_STALE}: {self._fault.reason}")
             self.safety.watch(False)
             self._publish({"phase": tp.PHASE_SCORING, "end_stamp_ns": int(status["last_stamp_ns"])})
 
