@@ -58,6 +58,8 @@ def _instructions(bag: Path) -> list[str]:
 
     with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
         wanted = [c for c in reader.connections if c.topic == TOPIC_INSTRUCTION]
+        if not wanted:  # (rosbags reads every connection when given none)
+            return []
         return [str(reader.deserialize(raw, c.msgtype).data)  # type: ignore[attr-defined]
                 for c, _t, raw in reader.messages(connections=wanted)]
 
