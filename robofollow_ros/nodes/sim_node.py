@@ -141,7 +141,7 @@ class SimNode(Node):
                               **({"direct_steps": round(PHYSICS_HZ / step_hz)} if timer else {}))
         self.registry = default_registry()
         if self.render:
-            self._warm_renderer()
+            self._warm_renderer(SimWorld(render=True, cameras=CameraSettings(width, height), rig=rig))
         self.step_ns = round(self.world.dt * NS_PER_S)
         self.camera_period_ns = round(1e9 / camera_hz) if camera_hz > 0 else None
         self.depth = depth
@@ -177,17 +177,18 @@ class SimNode(Node):
             self.create_timer(1.0 / step_hz, self._on_step_timer, clock=RosClock(clock_type=ClockType.STEADY_TIME))
 
     # -- set-up ----------------------------------------------------------------------------------
-    def _warm_renderer(self) -> None:
+    def _warm_renderer(self, scratch: Any) -> None:
         """Take the process's first picture now, of a throw-away scene, and drop the scene.
 
         The first picture builds SAPIEN's shared renderer state (shaders, pipelines; ``sim.renderer`` keeps it
         for the process) inside one call that holds the GIL: 3-45 s on the CPU renderer. Inside a trial's
         reset, no signal handler could run meanwhile, so a sim node stopped then outlived launch's 5 s
-        grace; here it is paid once at start-up, and every reset after renders in a fraction of a second."""
+        grace; here it is paid once at start-up, and every reset after renders in a fraction of a second.
+        ``scratch`` is a world of its own: the node's world stays without a trial until the first reset."""
         started = time.monotonic()
-        self.world.reset(self.registry.eval_tasks()[0], 0)
-        self.world.render_images()
-        self.world.close()
+        scratch.reset(self.registry.eval_tasks()[0], 0)
+        scratch.render_images()
+        scratch.close()
         self.get_logger().info(f"renderer warmed up in {time.monotonic() - started:.1f} s")
 
     def _camera_infos(self, rig: Any, width: int, height: int) -> dict[str, dict[str, Any]]:
