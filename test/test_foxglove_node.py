@@ -174,10 +174,10 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
 
 
 def test_bad_parameters_and_images_are_rejected_with_the_field() -> None:
-    from rclpy.exceptions import InvalidParameterValueException
+    from robofollow_ros.nodes._params import ParameterError
 
-    bad_port = r"port = 70000: must be in 0\.\.65535"
-    with RosHarness() as ros, pytest.raises(InvalidParameterValueException, match=bad_port):
+    bad_port = r"'port' = 70000 rejected: must be in 0\.\.65535"
+    with RosHarness() as ros, pytest.raises(ParameterError, match=bad_port):
         FoxgloveNode(context=ros.context, parameter_overrides=[Parameter("port", value=70000)])
     with pytest.raises(ValueError, match="image encoding: expected rgb8 or bgr8, got 'mono8'"):
         image_to_rgb(Image(height=1, width=1, encoding="mono8", step=1, data=b"\x00"))

@@ -91,7 +91,8 @@ class TrialChannels:
         self.recording: BagRecording | None = None
         #: Intrinsics (width, height, K) per camera, when no graph publishes camera_info (headless).
         self.intrinsics: dict[str, tuple[int, int, np.ndarray]] = {}
-        self._latched: dict[str, dict[bytes, str]] = {t: {} for t in topics.LATCHED_TOPICS}
+        self._latched: dict[str, dict[bytes, str]] = {t: {} for t in (*topics.LATCHED_TOPICS,
+                                                                       *topics.LIVE_LATCHED_TOPICS)}
         self._lock = threading.Lock()
         #: Per camera: when the next image is due, and the log time of the last one sent.
         self._camera_due_ns: dict[str, int] = {}
@@ -110,7 +111,7 @@ class TrialChannels:
         if topic in self._latched:
             with self._lock:
                 kept = self._latched[topic]
-                if topic == topics.ROBOT_DESCRIPTION:
+                if topic in topics.KEEP_LAST_ONE:
                     kept.clear()
                 kept[data] = type_name
                 while len(kept) > LATCHED_KEEP:
@@ -152,8 +153,21 @@ class TrialChannels:
             recording.declare(topic, type_name, self.record.qos[topic])
         self.recording = recording
         for topic, type_name, data in self.latched():
-            self.publish_to_recording(topic, type_name, data)
+            if topic in topics.LATCHED_TOPICS:
+                self.publish_to_recording(topic, type_name, data)
         return recording
+
+    def publish_live(self, topic: str, type_name: str, data: bytes) -> None:
+        """Log to the live view only (kept for late viewers when latched); the recording does not get it."""
+        if topic in self._latched:
+            with self._lock:
+                kept = self._latched[topic]
+                if topic in topics.KEEP_LAST_ONE:
+                    kept.clear()
+                kept[data] = type_name
+        live = self.live.channel(topic, type_name)
+        if live.has_sinks():
+            live.log(data, log_time=time.time_ns())
 
     def publish_to_recording(self, topic: str, type_name: str, data: bytes, time_ns: int | None = None) -> None:
         recording, now = self.recording, time.time_ns() if time_ns is None else time_ns

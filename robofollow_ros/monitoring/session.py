@@ -21,6 +21,7 @@ from typing import Any
 
 from robofollow_ros.benchmark import Registry, UnknownTaskError, default_registry
 from robofollow_ros.contract import TRIAL_ID_KEY
+from robofollow_ros.monitoring import rosmsg, topics
 from robofollow_ros.monitoring.channels import TrialChannels
 from robofollow_ros.monitoring.scene import SceneBuilder
 from robofollow_ros.monitoring.trial_log import TrialLog
@@ -105,6 +106,10 @@ class LiveSession:
         if self.session_file is None and self.record and directory is not None:
             self.recording = directory / f"{trial_id}.mcap"
             self.channels.open_recording(self.recording)
+            instruction = state.get("instruction")
+            if isinstance(instruction, str):  # the trial's own, whenever /robofollow/instruction arrived
+                self.channels.publish_to_recording(topics.INSTRUCTION, topics.STRING,
+                                                   rosmsg.encode(rosmsg.string(instruction)))
         early, self._early = self._early.pop(trial_id, []), {}  # other unseen trials belong to no recording
         for kind, payload in early:
             self._dispatch(kind, payload)
@@ -117,6 +122,16 @@ class LiveSession:
         self.channels.close_recording()
 
     # -- streams -------------------------------------------------------------------------------------
+    def on_instruction(self, data: bytes) -> None:
+        """``/robofollow/instruction`` (serialized): live, and kept for late viewers. A trial recording has its
+        trial's instruction from the trial state as it opens (``_begin``): the topic's message comes just
+        before that state, in no fixed order with it, and would land in the previous trial's file or none.
+        A session file (no trials) records it as it comes."""
+        if self.session_file is not None:
+            self.channels.publish(topics.INSTRUCTION, topics.STRING, data)
+        else:
+            self.channels.publish_live(topics.INSTRUCTION, topics.STRING, data)
+
     def on_score(self, live: Mapping[str, Any]) -> None:
         if self._elsewhere("score", live, live.get("trial_id")):
             return

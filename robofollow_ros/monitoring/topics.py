@@ -44,9 +44,10 @@ class Qos:
 
 #: Per-row state and sensor streams (the graph's STATE_STREAM / camera publishers).
 STREAM: Final = Qos(depth=100)
-#: Latched state: a late subscriber (and ``ros2 bag play``) still gets the last value.
+#: Latched state: a late subscriber (and ``ros2 bag play``) still gets the last value, and only that
+#: (trial state and live score too: ``nodes.trial_protocol.LATCHED_STATE``).
 LATCHED: Final = Qos(depth=1, durability="transient_local")
-#: Latched, and a late subscriber needs the whole history (trial states, scores, scorer frames, logs).
+#: Latched, and a late subscriber needs the whole history (scorer frames, results, logs): topics of their own.
 LATCHED_HISTORY: Final = Qos(depth=1024, durability="transient_local")
 
 
@@ -109,8 +110,8 @@ def _table() -> dict[str, Topic]:
         Topic(SCENE, "visualization_msgs/msg/MarkerArray", STREAM),
         Topic(RESET_CHECK, "visualization_msgs/msg/MarkerArray", LATCHED),
         Topic(INSTRUCTION, STRING, LATCHED),
-        Topic(TRIAL, STRING, LATCHED_HISTORY),
-        Topic(SCORE, STRING, LATCHED_HISTORY),
+        Topic(TRIAL, STRING, LATCHED),
+        Topic(SCORE, STRING, LATCHED),
         Topic(FRAME, STRING, LATCHED_HISTORY),
         Topic(RESULT, STRING, LATCHED_HISTORY),
         Topic(STAGES, "std_msgs/msg/Float64MultiArray", STREAM),
@@ -127,3 +128,8 @@ def _table() -> dict[str, Topic]:
 TOPICS: Final = _table()
 #: Topics whose last message(s) every new recording and every new live subscriber must get.
 LATCHED_TOPICS: Final = (ROBOT_DESCRIPTION, TF_STATIC)
+#: Latched for a late live viewer only: each trial recording gets its own trial's instruction when it opens
+#: (``LiveSession``, from the trial state; the headless recorder logs it), never the previous trial's.
+LIVE_LATCHED_TOPICS: Final = (INSTRUCTION,)
+#: Latched topics that keep only their newest message (the others keep one per distinct payload).
+KEEP_LAST_ONE: Final = (ROBOT_DESCRIPTION, INSTRUCTION)

@@ -1,42 +1,87 @@
-"""The body of every node executable's ``main()``: run one node until Ctrl-C, SIGTERM or a ROS shutdown."""
+"""The body of every node executable's ``main()``: run one node until Ctrl-C, SIGTERM or a ROS shutdown.
+
+A node that refuses its parameters (``ros2 run ... --ros-args -p x:=bad``) says so in one line on stderr,
+naming the parameter and the value, and exits with ``EXIT_BAD_INPUT``: its constructor's exception, not
+rclpy's traceback from inside ``declare_parameter``."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import rclpy
+from rclpy.exceptions import ParameterException
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from robofollow_ros.exit_status import EXIT_BAD_INPUT
+
+N = TypeVar("N", bound=Node)
+
 #: How long a node whose supervisor died may take to stop cleanly before it exits hard (s).
 ORPHAN_GRACE_S = 1.0
+#: How long after SIGINT / SIGTERM a node may stay inside one callback (a sim reset builds its world for
+#: 30-45 s on two CPU cores) before it exits hard: launch gives a node 5 s before SIGTERM, and every
+#: node stops within 2 s. A node whose spin loop saw the signal in time stops cleanly instead.
+STOP_GRACE_S = 1.0
+
+
+class StopEvent(threading.Event):
+    """Set by a stop signal; :meth:`noticed` tells the hard-exit watchdog that the node is stopping cleanly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._watchdog: threading.Timer | None = None
+        self._noticed = False
+
+    def signalled(self, signum: int, grace_s: float) -> None:
+        self.set()
+        if self._watchdog is None and not self._noticed:
+            self._watchdog = threading.Timer(grace_s, self._exit_hard, args=(signum,))
+            self._watchdog.daemon = True
+            self._watchdog.start()
+
+    def noticed(self) -> None:
+        """The spin loop saw the stop: the node tears down cleanly (its files closed), no hard exit."""
+        self._noticed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+
+    def _exit_hard(self, signum: int) -> None:
+        if not self._noticed:
+            os.write(2, f"stopping: still busy {STOP_GRACE_S} s after signal {signum}; exiting now\n".encode())
+            os._exit(128 + signum)
 
 
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
+def stop_on_signals(grace_s: float = STOP_GRACE_S) -> Iterator[StopEvent]:
     """An event set by SIGINT or SIGTERM, instead of a ``KeyboardInterrupt`` raised wherever the process is.
 
     Raised inside rclpy's C++ (taking a message), the interrupt came out as "RuntimeError: Unable to
     convert call argument '0' to Python object" with a traceback from deep inside the executor, seen
     when bringup stopped a graph of node processes. A handler that only sets a flag cannot break a
-    call half-way; the spin loops look at it every 0.1 s. (rclpy's own handlers are off: they would
-    chain to Python's default one, which raises.)
+    call half-way; the spin loops look at it every 0.1 s and call ``noticed()``. A callback that keeps
+    the loop from looking for ``grace_s`` (:data:`STOP_GRACE_S`) ends with a hard exit, so a node never
+    outlives launch's grace. (rclpy's own handlers are off: they would chain to Python's default one,
+    which raises.)
 
     SIGHUP is what the kernel sends a node whose supervisor died (``child_process``): it stops the same
     way, but an orphan gets :data:`ORPHAN_GRACE_S` to do so before it exits hard, because nobody is
     left to wait for it and its peers must not find it on DDS."""
-    stop = threading.Event()
+    stop = StopEvent()
 
     def orphaned(_signum: int, _frame: object) -> None:
         stop.set()
         threading.Timer(ORPHAN_GRACE_S, os._exit, args=(128 + signal.SIGHUP,)).start()
 
-    previous = {s: signal.signal(s, lambda _signum, _frame: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, lambda signum, _frame: stop.signalled(signum, grace_s))
+                for s in (signal.SIGINT, signal.SIGTERM)}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, orphaned)
     try:
         yield stop
@@ -50,17 +95,30 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
     """Init rclpy with ``args`` (``--ros-args`` included), spin the node, tear it down on any exit."""
     try:
         with stop_on_signals() as stop, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
-            node = make_node()
+            node = build_node(make_node)
             executor = make_executor() if make_executor is not None else SingleThreadedExecutor()
             try:
                 executor.add_node(node)
                 while rclpy.ok() and not stop.is_set():
                     executor.spin_once(timeout_sec=0.1)
             finally:
+                stop.noticed()
                 shutdown_executor(executor, timeout_sec=10.0)
                 node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+
+
+def build_node(make_node: Callable[[], N]) -> N:
+    """``make_node()``; a bad parameter (a rejected value, a wrong type, a bad SPEC in one) is one line on
+    stderr and exit status ``EXIT_BAD_INPUT``. The constructor reads only its parameters and the files they
+    name, so a ``ValueError`` there is bad input, not a bug."""
+    try:
+        return make_node()
+    except (ValueError, ParameterException) as exc:
+        line = " ".join(str(exc).split())  # one line, whatever the message held
+        print(f"{os.path.basename(sys.argv[0]).removesuffix('.py')}: {line}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None
 
 
 def shutdown_executor(executor: Executor, timeout_sec: float) -> None:

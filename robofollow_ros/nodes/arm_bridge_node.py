@@ -71,7 +71,7 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
-from robofollow_ros.nodes._params import ParameterSet, length, positive
+from robofollow_ros.nodes._params import ParameterSet, length, non_negative, positive
 from robofollow_ros.nodes.conversions import MessageError, stamp_ns, time_msg
 from robofollow_ros.nodes.driver_messages import (
     COMMAND_TYPES,
@@ -116,7 +116,7 @@ class ArmBridgeNode(Node):
         ws_check = params.declare("workspace_check", True, "check both TCPs stay in the box (forward kinematics)")
         tolerance = params.declare(
             "limit_tolerance_rad", 0.01, "a joint measured beyond its limit by more than this holds the arms, rad",
-            lambda v: None if isinstance(v, int | float) and v >= 0 else "must be >= 0")
+            non_negative)
 
         limits = read_joint_limits(urdf)
         self.drivers = load_driver_config(driver_file, limits).arms  # gripper ranges checked against the URDF

@@ -31,14 +31,20 @@ from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
 
-from robofollow_ros.contract import CAMERA_NAMES, CAMERA_OPTICAL_FRAMES, camera_image_topic, camera_info_topic
+from robofollow_ros.contract import (
+    CAMERA_NAMES,
+    CAMERA_OPTICAL_FRAMES,
+    SERVICE_TRIAL_NEXT,
+    camera_image_topic,
+    camera_info_topic,
+)
 from robofollow_ros.monitoring import cdr_peek, topics
 from robofollow_ros.monitoring.channels import MonitorSettings, TrialChannels
 from robofollow_ros.monitoring.server import TRIAL_SERVICES, start_monitor_server
 from robofollow_ros.monitoring.session import LiveSession
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
-from robofollow_ros.nodes._params import ParameterSet, positive
+from robofollow_ros.nodes._params import Bounds, ParameterSet, positive
 from robofollow_ros.nodes.conversions import OBJECT_FRAME_PREFIX, stamp_ns
 from robofollow_ros.nodes.graph_peers import PeerReport
 
@@ -59,12 +65,8 @@ FORWARDED = {topics.JOINT_STATES: STREAM_QOS, topics.JOINT_COMMAND: STREAM_QOS, 
 _ROS_LOG_LEVELS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "fatal"}
 
 
-def _port(value: Any) -> str | None:
-    return None if isinstance(value, int) and 0 <= value <= 65535 else "must be in 0..65535 (0 picks a free port)"
-
-
-def _quality(value: Any) -> str | None:
-    return None if isinstance(value, int) and 1 <= value <= 100 else "must be in 1..100"
+_port = Bounds(low=0, high=65535, integer=True, rule="must be in 0..65535 (0 picks a free port)")
+_quality = Bounds(low=1, high=100, integer=True, rule="must be in 1..100")
 
 
 def image_to_rgb(msg: Image) -> np.ndarray:
@@ -82,6 +84,7 @@ class FoxgloveNode(Node):
         PeerReport(self)  # says when it sees every node the trial manager awaits
         self._lock = threading.Lock()  # callbacks run on several executor threads; the session is not shared-safe
         self.server: WebSocketServer | None = None
+        self._phase: object = None  # the trial manager's last phase (what a control answers once it has exited)
         params = ParameterSet(self)
         serve = params.declare("serve", True, "run the Foxglove websocket server (false: record only)")
         host = params.declare("host", "127.0.0.1", "websocket bind address (loopback unless watched from another host)")
@@ -121,6 +124,9 @@ class FoxgloveNode(Node):
         def call() -> tuple[bool, str]:
             client = self._trial_clients[name]
             if not client.wait_for_service(timeout_sec=min(self.service_timeout_s, 2.0)):
+                if self._phase == tp.PHASE_FINISHED:  # the trial manager exits when its run ends
+                    nothing = "there is no next trial: " if name == SERVICE_TRIAL_NEXT else ""
+                    return False, f"{name}: {nothing}the run has finished (the trial manager has exited)"
                 return False, f"{name}: the trial manager's service is not available"
             done = threading.Event()
             future = client.call_async(Trigger.Request())
@@ -142,7 +148,9 @@ class FoxgloveNode(Node):
         def forward(data: bytes) -> None:
             stamp = _state_stamp(topic, data)
             with self._lock:
-                if stamp is None:
+                if topic == topics.INSTRUCTION:
+                    self.session.on_instruction(data)
+                elif stamp is None:
                     self.channels.publish(topic, type_name, data)
                 else:  # per-state streams lag behind the trial's messages: the recording waits for them
                     self.session.on_state(*stamp, lambda: self.channels.publish(topic, type_name, data))
@@ -178,6 +186,7 @@ class FoxgloveNode(Node):
     def _on_trial(self, msg: String) -> None:
         state = self._json(msg, topics.TRIAL)
         if state is not None:
+            self._phase = state.get("phase")
             with self._lock:
                 self.session.on_trial(state)
 

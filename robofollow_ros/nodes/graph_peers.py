@@ -63,7 +63,7 @@ class PeerReport:
     def __init__(self, node: Node) -> None:
         self._node = node
         self._awaiting: list[str] | None = None
-        self._publisher = node.create_publisher(String, TOPIC_PEERS, tp.LATCHED)
+        self._publisher = node.create_publisher(String, TOPIC_PEERS, tp.LATCHED_STATE)
         self._alive = node.create_publisher(String, alive_topic(node.get_name()), ALIVE_QOS)
         self._alive.publish(String(data=tp.encode(_here(node.get_name()))))
         node.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)

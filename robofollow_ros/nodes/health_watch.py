@@ -50,7 +50,7 @@ class HealthWatch:
                 node.create_subscription(Image, camera_image_topic(camera),
                                          lambda _data, c=camera: self._frames[c].append(time.monotonic()),
                                          qos_profile_sensor_data, raw=True)
-        self.halt_pub = node.create_publisher(String, TOPIC_BRIDGE_HALT, tp.LATCHED)
+        self.halt_pub = node.create_publisher(String, TOPIC_BRIDGE_HALT, tp.LATCHED_STATE)
 
     def _on_joints(self, msg: JointState) -> None:
         try:

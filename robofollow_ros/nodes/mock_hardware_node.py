@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from typing import Any
 
 import numpy as np
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
@@ -36,7 +38,7 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
-from robofollow_ros.nodes._params import ParameterSet, positive
+from robofollow_ros.nodes._params import ParameterSet, non_negative, positive
 from robofollow_ros.nodes.conversions import (
     MessageError,
     camera_info_msg,
@@ -70,8 +72,13 @@ class MockHardwareNode(Node):
         objects_hz = params.declare("objects_hz", 10.0, "object reports per second (as perception would)", positive)
         params.declare("displace_object", "", "drills and tests: report one object off its place, JSON "
                        '{"object": NAME, "dx": M, "dy": M, "dyaw_deg": DEG} (empty: every object in place; '
-                       "settable while running, like a person moving it)", displacement_error)
+                       "settable while running, like a person moving it)", displacement_error,
+                       read_only=False)
+        params.declare("stall_states_s", 0.0, "drills and tests: once, at the next driver command, publish no joint "
+                       "states for this long, as a loaded machine's drivers would fall silent (0: never), s",
+                       non_negative, read_only=False)
         self._params = params
+        self._stall_until = 0.0
 
         from robofollow_ros.benchmark import default_registry
         from robofollow_ros.robot.cameras import camera_info_dict
@@ -115,8 +122,15 @@ class MockHardwareNode(Node):
             return
         with self._lock:
             self._target[driver.arm] = np.array([*joints, gripper])
+        stall = float(self._params.get("stall_states_s"))
+        if stall > 0:
+            self._stall_until = time.monotonic() + stall
+            self.set_parameters([Parameter("stall_states_s", value=0.0)])  # once
+            self.get_logger().warning(f"drill: no joint states for {stall} s")
 
     def _on_state_tick(self) -> None:
+        if time.monotonic() < self._stall_until:
+            return  # the drill: the drivers fall silent (stall_states_s)
         blend = 1.0 - math.exp(-self._period / self.time_constant_s)
         with self._lock:
             for arm in ARMS:

@@ -30,7 +30,7 @@ class ParameterSpec:
     name: str
     default: Any
     validator: Callable[[Any], str | None] | None = None
-    read_only: bool = False
+    read_only: bool = False  # ParameterSet.declare's default is True; rclpy's own are not
 
     @property
     def type_name(self) -> str:
@@ -99,5 +99,5 @@ def node_parameters(executable: str) -> dict[str, ParameterSpec]:
                 raise ValueError(f"{module.__file__}:{line}: cannot read a parameter declaration ({exc})") from None
 
         specs[name.value] = ParameterSpec(name.value, value(args["default"]), value(args.get("validator")),
-                                          bool(value(args.get("read_only"))))
+                                          "read_only" not in args or bool(value(args["read_only"])))
     return specs

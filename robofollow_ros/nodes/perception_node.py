@@ -34,7 +34,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from robofollow_ros.contract import TOPIC_OBJECTS, TOPIC_TRIAL, WORLD_FRAME, camera_image_topic
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
-from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+from robofollow_ros.nodes._params import Bounds, ParameterSet, one_of, positive
 from robofollow_ros.nodes.conversions import MessageError, image_array, object_frame, stamp_ns, time_msg, transform_msg
 from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.paths import share_path
@@ -71,7 +71,7 @@ class PerceptionNode(Node):
         layout = params.declare("layout", "", "or a layout as 'scene:key' (e.g. 'scene2:scene2.3')")
         min_pixels = params.declare("min_pixels", 25, "smallest colour blob taken as an object, px", positive)
         smoothing = params.declare("smoothing", 0.5, "weight of a new measurement of a still object (0..1]",
-                                   lambda v: None if 0 < v <= 1 else "must be in (0, 1]")
+                                   Bounds(low=0, high=1, low_open=True, rule="must be in (0, 1]"))
         half_life = params.declare("confidence_half_life_s", 2.0, "unseen objects' confidence halves this often",
                                    positive)
         params.declare("camera", "head", "camera perception watches", one_of("head"))

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import math
 import sys
 import threading
 import time
@@ -62,7 +61,7 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
-from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+from robofollow_ros.nodes._params import Bounds, ParameterSet, one_of, positive
 from robofollow_ros.nodes.conversions import (
     MessageError,
     image_array,
@@ -73,6 +72,7 @@ from robofollow_ros.nodes.conversions import (
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.nodes.observation_cache import ObservationCache, RobotState
+from robofollow_ros.nodes.trial_faults import FAULT_STALE
 from robofollow_ros.policy.execution import MERGE_RULES, RealtimeChunkExecutor, policy_submit
 from robofollow_ros.policy.guard import (
     DEFAULT_POLICY_TIMEOUT_S,
@@ -84,21 +84,12 @@ from robofollow_ros.policy.guard import (
 from robofollow_ros.policy.interface import receives_privileged
 from robofollow_ros.policy.observation import contract_observation, privileged_extension
 
-
-def _seconds(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and 0 < value < math.inf else "must be a positive number of seconds"
-
-
-def _non_negative(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and 0 <= value < math.inf else "must be a number >= 0"
-
-
-def _finite(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and math.isfinite(value) else "must be a finite number"
-
-
-def _threshold(value: Any) -> str | None:
-    return None if isinstance(value, int) and value >= -1 else "must be an integer >= -1 (-1: actions_per_step // 2)"
+_seconds = Bounds(low=0, low_open=True, rule="must be a positive number of seconds")
+_non_negative = Bounds(low=0, rule="must be a number >= 0")
+_finite = Bounds(rule="must be a finite number")
+_threshold = Bounds(low=-1, integer=True, rule="must be an integer >= -1 (-1: actions_per_step // 2)")
+_unit = Bounds(low=0, high=1, rule="must be in 0..1")
+_count = Bounds(low=0, integer=True, rule="must be an integer >= 0")
 
 
 def _json_object(value: Any) -> str | None:
@@ -140,12 +131,12 @@ class PolicyNode(Node):
                                            "relative to the previous command, rad (0: off; the arm bridge's clamp "
                                            "stays the last word)", _non_negative)
         self.weight = params.declare("weight", 0.7, "realtime, merge weighted: the new chunk's weight (0..1)",
-                                     lambda v: None if isinstance(v, float) and 0 <= v <= 1 else "must be in 0..1")
+                                     _unit)
         self.ensemble_coeff = params.declare("ensemble_coeff", 0.01, "realtime, merge ensemble: ACT's m in "
                                              "exp(-m*i), i = 0 the oldest prediction (m < 0 favours newer ones)",
                                              _finite)
         self.warmup = params.declare("warmup", 1, "realtime: first policy calls left out of the delay estimate",
-                                     lambda v: None if isinstance(v, int) and v >= 0 else "must be an integer >= 0")
+                                     _count)
         self.request_images = params.declare(
             "request_images", False, "lock-step: ask sim_node to render the current state before each predict "
                                      "(the observation's pictures then match the headless evaluator's)")
@@ -166,7 +157,7 @@ class PolicyNode(Node):
         self.privileged = receives_privileged(self.policy)
         self.cache = ObservationCache()
         self.command = self.create_publisher(JointState, TOPIC_JOINT_COMMAND, tp.STATE_STREAM)
-        self.status = self.create_publisher(String, tp.TOPIC_POLICY_STATUS, tp.LATCHED)
+        self.status = self.create_publisher(String, tp.TOPIC_POLICY_STATUS, tp.LATCHED_STATE)
         self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, tp.STATE_STREAM)
         self.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects, tp.STATE_STREAM)
         image_qos = qos_profile_sensor_data if camera_qos == "sensor_data" else 5
@@ -266,6 +257,7 @@ class PolicyNode(Node):
         self._report(trial_id, "running")
         steps = rows = 0
         error, detail = None, ""
+        fault: dict[str, str] = {}  # the states went stale: not the policy's failure (trial_faults.FAULT_STALE)
         lockstep = self.mode == "lockstep"
         state = self.cache.wait_state(start, lockstep and self.privileged, self.state_timeout_s, cancelled)
         policy = self.policy
@@ -321,8 +313,7 @@ class PolicyNode(Node):
                 if cancelled.is_set():
                     break
                 if not lockstep and self._stale():
-                    error = f"joint states stale for more than {self.stale_s} s; holding"
-                    self._hold("observations stale")
+                    fault = self._stale_fault()
                     break
                 previous = state.stamp_ns
                 self.command.publish(joint_state_msg(np.asarray(row, dtype=np.float64), previous))
@@ -340,10 +331,10 @@ class PolicyNode(Node):
                     cancelled.wait(1.0 / self.control_hz)  # the control rate itself, not a synchronisation
                     state = self.cache.latest(self.privileged) or state
                 last = state.stamp_ns
-            if error is not None:
+            if error is not None or fault:
                 break
         self._report(trial_id, "done", steps=steps, rows=rows, last_stamp_ns=last, error=error,
-                     error_detail=detail)
+                     error_detail=detail, **fault)
 
     def _held_by_operator(self, cancelled: threading.Event) -> bool:
         """Wait while the operator pauses the trial (or until it is cancelled); True when it waited."""
@@ -373,6 +364,7 @@ class PolicyNode(Node):
             max_step=self.max_step_rad or None)
         executor.reset(hold=state.vector)
         rows, error, detail = 0, None, ""
+        extra_fault: dict[str, str] = {}
         last = state.stamp_ns
         chunk_ticks: list[int] = []  # ticks on which a chunk arrived: its first row (merged) was sent then
         hold_ticks: list[int] = []
@@ -382,8 +374,7 @@ class PolicyNode(Node):
                 if cancelled.is_set():
                     break
                 if self._stale():
-                    error = f"joint states stale for more than {self.stale_s} s; holding"
-                    self._hold("observations stale")
+                    extra_fault = self._stale_fault()
                     break
                 try:
                     tick = executor.tick(tick_index, functools.partial(self._observation, trial, state, start))
@@ -416,7 +407,8 @@ class PolicyNode(Node):
         stats = executor.stats
         # One command per tick, in order: tick i is the i-th /robofollow/joint_command of the trial.
         extra = {"execution": executor.describe(),
-                 "realtime": {**stats.as_dict(), "chunk_ticks": chunk_ticks, "hold_tick_list": hold_ticks}}
+                 "realtime": {**stats.as_dict(), "chunk_ticks": chunk_ticks, "hold_tick_list": hold_ticks},
+                 **extra_fault}
         return stats.chunks + stats.late_chunks, rows, last, error, detail, extra
 
     def _render(self, stamp_ns: int, cancelled: threading.Event) -> str | None:
@@ -463,6 +455,12 @@ class PolicyNode(Node):
     def _stale(self) -> bool:
         latest = self.cache.latest(False)
         return latest is None or time.monotonic() - latest.received > self.stale_s
+
+    def _stale_fault(self) -> dict[str, str]:
+        """Hold the measured position; the done report's fault: the states went stale, not the policy's doing."""
+        self._hold("observations stale")
+        return {"fault": FAULT_STALE, "fault_reason": f"joint states stale for more than {self.stale_s} s; "
+                                                      "held the measured position"}
 
     def _hold(self, why: str) -> None:
         latest = self.cache.latest(False)

@@ -61,7 +61,7 @@ class ResetWatch:
         node.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects,
                                  QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
         node.create_subscription(String, TOPIC_PERCEPTION_STATUS, self._on_perception, 10)
-        self.view = node.create_publisher(MarkerArray, TOPIC_RESET_CHECK, tp.LATCHED)
+        self.view = node.create_publisher(MarkerArray, TOPIC_RESET_CHECK, tp.LATCHED_STATE)
 
     def begin(self, layout: Layout, seed: int) -> None:
         """A new trial: forget what was seen; expect ``layout`` at ``seed``'s resting poses."""

@@ -73,7 +73,7 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
-from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+from robofollow_ros.nodes._params import ParameterSet, non_negative, one_of, positive
 from robofollow_ros.nodes.conversions import (
     NS_PER_S,
     MessageError,
@@ -108,8 +108,7 @@ def _physics_divisor(value: Any) -> str | None:
     return None if abs(steps - round(steps)) < 1e-9 else f"must divide the physics rate {PHYSICS_HZ} Hz"
 
 
-def _non_negative(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and value >= 0 else "must be >= 0"
+_non_negative = non_negative
 
 
 class SimNode(Node):
@@ -139,7 +138,7 @@ class SimNode(Node):
             "displace_object", "", "drills and dry runs of the reset check: leave one object off its place, JSON "
             '{"object": NAME, "dx": M, "dy": M, "dyaw_deg": DEG} from its settled pose (empty: every object in '
             "place); settable while running: before a trial's first row the body moves at once, later at the "
-            "next reset", displacement_error)
+            "next reset", displacement_error, read_only=False)
 
         from robofollow_ros.benchmark import default_registry
         from robofollow_ros.robot.rig_config import load_rig_config
@@ -153,6 +152,8 @@ class SimNode(Node):
                               rig=rig, stepper="direct" if timer else stepper,
                               **({"direct_steps": round(PHYSICS_HZ / step_hz)} if timer else {}))
         self.registry = default_registry()
+        if self.render:
+            self._warm_renderer(SimWorld(render=True, cameras=CameraSettings(width, height), rig=rig))
         self.step_ns = round(self.world.dt * NS_PER_S)
         self.camera_period_ns = round(1e9 / camera_hz) if camera_hz > 0 else None
         self.depth = depth
@@ -175,7 +176,7 @@ class SimNode(Node):
         self.tf = self.create_publisher(TFMessage, TOPIC_TF, tp.STATE_STREAM, event_callbacks=late_reader)
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, tp.STATE_STREAM, event_callbacks=late_reader)
         self.clock = self.create_publisher(Clock, tp.TOPIC_CLOCK, 10)
-        self.status = self.create_publisher(String, tp.TOPIC_SIM_STATUS, tp.LATCHED)
+        self.status = self.create_publisher(String, tp.TOPIC_SIM_STATUS, tp.LATCHED_STATE)
         self.images = {c: self.create_publisher(Image, camera_image_topic(c), 5) for c in CAMERA_NAMES}
         self.infos = {c: self.create_publisher(CameraInfo, camera_info_topic(c), 5) for c in CAMERA_NAMES}
         self.depth_image = self.create_publisher(Image, TOPIC_HEAD_DEPTH, 5)
@@ -192,6 +193,20 @@ class SimNode(Node):
             self.create_timer(1.0 / step_hz, self._on_step_timer, clock=RosClock(clock_type=ClockType.STEADY_TIME))
 
     # -- set-up ----------------------------------------------------------------------------------
+    def _warm_renderer(self, scratch: Any) -> None:
+        """Take the process's first picture now, of a throw-away scene, and drop the scene.
+
+        The first picture builds SAPIEN's shared renderer state (shaders, pipelines; ``sim.renderer`` keeps it
+        for the process) inside one call that holds the GIL: 3-45 s on the CPU renderer. Inside a trial's
+        reset, no signal handler could run meanwhile, so a sim node stopped then outlived launch's 5 s
+        grace; here it is paid once at start-up, and every reset after renders in a fraction of a second.
+        ``scratch`` is a world of its own: the node's world stays without a trial until the first reset."""
+        started = time.monotonic()
+        scratch.reset(self.registry.eval_tasks()[0], 0)
+        scratch.render_images()
+        scratch.close()
+        self.get_logger().info(f"renderer warmed up in {time.monotonic() - started:.1f} s")
+
     def _camera_infos(self, rig: Any, width: int, height: int) -> dict[str, dict[str, Any]]:
         from robofollow_ros.robot.cameras import camera_info_dict
 

@@ -82,7 +82,7 @@ class StageMonitorNode(Node):
         self._end: int | None = None
         self._finished_ids: set[str] = set()
         self._gate = PoseGate()
-        self.score = self.create_publisher(String, TOPIC_SCORE, tp.LATCHED)
+        self.score = self.create_publisher(String, TOPIC_SCORE, tp.LATCHED_STATE)
         # Exactly the frames scored, so a recording (foxglove_node's MCAP) replays to the same result.
         self.frames = self.create_publisher(String, TOPIC_FRAME, tp.FRAME_STREAM)
         self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, tp.STATE_STREAM)

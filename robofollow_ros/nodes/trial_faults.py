@@ -38,14 +38,19 @@ FAULT_GRAPH = "graph-error"
 FAULT_RESET = "reset-not-verified"
 #: A health check failed before or after the trial (``rig.health``); its class says whether the run halts.
 FAULT_HEALTH = "health"
-FAULTS = (FAULT_ESTOP, FAULT_OPERATOR, FAULT_ABORT, FAULT_NODE, FAULT_TIMEOUT, FAULT_GRAPH, FAULT_RESET, FAULT_HEALTH)
+#: Rate mode: the joint states went stale (older than policy_node's ``stale_s``), so policy_node held the
+#: arms and ended the trial. The drivers or a loaded machine fell behind, not the policy: on mock hardware
+#: this is what machine load did (issue 30), and it must not score the policy zero.
+FAULT_STALE = "stale-state"
+FAULTS = (FAULT_ESTOP, FAULT_OPERATOR, FAULT_ABORT, FAULT_NODE, FAULT_TIMEOUT, FAULT_GRAPH, FAULT_RESET, FAULT_HEALTH,
+          FAULT_STALE)
 
 #: Every fault's class in results.json (``failure_class``, beside ``fault``): ``halt`` — the run pauses (or
 #: ends) and needs a person; ``record_and_continue`` — the trial fails with its reason and the run goes on.
 #: A health fault carries its check's class (``rig.health``).
 FAILURE_CLASS = {FAULT_ESTOP: HALT, FAULT_NODE: HALT, FAULT_OPERATOR: RECORD_AND_CONTINUE,
                  FAULT_ABORT: RECORD_AND_CONTINUE, FAULT_TIMEOUT: RECORD_AND_CONTINUE, FAULT_GRAPH: RECORD_AND_CONTINUE,
-                 FAULT_RESET: RECORD_AND_CONTINUE, FAULT_HEALTH: HALT}
+                 FAULT_RESET: RECORD_AND_CONTINUE, FAULT_HEALTH: HALT, FAULT_STALE: RECORD_AND_CONTINUE}
 
 #: What a running trial may take beyond its policy calls (rows, observations), as ``robofollow eval``'s
 #: trial deadline allows: policy timeout × (max steps + 2) + this.

@@ -67,8 +67,8 @@ from robofollow_ros.contract import (
 from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.exit_status import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from robofollow_ros.nodes import trial_protocol as tp
-from robofollow_ros.nodes._main import stop_on_signals
-from robofollow_ros.nodes._params import ParameterSet, one_of, positive
+from robofollow_ros.nodes._main import build_node, stop_on_signals
+from robofollow_ros.nodes._params import Bounds, ParameterSet, non_negative, one_of, positive
 from robofollow_ros.nodes.graph_peers import AliveWatch, GraphWait
 from robofollow_ros.nodes.health_watch import HealthWatch
 from robofollow_ros.nodes.reset_watch import ResetWatch
@@ -78,6 +78,7 @@ from robofollow_ros.nodes.trial_faults import (
     FAULT_GRAPH,
     FAULT_HEALTH,
     FAULT_NODE,
+    FAULT_STALE,
     Fault,
     PhaseBounds,
     SafetyWatch,
@@ -104,8 +105,7 @@ RESET_TELL_PERIOD_S = 10.0
 SIM_RESET_TELL_PERIOD_S = 10.0
 
 
-def _non_negative(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and value >= 0 else "must be >= 0"
+_non_negative = non_negative
 
 
 def _not_empty(value: Any) -> str | None:
@@ -132,9 +132,7 @@ def _words(value: Any) -> list[str]:
     return [w for w in str(value).replace(",", " ").split() if w]
 
 
-def _seconds(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and 0 < value < float("inf") else \
-        "must be a positive number of seconds"
+_seconds = Bounds(low=0, low_open=True, rule="must be a positive number of seconds")
 
 
 class TrialManagerNode(TrialServices, Node):
@@ -279,8 +277,8 @@ class TrialManagerNode(TrialServices, Node):
         self._intervened = 0
 
         self.graph_wait = GraphWait(self, self.wait_for_nodes, self.graph_timeout_s)
-        self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
-        self.instruction_pub = self.create_publisher(String, TOPIC_INSTRUCTION, tp.LATCHED)
+        self.trial_pub = self.create_publisher(String, TOPIC_TRIAL, tp.LATCHED_STATE)
+        self.instruction_pub = self.create_publisher(String, TOPIC_INSTRUCTION, tp.LATCHED_STATE)
         self.create_subscription(String, tp.TOPIC_SIM_STATUS, self._on_sim_status, tp.LATCHED)
         self.create_subscription(String, tp.TOPIC_POLICY_STATUS, self._on_policy_status, tp.LATCHED)
         self.create_subscription(String, TOPIC_SCORE, self._on_score, tp.LATCHED)
@@ -537,6 +535,9 @@ class TrialManagerNode(TrialServices, Node):
             return
         if self.phase in (tp.PHASE_RUNNING, tp.PHASE_STOPPING):
             self._policy_done = status
+            if status.get("fault") == FAULT_STALE and self._fault is None:  # the graph's doing, not the policy's
+                self._fault = Fault(FAULT_STALE, str(status.get("fault_reason", "joint states stale")))
+                self.get_logger().warning(f"trial {self.trial['id']}: {FAULT_STALE}: {self._fault.reason}")
             self.safety.watch(False)
             self._publish({"phase": tp.PHASE_SCORING, "end_stamp_ns": int(status["last_stamp_ns"])})
 
@@ -881,13 +882,14 @@ def main(args: list[str] | None = None) -> None:
     code = EXIT_OK
     try:
         with stop_on_signals() as stop, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
-            node = TrialManagerNode()
+            node = build_node(TrialManagerNode)
             try:
                 while rclpy.ok() and not node.finished.is_set() and not stop.is_set():
                     rclpy.spin_once(node, timeout_sec=0.1)
                 if not stop.is_set():
                     code = node.exit_code
             finally:
+                stop.noticed()
                 node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass  # Ctrl-C (SIGINT/SIGTERM): run.json says "interrupted"; a clean exit, as every node's

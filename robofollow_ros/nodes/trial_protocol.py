@@ -72,9 +72,15 @@ PHASES = (PHASE_IDLE, PHASE_RESETTING, PHASE_AWAITING_CONFIRM, PHASE_VERIFYING_R
           PHASE_RUNNING, PHASE_STOPPING,
           PHASE_SCORING, PHASE_DONE, PHASE_FINISHED)
 
-#: Latched state (trial, statuses, instruction): a node that starts late still learns the current one.
-#: Depth 10, not 1: with keep-last reliability a writer may drop a sample a reader has not acknowledged
-#: yet, and a quick ``running`` → ``scoring`` must not lose ``running``.
+#: Latched state (trial, score, statuses, instruction), as its publishers offer it: a reader that matches
+#: late gets the writer's history, so depth 1 gives it the current state alone (``ros2 topic echo --once
+#: /robofollow/trial`` prints the running phase, not ``idle``), the ROS convention for latched topics.
+#: A tool that needs a trial's history reads it from a topic of its own (``FRAME_STREAM``, the result).
+LATCHED_STATE = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                           durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
+#: How the nodes read latched state: transient local (compatible with ``LATCHED_STATE``), and a queue of
+#: 10 so that a quick ``running`` → ``scoring`` waiting in the reader's own queue does not lose ``running``
+#: to a busy executor (a late match still gets one message: the writer keeps one).
 LATCHED = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                      history=HistoryPolicy.KEEP_LAST)
 #: Per-row state in lock-step: every sample must reach the scorer, so reliable and deep.

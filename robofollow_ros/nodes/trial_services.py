@@ -33,6 +33,8 @@ class TrialServices:
     phase: str
     paused: bool
     trial: dict[str, Any]
+    index: int  # the plan's trial now (-1 before the first)
+    plan: Any  # its length is the run's number of trials
     finished: threading.Event
     _confirmed: threading.Event
     _override: threading.Event
@@ -103,11 +105,21 @@ class TrialServices:
         return res
 
     def _srv_next(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        """End the current trial and go on; on the last trial (or after it) the answer says there is no next one."""
+        total = len(self.plan)
+        if self.finished.is_set():
+            res.success, res.message = False, f"there is no next trial: the run has finished (all {total} trials)"
+            return res
+        current = self.trial.get("id")
         if self.phase == tp.PHASE_RUNNING:
             self.interrupt(Fault(FAULT_OPERATOR, f"ended by the operator ({SERVICE_TRIAL_NEXT})"))
         self.paused = False
         self._announce({})
-        res.success, res.message = not self.finished.is_set(), f"phase {self.phase}; going on to the next trial"
+        if self.index >= 0 and self.index >= total - 1:
+            res.success, res.message = True, (f"phase {self.phase}; trial {current} is the last of {total}: there is "
+                                              "no next trial, the run finishes after it")
+        else:
+            res.success, res.message = True, f"phase {self.phase}; going on to the next trial"
         return res
 
     def _srv_confirm(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
