@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A multi-host test bed on one Linux box: N "hosts", each a network namespace with its own IP, its own
-# process table (a PID namespace) and its own /tmp/ray and /dev/shm (a mount namespace), joined by a
+# process table and hostname (PID and UTS namespaces) and its own /tmp/ray and /dev/shm (a mount namespace), joined by a
 # switch on a private subnet. The switch (tools/testbed_switch.py, a user-space learning switch whose
 # ports are TAP devices) lives in a namespace of its own, so nothing is added to the machine's own
 # network: every packet stays inside the bed and the hosts' loopbacks. It gives each host's cable
@@ -76,7 +76,8 @@ down() {
   for ns in $(our_namespaces); do
     ip netns del "$ns" 2>/dev/null || true
   done
-  rm -rf "$STATE"
+  rm -rf "$STATE" /etc/netns/"${PREFIX}"-h*
+  rmdir /etc/netns 2>/dev/null || true
   [[ -z $(our_namespaces) ]] || die "could not remove: $(our_namespaces | tr '\n' ' ')"
 }
 
@@ -121,7 +122,12 @@ up() {
   ip netns add "$SW"
   ip -n "$SW" link set lo up
   for ((i = 1; i <= n; i++)); do
-    ip netns add "$(host_ns "$i")"
+    ns=$(host_ns "$i")
+    ip netns add "$ns"
+    # every host resolves every host's name (`ip netns exec` binds /etc/netns/NS/hosts over /etc/hosts)
+    mkdir -p "/etc/netns/$ns"
+    { echo "127.0.0.1 localhost"; for ((j = 1; j <= n; j++)); do echo "${SUBNET}.$j ${PREFIX}-h$j"; done; } \
+      >"/etc/netns/$ns/hosts"
   done
   setsid ip netns exec "$SW" python3 "$(dirname "$0")/testbed_switch.py" --prefix "$PREFIX" --state "$STATE" \
     --hosts "$n" </dev/null >"$STATE/switch.log" 2>&1 &
@@ -139,11 +145,13 @@ up() {
     ip -n "$ns" addr add "${SUBNET}.$i/24" dev eth0
     ip -n "$ns" link set eth0 up
     shape "$i"
-    # The host's anchor: PID 1 of its own PID namespace, with private /tmp/ray and /dev/shm (Ray finds
-    # its "local" raylets with ps and keeps sockets and the object store there: one machine each).
-    setsid ip netns exec "$ns" unshare --mount --pid --fork --mount-proc --propagation private \
-      bash -c 'mkdir -p /tmp/ray && mount -t tmpfs -o size=2g tmpfs /tmp/ray && mount -t tmpfs -o size=4g tmpfs /dev/shm \
-             && exec -a "rfb-anchor $0 $1" sleep infinity' "$PREFIX" "h$i" </dev/null >/dev/null 2>&1 &
+    # The host's anchor: PID 1 of its own PID namespace, with its own hostname (PREFIX-hI) and private
+    # /tmp/ray and /dev/shm (Ray finds its "local" raylets with ps and keeps sockets and the object store
+    # there: one machine each).
+    setsid ip netns exec "$ns" unshare --mount --uts --pid --fork --mount-proc --propagation private \
+      bash -c 'echo "$0-$1" >/proc/sys/kernel/hostname && mkdir -p /tmp/ray && mount -t tmpfs -o size=2g tmpfs /tmp/ray \
+             && mount -t tmpfs -o size=4g tmpfs /dev/shm && exec -a "rfb-anchor $0 $1" sleep infinity' "$PREFIX" "h$i" \
+      </dev/null >/dev/null 2>&1 &
     echo $! >"$STATE/h$i.pid.unshare"
   done
   # the PID recorded is the anchor inside (the `sleep`), which nsenter joins
@@ -169,7 +177,7 @@ host_exec() {
   (($#)) || die "exec needs a command"
   local pid
   pid=$(cat "$STATE/h$i.pid" 2>/dev/null) || die "host $i has no anchor (rebuild: tools/testbed.sh up N)"
-  exec nsenter --target "$pid" --net --mount --pid -- "$@"
+  exec nsenter --target "$pid" --net --mount --uts --pid -- "$@"
 }
 
 need_tools
