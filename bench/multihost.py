@@ -1,6 +1,12 @@
-"""A served model across the test bed's network: requests/s of a 100 ms model behind 20 ms +- 5 ms RTT for
-server batch sizes 1, 4 and 8 (``robofollow serve --batch-size``), 8 clients at once.
+"""Across the test bed's network: trials/min for 1, 2 and 4 Ray worker hosts, and requests/s of a 100 ms
+model behind 20 ms +- 5 ms RTT for server batch sizes 1, 4 and 8 (``robofollow serve --batch-size``).
 
+Ray: six hosts of ``tools/testbed.sh``: a head (no CPUs), worker hosts with one CPU each (one actor each),
+and the driver's host (a CPU-less raylet), every process started by ``ray start`` as docs/scale-out.md
+says; worker hosts join one after another, and after each step the same ``robofollow eval --backend ray``
+(oracle, no rendering) runs from the driver host. Rates count from the evaluator's start to its exit.
+
+Served model:
 Two hosts of ``tools/testbed.sh`` (root): the "GPU box" (host 2, its cable shaped to 10 ms +- 2.5 ms each
 way) serves ``shared_echo`` with ``delay_s=0.1``, a model whose every call (one observation, or one batch)
 takes 100 ms; host 1 runs 8 RoboFollow TCP clients, each sending full observations (three 320x240 RGB
@@ -10,8 +16,8 @@ per call but has no ``predict_batch``, so it cannot be served batched: the echo 
     sudo .venv/bin/python bench/multihost.py            # rewrites the `multihost` section of docs/benchmarks.md
     sudo .venv/bin/python bench/multihost.py --no-doc
 
-Both hosts share this machine's cores with each other and with the switch that carries their frames.
-Not measured here yet: trials/min for 1, 2 and 4 Ray worker hosts (see the report of issue 29).
+All hosts share this machine's cores with each other and with the switch that carries their frames:
+the figures show what the network and the set-up cost, not what more machines would give.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import secrets
 import statistics
 import subprocess
 import sys
@@ -96,6 +103,41 @@ def measure(batch: int) -> dict[str, float]:
             "p05_ms": 1000 * lat[int(0.05 * (len(lat) - 1))], "p95_ms": 1000 * lat[int(0.95 * (len(lat) - 1))]}
 
 
+RAY = str(Path(sys.executable).parent / "ray")
+RAY_ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+RAY_HOSTS = (2, 3, 4, 5)  # the worker hosts, joined in this order; head 1, driver 6
+EVAL_ARGS = ("--policy", "oracle", "--levels", "L0", "--limit", "2", "--rounds", "1", "--no-render")
+
+
+def ray_start(host: int, *args: str) -> None:
+    env = dict(os.environ, RFB_PREFIX=PREFIX, PYTHONPATH=str(REPO), **RAY_ENV)
+    subprocess.run(["bash", str(SCRIPT), "exec", str(host), RAY, "start", "--node-ip-address", f"10.213.0.{host}",
+                    "--disable-usage-stats", "--object-store-memory", str(100 * 2**20), *args],
+                   capture_output=True, text=True, timeout=300, env=env, check=True)
+
+
+def ray_rates(out_root: Path) -> list[str]:
+    """Rows ``| worker hosts | n trials | wall s | trials/min |`` for 1, 2 and 4 worker hosts."""
+    env = dict(os.environ, RFB_PREFIX=PREFIX, PYTHONPATH=str(REPO), **RAY_ENV)
+    ray_start(1, "--head", "--port", "6379", "--num-cpus", "0", "--include-dashboard", "false")
+    ray_start(6, "--address", "10.213.0.1:6379", "--num-cpus", "0")
+    rows, joined = [], 0
+    for want in (1, 2, 4):
+        while joined < want:
+            ray_start(RAY_HOSTS[joined], "--address", "10.213.0.1:6379", "--num-cpus", "1")
+            joined += 1
+        out = out_root / f"ray{want}"
+        start = time.monotonic()
+        subprocess.run(["bash", str(SCRIPT), "exec", "6", sys.executable, "-m", "robofollow_ros.cli", "eval",
+                        "--backend", "ray", "--ray-address", "10.213.0.1:6379", "--workers", str(want), *EVAL_ARGS,
+                        "--output", str(out)], capture_output=True, text=True, timeout=1800, env=env, check=True)
+        wall = time.monotonic() - start
+        n = len(json.loads((out / "results.json").read_text()))
+        print(f"ray {want} worker host(s): {n} trials in {wall:.1f} s", flush=True)
+        rows.append(f"| {want} | {n} | {wall:.1f} | {60 * n / wall:.1f} |")
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-doc", action="store_true", help="only print the table")
@@ -104,6 +146,14 @@ def main() -> int:
     if args.client:
         client_main(args.client[0], int(args.client[1]), CLIENTS, REQUESTS)
         return 0
+    import tempfile
+
+    testbed("up", "6")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            ray_rows = ray_rates(Path(tmp))
+    finally:
+        testbed("down")
     testbed("up", "2")
     try:
         testbed("shape", "2", "--delay", "10", "--jitter", "2.5")
@@ -116,7 +166,20 @@ def main() -> int:
     finally:
         testbed("down")
     text = "\n".join([
-        "## A served model across the network (`bench/multihost.py`)",
+        "## Across hosts: Ray worker hosts and a served model (`bench/multihost.py`)",
+        "",
+        f"Ray on the test bed (tools/testbed.sh): head, driver host and 1, 2, 4 worker hosts of one CPU each, all "
+        f"started by `ray start`; `robofollow eval --backend ray` with `{' '.join(EVAL_ARGS)}` from the driver "
+        f"host, timed from its start to its exit (actor start-up included). The hosts are namespaces of one "
+        f"machine ({os.cpu_count()} CPUs, shared with other jobs): more worker hosts add network hops and "
+        "processes, not cores, so this shows the cost of going multi-host, not a speed-up.",
+        "",
+        "| worker hosts | n trials | wall (s) | trials/min |",
+        "|---|---|---|---|",
+        *ray_rows,
+        "",
+        "One run per row (n trials each), so no interval: the differences between rows are not shown to exceed "
+        "run-to-run noise on this shared machine; rerun with more trials (`--limit`) before reading them.",
         "",
         f"Test bed (tools/testbed.sh): `robofollow serve` of a 100 ms model (`shared_echo`, `delay_s` 0.1: 100 ms "
         f"per call, one observation or one batch) on host 2 behind 20 ms ± 5 ms RTT; {CLIENTS} RoboFollow TCP "
@@ -130,7 +193,7 @@ def main() -> int:
         "",
         f"Ideal with {CLIENTS} clients: batch 1 serves one call per 100 ms (10/s); batch B up to B per call. "
         "The `latency:100:SPEC` wrapper has no `predict_batch`, so it is served one call at a time only "
-        "(the batch-1 row). Trials/min for 1, 2 and 4 Ray worker hosts on the bed: not measured yet.",
+        "(the batch-1 row).",
     ])
     print(text)
     if not args.no_doc:
