@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -170,6 +171,7 @@ def resume_command(args: argparse.Namespace) -> str:
 
 def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import UnknownTaskError
+    from robofollow_ros.evaluation.ray_pool import RayHeadLost
     from robofollow_ros.evaluation.report import format_table, run_table
     from robofollow_ros.evaluation.runner import run_evaluation
     from robofollow_ros.evaluation.worker_errors import WorkerStartError
@@ -197,6 +199,12 @@ def _eval(args: argparse.Namespace) -> int:
         raise CliError(f"{exc}{hint}") from None
     except WorkerStartError as exc:
         raise CliError(str(exc), START_EXIT.get(exc.kind, EXIT_INTERNAL)) from None
+    except RayHeadLost as exc:
+        # A cluster's head gone mid-run. The run directory is closed (what was recorded stays, --resume
+        # finishes), but Ray's exit handler would wait minutes on the head that is gone: leave now.
+        print(f"robofollow eval: error: {exc}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(EXIT_TRIALS_FAILED)
     except (UnknownTaskError, PolicySpecError, ValueError) as exc:
         raise CliError(str(exc)) from None
     if args.json:

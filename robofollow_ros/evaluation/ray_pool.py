@@ -11,6 +11,11 @@ they finish (the driver alone writes the run directory). What it decides on top 
 * An actor whose **process dies** on a live node (abort, OOM, a policy that kills its process)
   fails only that trial with the reason, as the local backend does, and is replaced.
 * A trial past ``trial_deadline_s`` gets its actor killed and fails with that reason.
+* The **head lost** (its GCS unreachable for ``HEAD_LOST_S``: the head crashed, or the driver's or the
+  head's network is down) stops the run with :class:`RayHeadLost`, one line, before Ray's own limit ends
+  the driver's process with a crash report; what was recorded stays, and ``--resume`` on any backend
+  finishes the run. (Results travel from the actors straight to the driver, so a run can outlive its
+  head for a while: it stops only when the head stays silent.)
 """
 
 from __future__ import annotations
@@ -33,6 +38,15 @@ MAX_NODE_LOSSES_PER_TRIAL = 3
 #: How long the run may wait with no actor able to start (no free CPU anywhere) before it stops.
 START_TIMEOUT_S = 900.0
 _NODE_DIED = "because its node has died"
+#: A head (GCS) silent this long stops the run; below Ray's own ``gcs_rpc_server_reconnect_timeout_s`` (60 s),
+#: after which Ray itself ends the driver's process with a crash report instead of one line.
+HEAD_LOST_S = 20.0
+#: How often (and how long at most) the driver asks the head whether it is there.
+HEAD_PROBE_S = 2.0
+
+
+class RayHeadLost(RuntimeError):
+    """The cluster's head stopped answering: the run cannot go on (see the module docstring)."""
 
 
 class TrialActor:
@@ -136,6 +150,10 @@ class RayPool:
         self._overdue: set[Any] = set()
         self.requeued = 0
         self.replaced = 0
+        # the head to watch: a cluster joined by address (not the private instance, not Ray Client's proxy)
+        self._watch_head = address is not None and not address.startswith("ray://")
+        self._head_seen = self._head_probe_at = time.monotonic()
+        self._head_lost = False
 
     def _spawn(self, replacing: bool = False) -> None:
         actor: Any = self._cls.remote(replacement(self.spec) if replacing else self.spec)
@@ -187,6 +205,7 @@ class RayPool:
                 else:
                     yield from self._on_finished(ref, pending, losses)
             self._kill_overdue()
+            self._check_head()
             self._assign_idle(pending)
             if self._inflight or not self._starting:
                 waiting_since = time.monotonic()
@@ -260,7 +279,29 @@ class RayPool:
                 self._overdue.add(ref)
                 self.ray.kill(actor, no_restart=True)
 
+    def _check_head(self) -> None:
+        """Raise :class:`RayHeadLost` once the head has not answered for ``HEAD_LOST_S``."""
+        if not self._watch_head or time.monotonic() < self._head_probe_at:
+            return
+        try:
+            gcs: Any = getattr(self.ray._private.worker.global_worker, "gcs_client")  # noqa: B009 (set at connect)
+            gcs.get_all_node_info(timeout=HEAD_PROBE_S)
+            self._head_seen = time.monotonic()
+        except Exception:  # any failure to get an answer (timeout, connection refused, ...) is silence
+            silent = time.monotonic() - self._head_seen
+            if silent > HEAD_LOST_S:
+                self._head_lost = True
+                raise RayHeadLost(f"the Ray head has not answered for {silent:.0f} s (stopped, or the network to it "
+                                  "is down): the run stops; every trial recorded so far is kept, finish it with "
+                                  "--resume (on any backend)") from None
+        self._head_probe_at = time.monotonic() + HEAD_PROBE_S
+
     def close(self) -> None:
+        if self._head_lost:  # killing actors or shutting down would wait on the head that is gone
+            self._idle.clear()
+            self._starting.clear()
+            self._inflight.clear()
+            return
         actors = [a for a, _ in self._idle] + list(self._starting.values()) + [v[0] for v in self._inflight.values()]
         for actor in actors:
             with contextlib.suppress(Exception):  # an actor that is already gone

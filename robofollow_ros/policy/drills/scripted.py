@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -180,12 +181,15 @@ def dying(**kwargs: Any) -> DyingPolicy:
 class GatedPolicy:
     """Another policy (``inner`` SPEC) that waits at every ``predict`` until ``<gate>/open`` exists, leaving
     ``<gate>/<pid>.waiting`` meanwhile: a test (or an operator) can hold workers mid-trial, e.g. to take a
-    cluster node away while it is running one, then let everything go on exactly as ``inner`` would."""
+    cluster node away while it is running one, then let everything go on exactly as ``inner`` would.
+    ``per_host``: ``<gate>/<hostname>.<pid>.waiting`` instead, for workers on several machines that share
+    the gate's directory (PIDs repeat across machines, and across the test bed's PID namespaces)."""
 
-    def __init__(self, gate: str, inner: str = "hold", timeout_s: float = 600.0) -> None:
+    def __init__(self, gate: str, inner: str = "hold", timeout_s: float = 600.0, per_host: bool = False) -> None:
         from robofollow_ros.policy.spec import load_policy
 
         self.gate, self.timeout_s = Path(gate), timeout_s
+        self.marker = f"{socket.gethostname()}.{os.getpid()}" if per_host else str(os.getpid())
         self.inner = load_policy(inner, validate=False)
 
     @property
@@ -202,7 +206,7 @@ class GatedPolicy:
     def predict(self, obs: Observation) -> Any:
         opened = self.gate / "open"
         if not opened.exists():
-            (self.gate / f"{os.getpid()}.waiting").touch()
+            (self.gate / f"{self.marker}.waiting").touch()
             deadline = time.monotonic() + self.timeout_s
             while not opened.exists():
                 if time.monotonic() > deadline:
