@@ -55,7 +55,7 @@ def test_densify_emits_rows_at_the_control_rate_that_end_on_each_waypoint_within
 
     start, points = waypoints()
     rows, ends = densify(start, points, HZ)
-    assert DEFAULT_MAX_STEP_RAD < SafetyConfig.__dataclass_fields__["max_step_rad"].default  # below the bridge
+    assert SafetyConfig.__dataclass_fields__["max_step_rad"].default > DEFAULT_MAX_STEP_RAD  # below the bridge
     for i, end in enumerate(ends):
         np.testing.assert_array_equal(rows[end], points[i])  # each segment ends exactly on its waypoint
     assert ends[-1] == len(rows) - 1 and np.all(np.diff(ends) >= 1)
@@ -113,7 +113,7 @@ def drive(chunker: DenseChunker, planner: Planner, ticks: int, delay: int = 5,
 
 
 def test_dense_chunks_continue_the_track_exactly_and_an_open_loop_plan_never_runs_dry() -> None:
-    start, points = waypoints()
+    _start, points = waypoints()
     second = points[-1].copy()
     second[LEFT] = 0.0
     planner = Planner([points, second[None, :]])
@@ -136,7 +136,7 @@ def test_dense_chunks_continue_the_track_exactly_and_an_open_loop_plan_never_run
 
 
 def test_a_closed_loop_plan_waits_at_each_phase_end_and_plans_from_the_measured_joints() -> None:
-    start, points = waypoints()
+    _start, points = waypoints()
     planner = Planner([points[:1], points[1:]])
     chunker = DenseChunker(HZ, 50, lookahead=False)
     executor, ticks = drive(chunker, planner, 200, hint=False)
