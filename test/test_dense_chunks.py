@@ -83,9 +83,10 @@ class Planner:
         return self.phases.pop(0) if self.phases else start[None, :].copy()
 
 
-def drive(chunker: DenseChunker, planner: Planner, ticks: int, delay: int = 5,
-          hint: bool = True) -> tuple[RealtimeChunkExecutor, list[Any]]:
-    """The real executor, requests answered ``delay`` ticks later; the arm follows every command exactly."""
+def drive(chunker: DenseChunker, planner: Planner, ticks: int, delay: int = 5, hint: bool = True,
+          lag: int = 0) -> tuple[RealtimeChunkExecutor, list[Any]]:
+    """The real executor, requests answered ``delay`` ticks later; the arm reaches each command ``lag`` ticks
+    after it was sent (0: at once)."""
     pending: list[tuple[int, Future[np.ndarray], np.ndarray, RtcHint]] = []
 
     def submit(obs: Any, rtc: RtcHint) -> Future[np.ndarray]:
@@ -108,7 +109,7 @@ def drive(chunker: DenseChunker, planner: Planner, ticks: int, delay: int = 5,
                 pending.remove((sent_at, future, obs, rtc))
         tick = executor.tick(step, measured.copy())
         sent.append(tick)
-        measured = np.asarray(tick.row, dtype=np.float64)
+        measured = np.asarray(sent[max(0, len(sent) - 1 - lag)].row, dtype=np.float64)
     return executor, sent
 
 
@@ -148,6 +149,24 @@ def test_a_closed_loop_plan_waits_at_each_phase_end_and_plans_from_the_measured_
     np.testing.assert_allclose(sent[-1], points[-1], atol=1e-6)
     # the phase end costs about one request (5 ticks), and nothing else does
     assert 0 < executor.stats.starved_ticks <= 2 * 5
+
+
+def test_an_arm_lagging_its_commands_is_never_sent_back_along_the_track() -> None:
+    """A simulator slower than the clock (the ROS sim on a loaded machine): the joints reach each command 6 ticks
+    late. With the hint, the commands still walk the track forward only; the next phase waits for the arm."""
+    _start, points = waypoints()
+    planner = Planner([points[:1], points[1:]])
+    chunker = DenseChunker(HZ, 50, lookahead=False)
+    _executor, ticks = drive(chunker, planner, 240, lag=6)
+    assert chunker.phases == 2 and chunker.track is not None
+    track = chunker.track
+    index = [int(np.abs(track - t.row[None, :]).max(axis=1).argmin()) for t in ticks if not t.hold]
+    assert all(np.abs(track[i] - t.row).max() < 1e-6 for i, t in zip(index, [t for t in ticks if not t.hold],
+                                                                       strict=True))
+    assert all(b >= a for a, b in zip(index, index[1:], strict=False))  # forward only
+    sent = np.asarray([t.row for t in ticks], dtype=np.float64)
+    assert np.abs(np.diff(sent, axis=0))[:, ARM_JOINTS].max() <= DEFAULT_MAX_STEP_RAD + 1e-6
+    np.testing.assert_allclose(planner.starts[1], points[0], atol=1e-6)  # planned once the arm got there
 
 
 def test_dense_chunks_are_off_by_default_and_a_bad_rate_is_one_line_naming_it() -> None:

@@ -17,7 +17,9 @@ and ``blind``) turns each phase's waypoints into such rows:
   :class:`~robofollow_ros.policy.interface.RtcHint` whose queue is not empty, at the track row nearest the
   first queued row (that row is executed on the request's tick, so the new chunk continues the old one
   exactly); otherwise just after the track row nearest the measured joints (the grippers, reported as
-  commanded, tell gripper-only rows apart);
+  commanded, tell gripper-only rows apart), except that when the hint says the queue is empty and the
+  whole phase was handed out, joints short of its end (a simulator slower than the clock) get its last row
+  again rather than the rows back along the track;
 * a phase ends when the measured joints are at its last row (nearest row, or within ``FINISHED_RAD``);
   a closed-loop planner (the oracle) then plans the next phase from what it sees, as in lock-step, so the
   arm waits one request at each phase end. An open-loop planner (the memorizer: nominal poses, no
@@ -110,6 +112,7 @@ class DenseChunker:
         #: The rows of the phases planned so far, from the vector the first was planned at (row 0, never sent).
         self.track: np.ndarray | None = None
         self.cursor = 0          # the track row the last chunk started at
+        self.handed = 0          # one past the last track row handed out in a chunk
         self.finished = False    # the planner said it is done: hold the last row
         self.phases = 0
 
@@ -138,6 +141,11 @@ class DenseChunker:
                 here = nearest(track, vector, max(0, self.cursor - 1))
                 if here < len(track) - 1 and np.abs(track[-1] - vector).max() > FINISHED_RAD:
                     start = here + 1
+                    if queued is not None and self.handed >= len(track):
+                        # the hint says every row handed out was sent, the phase's last one included: the
+                        # joints lag the commands (a simulator slower than the clock); keep commanding the end
+                        # rather than send the arm back along the track
+                        start = len(track) - 1
         if start is None:  # no track yet, or the arm is at its end: the next phase, planned from here
             if self.finished or not self._extend(vector, next_phase):
                 last = vector if self.track is None else self.track[-1]
@@ -149,6 +157,7 @@ class DenseChunker:
                 break
         self.cursor = start
         rows = self.track[start:start + self.horizon]
+        self.handed = max(self.handed, start + len(rows))
         if self.finished and len(rows) < self.horizon:  # the plan's end: hold its last row
             rows = np.vstack([rows, np.repeat(rows[-1:], self.horizon - len(rows), axis=0)])
         return rows.astype(np.float32)
