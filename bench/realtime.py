@@ -26,9 +26,13 @@ in parts (e.g. one policy per invocation) and the table is written from every ce
 
 Run by hand (not in the test suite)::
 
-    .venv/bin/python bench/realtime.py --policies oracle --cells /tmp/rt.json          # ~13 min on 2 cores
-    .venv/bin/python bench/realtime.py --policies oracle,memorizer --cells /tmp/rt.json
+    .venv/bin/python bench/realtime.py --policies oracle,memorizer --cells /tmp/rt.json   # 40 cells
+    .venv/bin/python bench/realtime.py --policies learned:CKPT --cells /tmp/rt.json \
+        --doc-policies oracle,memorizer,learned:CKPT                                       # adds 20, one table
     .venv/bin/python bench/realtime.py --limit 1 --latencies 0,200 --no-doc              # a quick look
+
+With ``--limit 1`` (4 trials per cell) the 28 oracle/memorizer cells took 142 s on 2 idle cores and ~20 min
+when ~7 other jobs shared them; learned cells render the cameras (ensemble at 0 ms: a request every tick).
 
 Writes the table into docs/benchmarks.md (section *realtime*) and the plot to docs/images/realtime.png.
 """

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import Future
 from typing import Any
 
@@ -163,7 +164,7 @@ def test_an_arm_lagging_its_commands_is_never_sent_back_along_the_track() -> Non
     index = [int(np.abs(track - t.row[None, :]).max(axis=1).argmin()) for t in ticks if not t.hold]
     assert all(np.abs(track[i] - t.row).max() < 1e-6 for i, t in zip(index, [t for t in ticks if not t.hold],
                                                                        strict=True))
-    assert all(b >= a for a, b in zip(index, index[1:], strict=False))  # forward only
+    assert all(b >= a for a, b in itertools.pairwise(index))  # forward only
     sent = np.asarray([t.row for t in ticks], dtype=np.float64)
     assert np.abs(np.diff(sent, axis=0))[:, ARM_JOINTS].max() <= DEFAULT_MAX_STEP_RAD + 1e-6
     np.testing.assert_allclose(planner.starts[1], points[0], atol=1e-6)  # planned once the arm got there
