@@ -9,7 +9,9 @@ Stutter and jerks at chunk boundaries are the complaint real-time execution answ
   row of the same chunk as the tick before. Ticks that hold are neither (a held command does not move).
 
 Reported: the largest step, the mean step and jerk over boundary and within ticks, and their ratios
-(boundary / within; None when either set is empty or the within mean is 0).
+(boundary / within; None when either set is empty or the within mean is 0); the largest boundary and the
+largest within step (their ratio is ``tools/boundary_steps.py``'s: a mean ratio also reflects *when*
+chunks arrive, mostly while the arm moves, whereas the within ticks include slow and still ones).
 """
 
 from __future__ import annotations
@@ -67,4 +69,6 @@ class MotionTrace:
             out[f"{name.split('_')[0]}_ratio"] = boundary / within if boundary is not None and within else None
         boundary_steps = steps[kinds == "boundary"]
         out["max_boundary_step_rad"] = float(boundary_steps.max()) if boundary_steps.size else None
+        within_steps = steps[kinds == "within"]
+        out["max_within_step_rad"] = float(within_steps.max()) if within_steps.size else None
         return out

@@ -23,11 +23,12 @@ from difflib import SequenceMatcher
 import numpy as np
 
 from robofollow_ros.benchmark import Layout, TrainingTask
+from robofollow_ros.policy.expert.dense import DEFAULT_MAX_STEP_RAD
 from robofollow_ros.policy.expert.meaning import meaning_of_training_task
 from robofollow_ros.policy.expert.oracle import PlannerPolicy, current_vector
 from robofollow_ros.policy.expert.planner import ExpertPlanner
 from robofollow_ros.policy.expert.poses import PoseSnapshot, nominal_poses, poses_from_observation
-from robofollow_ros.policy.interface import Observation, PolicyError
+from robofollow_ros.policy.interface import Observation, PolicyError, RtcHint
 
 SCENES = ("scene1", "scene2", "scene3", "scene4")
 
@@ -44,8 +45,9 @@ def text_similarity(a: str, b: str) -> float:
 class _PlannedBaseline(PlannerPolicy):
     """The planner plumbing plus the training tasks a baseline chooses its behaviour from."""
 
-    def __init__(self, chunk_size: int = 50) -> None:
-        super().__init__(chunk_size)
+    def __init__(self, chunk_size: int = 50, dense_hz: int | None = None,
+                 max_step_rad: float = DEFAULT_MAX_STEP_RAD) -> None:
+        super().__init__(chunk_size, dense_hz, max_step_rad)
         self.training: list[TrainingTask] = [t for s in SCENES for t in self.registry.training_tasks(s)]
 
     def training_layout(self, task: TrainingTask) -> Layout:
@@ -65,8 +67,9 @@ class MemorizerPolicy(_PlannedBaseline):
     It declares no ``needs_privileged``: it reads neither the scene nor the task id, so it is handed
     the observation contract alone (its numbers then show what words and joints alone achieve)."""
 
-    def __init__(self, chunk_size: int = 50) -> None:
-        super().__init__(chunk_size)
+    def __init__(self, chunk_size: int = 50, dense_hz: int | None = None,
+                 max_step_rad: float = DEFAULT_MAX_STEP_RAD) -> None:
+        super().__init__(chunk_size, dense_hz, max_step_rad)
         self.remembered: TrainingTask | None = None
         self.matched_instruction: str | None = None
 
@@ -87,13 +90,13 @@ class MemorizerPolicy(_PlannedBaseline):
         self.remembered, self.matched_instruction = self.nearest(text)
         self.planner = None
 
-    def predict(self, obs: Observation) -> np.ndarray:
+    def predict(self, obs: Observation, *, rtc: RtcHint | None = None) -> np.ndarray:
         if self.remembered is None:
             raise PolicyError("memorizer: predict before set_instruction; no instruction to recall")
         if self.planner is None:
             self.planner = self.make_planner(self.remembered, closed_loop=False)
             self._poses = nominal_poses(self.training_layout(self.remembered))
-        return self.planner.step(current_vector(obs), self._poses, self.chunk_size)
+        return self.plan_rows(current_vector(obs), self._poses, rtc)
 
 
 class BlindPolicy(_PlannedBaseline):
@@ -102,8 +105,9 @@ class BlindPolicy(_PlannedBaseline):
     #: It finds its scene group from the object names and acts on the true poses (``interface.declares_privileged``).
     needs_privileged = True
 
-    def __init__(self, chunk_size: int = 50) -> None:
-        super().__init__(chunk_size)
+    def __init__(self, chunk_size: int = 50, dense_hz: int | None = None,
+                 max_step_rad: float = DEFAULT_MAX_STEP_RAD) -> None:
+        super().__init__(chunk_size, dense_hz, max_step_rad)
         groups: dict[str, list[TrainingTask]] = {}
         for task in self.training:
             groups.setdefault(f"{task.scene}/{task.layout}", []).append(task)
@@ -122,12 +126,12 @@ class BlindPolicy(_PlannedBaseline):
             raise PolicyError("observation: privileged.objects is empty; blind needs object names to find its scene")
         return max(self.group_names, key=lambda g: len(seen & self.group_names[g]) / len(seen | self.group_names[g]))
 
-    def predict(self, obs: Observation) -> np.ndarray:
+    def predict(self, obs: Observation, *, rtc: RtcHint | None = None) -> np.ndarray:
         poses = poses_from_observation(obs)
         if self.planner is None:
             self.group = self.group_of(poses)
             self.planner = self.make_planner(self.habit[self.group], closed_loop=True)
-        return self.planner.step(current_vector(obs), poses, self.chunk_size)
+        return self.plan_rows(current_vector(obs), poses, rtc)
 
 
 def most_frequent_behaviour(tasks: list[TrainingTask]) -> TrainingTask:

@@ -5,6 +5,9 @@ resolved action, source, target, arm, scored route and yaw) and sees object pose
 :func:`~robofollow_ros.policy.expert.poses.poses_from_observation`, so it works in process, behind
 ``robofollow serve`` and, on the rig, fed by the perception node. Each ``predict`` plans the next
 phase from the current joints and poses (closed loop: a grasp that did not lift is retried).
+
+``dense_hz`` (kwarg; default off, so lock-step scoring is unchanged): emit dense chunks of ``chunk_size``
+rows at that control rate for real-time execution instead of sparse waypoints (``expert.dense``).
 """
 
 from __future__ import annotations
@@ -12,10 +15,14 @@ from __future__ import annotations
 import numpy as np
 
 from robofollow_ros.contract import ACTION_DIM
+from robofollow_ros.policy.expert.dense import DEFAULT_MAX_STEP_RAD, DenseChunker
 from robofollow_ros.policy.expert.meaning import meaning_of_eval_task
 from robofollow_ros.policy.expert.planner import ExpertPlanner
-from robofollow_ros.policy.expert.poses import poses_from_observation, task_id_from_observation
-from robofollow_ros.policy.interface import Observation, PolicyError
+from robofollow_ros.policy.expert.poses import ObjectPoses, poses_from_observation, task_id_from_observation
+from robofollow_ros.policy.interface import Observation, PolicyError, RtcHint
+
+#: ``planner.step``'s chunk when the dense chunker asks for a whole phase.
+WHOLE_PHASE = 1 << 30
 
 
 def current_vector(obs: Observation) -> np.ndarray:
@@ -30,21 +37,43 @@ def current_vector(obs: Observation) -> np.ndarray:
 
 class PlannerPolicy:
     """Shared plumbing of the policies that act through the expert planner (oracle, baselines):
-    the registry, the rig's kinematics and one planner per episode, dropped by ``reset``."""
+    the registry, the rig's kinematics and one planner per episode, dropped by ``reset``.
 
-    def __init__(self, chunk_size: int = 50) -> None:
+    ``dense_hz``/``max_step_rad``: dense chunks (``expert.dense``); with them the policy accepts an
+    :class:`RtcHint` (its queued rows tell where the new chunk continues)."""
+
+    def __init__(self, chunk_size: int = 50, dense_hz: int | None = None,
+                 max_step_rad: float = DEFAULT_MAX_STEP_RAD) -> None:
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ValueError(f"chunk_size: expected an integer >= 1, got {chunk_size!r}")
         from robofollow_ros.benchmark import default_registry
         from robofollow_ros.robot.kinematics import RigKinematics
 
         self.chunk_size = chunk_size
+        self.dense = None if dense_hz is None else DenseChunker(dense_hz, chunk_size, max_step_rad)
+        self.accepts_rtc = self.dense is not None
         self.registry = default_registry()
         self.kin = RigKinematics()
+        if self.dense is not None:
+            self.dense.max_acceleration = float(self.kin.rig.max_acceleration)
         self.planner: ExpertPlanner | None = None
+        self._dense_of: ExpertPlanner | None = None
 
     def reset(self) -> None:
         self.planner = None
+
+    def plan_rows(self, vector: np.ndarray, poses: ObjectPoses, rtc: RtcHint | None = None) -> np.ndarray:
+        """The planner's next rows: its waypoints (at most ``chunk_size``), or a dense chunk with ``dense_hz``."""
+        planner = self.planner
+        assert planner is not None
+        if self.dense is None:
+            return planner.step(vector, poses, self.chunk_size)
+        if self._dense_of is not planner:  # a new episode or task: a new track
+            self.dense.reset()
+            self.dense.lookahead = not planner.closed_loop
+            self._dense_of = planner
+        queued = None if rtc is None else np.asarray(rtc.queued_rows, dtype=np.float64).reshape(-1, ACTION_DIM)
+        return self.dense.chunk(vector, lambda start: planner.step(start, poses, WHOLE_PHASE), queued)
 
 
 class OraclePolicy(PlannerPolicy):
@@ -54,8 +83,9 @@ class OraclePolicy(PlannerPolicy):
     #: (``interface.declares_privileged``); over a wire only when the run has ``--privileged``.
     needs_privileged = True
 
-    def __init__(self, chunk_size: int = 50) -> None:
-        super().__init__(chunk_size)
+    def __init__(self, chunk_size: int = 50, dense_hz: int | None = None,
+                 max_step_rad: float = DEFAULT_MAX_STEP_RAD) -> None:
+        super().__init__(chunk_size, dense_hz, max_step_rad)
         self.task_id: str | None = None
 
     def reset(self) -> None:
@@ -65,7 +95,7 @@ class OraclePolicy(PlannerPolicy):
     def set_instruction(self, text: str) -> None:
         """The oracle reads the task from the registry, not from the words."""
 
-    def predict(self, obs: Observation) -> np.ndarray:
+    def predict(self, obs: Observation, *, rtc: RtcHint | None = None) -> np.ndarray:
         task_id = task_id_from_observation(obs)
         if self.planner is None or task_id != self.task_id:
             try:
@@ -75,7 +105,7 @@ class OraclePolicy(PlannerPolicy):
             self.planner = ExpertPlanner(self.kin, meaning_of_eval_task(task), self.registry.layout_of(task),
                                          dict(self.registry.slot_xy))
             self.task_id = task_id
-        return self.planner.step(current_vector(obs), poses_from_observation(obs), self.chunk_size)
+        return self.plan_rows(current_vector(obs), poses_from_observation(obs), rtc)
 
     def close(self) -> None:
         self.planner = None
