@@ -37,9 +37,10 @@ from waiting import poll_until
 
 pytestmark = pytest.mark.timeout(300)
 
-RIG, GPU_BOX = 1, 2
-#: What runs on the GPU box; every other node of the profile runs on the rig PC.
-GPU_NODES = frozenset({"policy_node"})
+RIG, GPU_BOX, VIEWER = 1, 2, 3
+#: Where a node runs other than on the rig PC: the policy on the GPU box, the Foxglove server on a third host.
+HOST_OF = {"policy_node": GPU_BOX, "foxglove_node": VIEWER}
+FOXGLOVE_PORT = 8765
 #: DDS across hosts (docs/scale-out.md); ROS_DOMAIN_ID is the test session's own (conftest).
 DDS = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET", "ROS_STATIC_PEERS": ""}
 TASKS = ("L0_pickup_red_cylinder", "L1_scene2_1_01_pickup_red_cylinder_larger_red_object")
@@ -67,36 +68,72 @@ node.create_subscription(String, alive_topic("policy_node"), lambda m: out("poli
                          ALIVE_QOS)
 rclpy.spin(node)
 """
+#: A Foxglove viewer on the rig PC, watching the server on the viewer host: it subscribes before the trials
+#: begin and prints each trial's final score as the viewer saw it.
+VIEWER_CLIENT = """
+import asyncio, json, sys
+from robofollow_ros.monitoring import topics
+from robofollow_ros.monitoring.ws_client import FoxgloveProbe
+async def main(url):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 120
+    while True:
+        probe = FoxgloveProbe(url)
+        try:
+            await probe.connect()
+            break
+        except OSError:
+            if loop.time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+    want = [topics.TRIAL, topics.SCORE]
+    await probe.wait_for(lambda: {c["topic"] for c in probe.channels.values()} >= set(want), 60, "advertisements")
+    await probe.subscribe(want)
+    print("subscribed", flush=True)
+    def phases():
+        return [json.loads(probe.decode(m).data).get("phase") for m in probe.messages(topics.TRIAL)]
+    await probe.wait_for(lambda: "finished" in phases(), 240, "the run's end")
+    scores = [json.loads(probe.decode(m).data) for m in probe.messages(topics.SCORE)]
+    print(json.dumps({"final_intents": [s["intent"] for s in scores if s.get("final")]}), flush=True)
+    await probe.close()
+asyncio.run(main(sys.argv[1]))
+"""
 
 
 @pytest.fixture(scope="module")
 def two() -> Iterator[Testbed]:
-    for testbed in bed(2):
-        testbed.shape(GPU_BOX, delay_ms=10)  # RTT 20 ms between the rig PC and the GPU box
+    for testbed in bed(3):
+        testbed.shape(GPU_BOX, delay_ms=10)  # RTT 20 ms between the rig PC and the GPU box (and the viewer)
         yield testbed
 
 
 def sim_profile(output: Path, tasks: tuple[str, ...] = TASKS, **choices: Any) -> Profile:
-    """The sim profile as ``robofollow bringup sim --policy oracle --no-render --no-foxglove`` makes it."""
+    """The sim profile as ``robofollow bringup sim --policy oracle --no-render [--no-foxglove]`` makes it."""
     return apply_choices(load_profile("sim"), Choices(
-        policy="oracle", tasks=",".join(tasks), rounds=1, render=False, foxglove=False, output=str(output),
-        **choices), lambda name: f"--{name}")
+        policy="oracle", tasks=",".join(tasks), rounds=1, render=False, output=str(output), **choices),
+        lambda name: f"--{name}")
 
 
 class SplitGraph:
-    """The profile's nodes, one process each, policy_node on the GPU box and the rest on the rig PC."""
+    """The profile's nodes, one process each, on the hosts :data:`HOST_OF` names (else the rig PC)."""
 
     def __init__(self, testbed: Testbed, profile: Profile, logs: Path) -> None:
         logs.mkdir(parents=True, exist_ok=True)
         params = logs / "params.yaml"
         params.write_text(yaml.safe_dump(ros_params_file(profile)))
-        arguments = node_arguments(profile, params)
-        self.logs = logs
+        self.testbed, self.profile, self.logs = testbed, profile, logs
+        self.arguments = node_arguments(profile, params)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        for spec in profile.nodes:
-            host = GPU_BOX if spec.executable in GPU_NODES else RIG
-            self.procs[spec.executable] = testbed.popen(host, PY, "-m", spec.module, *arguments[spec.executable],
-                                                        log=logs / f"{spec.executable}.log", **DDS)
+
+    def start(self, only: set[str] | None = None) -> SplitGraph:
+        """Start the profile's nodes (``only`` those) not started yet."""
+        for spec in self.profile.nodes:
+            if spec.executable in self.procs or (only is not None and spec.executable not in only):
+                continue
+            self.procs[spec.executable] = self.testbed.popen(
+                HOST_OF.get(spec.executable, RIG), PY, "-m", spec.module, *self.arguments[spec.executable],
+                log=self.logs / f"{spec.executable}.log", **DDS)
+        return self
 
     def wait_manager(self, timeout_s: float) -> int:
         """The trial manager's exit status (nsenter passes it on) once the trials ended."""
@@ -141,11 +178,19 @@ def test_verdicts_across_hosts_equal_the_headless_evaluators(two: Testbed, tmp_p
     from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
 
     run_dir = tmp_path / "ros"
-    graph = SplitGraph(two, sim_profile(run_dir), tmp_path / "logs")
-    try:
-        code = graph.wait_manager(180)
+    profile = sim_profile(run_dir, foxglove_host=two.ip(VIEWER), foxglove_port=FOXGLOVE_PORT)
+    graph = SplitGraph(two, profile, tmp_path / "logs").start({"foxglove_node"})
+    viewer_log = tmp_path / "viewer.log"
+    viewer = two.popen(RIG, "timeout", "240", PY, "-c", VIEWER_CLIENT, f"ws://{two.ip(VIEWER)}:{FOXGLOVE_PORT}",
+                       log=viewer_log)
+    try:  # the viewer watches from the first trial on: the rest of the graph starts once it has subscribed
+        assert poll_until(lambda: "subscribed" in viewer_log.read_text() or viewer.poll() is not None, 150), \
+            f"the viewer did not subscribe: {viewer_log.read_text()[-2000:]} {graph.tail('foxglove_node')}"
+        code = graph.start().wait_manager(180)
+        assert viewer.wait(60) == 0, viewer_log.read_text()[-2000:]
     finally:
         graph.stop()
+        stop_inside(viewer, signal.SIGTERM)
     assert code == EXIT_OK, graph.tail("trial_manager_node")
     assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
     ros = results(run_dir)
@@ -154,15 +199,19 @@ def test_verdicts_across_hosts_equal_the_headless_evaluators(two: Testbed, tmp_p
     run_evaluation(EvalConfig(policy="oracle", output=tmp_path / "headless", tasks=TASKS, rounds=1, render=False))
     compared, differences = compare_verdicts(ros, results(tmp_path / "headless"))
     assert (compared, differences) == (len(TASKS), [])
+    # the viewer on another host saw each trial's final score, and the server there recorded every trial
+    seen = json.loads(viewer_log.read_text().splitlines()[-1])
+    assert seen["final_intents"] == [r["intent_score"] for r in ros]
+    assert len(list((run_dir / "mcap").glob("*.mcap"))) == len(TASKS)
 
 
 def test_pulled_gpu_box_cable_holds_the_arms_and_fails_the_trial(two: Testbed, tmp_path: Path) -> None:
     run_dir = tmp_path / "ros"
-    profile = sim_profile(run_dir, TASKS[:1], execution="rate", max_steps=LONG_STEPS)
+    profile = sim_profile(run_dir, TASKS[:1], execution="rate", max_steps=LONG_STEPS, foxglove=False)
     profile = with_overrides(profile, extra={"arm_bridge_node": {"watchdog_timeout_s": WATCHDOG_S}})
     probe_log = tmp_path / "probe.log"
     probe = two.popen(RIG, "timeout", "240", PY, "-c", PROBE, log=probe_log, **DDS)
-    graph = SplitGraph(two, profile, tmp_path / "logs")
+    graph = SplitGraph(two, profile, tmp_path / "logs").start()
 
     def seen() -> list[dict[str, Any]]:
         return [json.loads(line) for line in probe_log.read_text().splitlines() if line.startswith("{")]
