@@ -35,6 +35,7 @@ from robofollow_ros.bringup.running import (
     NodeExit,
     NodeStartError,
     build_nodes,
+    node_arguments,
     run_as_processes,
     run_in_process,
 )
@@ -42,7 +43,7 @@ from robofollow_ros.bringup.running import (
 __all__ = [
     "LAUNCH_ARGUMENTS", "PROFILES", "TRIAL_MANAGER", "BringupOutcome", "Choices", "NodeExit", "NodeSpec",
     "NodeStartError", "Profile", "ProfileError", "apply_choices", "build_nodes", "check_parameters",
-    "driver_config_path", "foxglove_address", "launch_profile", "load_profile", "policy_of", "privileged_of",
-    "profile_path",
+    "driver_config_path", "foxglove_address", "launch_profile", "load_profile", "node_arguments", "policy_of",
+    "privileged_of", "profile_path",
     "ros_params_file", "run_as_processes", "run_in_process", "with_overrides", "without_nodes",
 ]

@@ -147,6 +147,14 @@ def run_in_process(profile: Profile, stop: threading.Event,
         rclpy.shutdown(context=context)
 
 
+def node_arguments(profile: Profile, params_file: Path) -> dict[str, list[str]]:
+    """Each node's arguments after ``python -m <module>``: ``--ros-args --params-file FILE`` (the profile as
+    :func:`ros_params_file` writes it) and the profile's remappings. One process per node here, and the
+    multi-host test bed (test/test_testbed_ros.py) that starts the same nodes on different hosts."""
+    remaps = [arg for arg in profile.remap_arguments() if arg != "--ros-args"]
+    return {spec.executable: ["--ros-args", "--params-file", str(params_file), *remaps] for spec in profile.nodes}
+
+
 def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | None = None,
                      on_finished: Callable[[BringupOutcome], None] | None = None,
                      on_node_exit: Callable[[NodeExit], None] | None = None) -> BringupOutcome:
@@ -158,7 +166,7 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
     docstring for what happens to the run then."""
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, encoding="utf-8") as params:
         yaml.safe_dump(ros_params_file(profile), params)
-    remaps = [arg for arg in profile.remap_arguments() if arg != "--ros-args"]
+    arguments = node_arguments(profile, Path(params.name))
     procs: dict[str, subprocess.Popen[bytes]] = {}
     exits: list[NodeExit] = []
     code: int | None = None
@@ -172,7 +180,7 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
             # below with SIGTERM. Were they in the terminal's group, a node still importing (the first
             # seconds) would print a KeyboardInterrupt traceback from inside the import.
             procs[spec.executable] = subprocess.Popen(
-                child_command(spec.module, ["--ros-args", "--params-file", params.name, *remaps]),
+                child_command(spec.module, arguments[spec.executable]),
                 stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env(), process_group=0,
                 stdin=subprocess.PIPE if keys and spec.executable == TRIAL_MANAGER else None)
         manager = procs.get(TRIAL_MANAGER)
