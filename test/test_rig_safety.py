@@ -92,6 +92,27 @@ def test_watchdog_holds_once_after_the_timeout():
     assert f.watchdog(now=10.45).hold
 
 
+def test_after_a_watchdog_hold_a_backlog_stamped_before_it_is_refused_until_a_newer_command():
+    """A lost link's backlog (reliable DDS delivers it in a burst when the host comes back) carries the stamps of
+    the states before the silence: refused, however late it is received; the first command stamped after the
+    newest state of the hold executes and lifts the rule."""
+    f = make_filter(watchdog_timeout_s=0.1)
+    assert not f.filter(np.full(14, 0.01), now=10.0, stamp=9.98).hold
+    assert f.watchdog(now=10.2, state_stamp=10.19).hold  # the link went silent; states went on to 10.19
+    for stamp in (9.99, 10.0, 10.19):  # computed from states before or at the hold, delivered now
+        decision = f.filter(np.full(14, 0.02), now=13.0, stamp=stamp)
+        assert decision.hold and "backlog delivered late" in decision.reasons[0], decision.reasons
+    assert f.refused_since_watchdog == 3
+    fresh = f.filter(np.full(14, 0.02), now=13.1, stamp=13.08)
+    assert not fresh.hold
+    np.testing.assert_allclose(fresh.command, np.full(14, 0.02))
+    # Unstamped commands and holds without a state stamp keep the old rules: nothing tells their age.
+    g = make_filter(watchdog_timeout_s=0.1)
+    g.filter(np.full(14, 0.01), now=0.0)
+    assert g.watchdog(now=0.2).hold
+    assert not g.filter(np.full(14, 0.01), now=0.3, stamp=0.05).hold
+
+
 def test_estop_holds_until_released_and_a_new_command_arrives():
     f = make_filter()
     f.set_estop(True, now=0.0, received=100.0)

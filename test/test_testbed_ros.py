@@ -228,8 +228,20 @@ def test_pulled_gpu_box_cable_holds_the_arms_and_fails_the_trial(two: Testbed, t
         two.link(GPU_BOX, up=False)  # tools/testbed.sh link: the switch drops the port when it answers
         pulled = time.time()
         code = graph.wait_manager(60)
-    finally:
+        # Plugged back while the bridge still runs: reliable DDS delivers what the policy node queued meanwhile,
+        # stamped with the states it had before the cable went. The bridge refuses that backlog (rig/safety.py).
         replugged = time.time()
+        two.link(GPU_BOX, up=True)
+
+        def backlog_judged() -> bool:
+            after = [e for e in seen() if e["t"] > replugged]
+            late = [e for e in after if e["kind"] == "command"]
+            refused = [e for e in after if e["kind"] == "bridge" and "backlog delivered late" in str(e.get("reasons"))]
+            return bool(late) and len(refused) >= len(late)
+
+        backlog_seen = poll_until(backlog_judged, 20)
+    finally:
+        replugged = locals().get("replugged", time.time())
         with suppress(RuntimeError):
             two.link(GPU_BOX, up=True)
         graph.stop()
@@ -254,7 +266,14 @@ def test_pulled_gpu_box_cable_holds_the_arms_and_fails_the_trial(two: Testbed, t
     assert trial["safety_holds"].get("watchdog", 0) >= 1, trial
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "failed" and "policy_node" in run.get("error", ""), run
+    after = [e for e in events if e["t"] > replugged]
+    backlog = [e for e in after if e["kind"] == "command"]
+    passed = [e for e in after if e["kind"] == "bridge" and not e.get("hold")]
+    assert not passed, passed  # nothing of the backlog reached the drivers
+    # Every command delivered after the replug was refused as a backlog (when the link delivered any).
+    assert backlog_seen or not backlog, [e for e in after if e["kind"] == "bridge"]
     recorded = next(e["t"] for e in events if e["kind"] == "trial" and e.get("fault") == "node-died")
     print(f"\ncable pulled in {pulled - pulling:.2f} s; last command {last_command - pulling:+.2f} s, watchdog hold "
           f"{holds[0]['t'] - last_command:.2f} s after it ({holds[0]['reasons'][0]}), trial recorded "
-          f"{recorded - last_command:.2f} s after it: {trial['fault']}: {trial['fault_reason']}")
+          f"{recorded - last_command:.2f} s after it: {trial['fault']}: {trial['fault_reason']}; "
+          f"{len(backlog)} commands delivered after the replug, all refused as a backlog")

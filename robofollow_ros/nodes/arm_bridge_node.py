@@ -23,6 +23,8 @@ carries messages and clocks to and from them):
   measured position clipped into the limits when that is within one step, else that arm is sent
   nothing; each such hold is reported on the status topic (``outside_limits``: joint, value, limits) and
   logged as an error naming them;
+* after a watchdog hold a command stamped no later than the newest state published when the hold began
+  is refused (``rig/safety.py``): the backlog a reliable link delivers when a lost host comes back;
 * after an e-stop release only commands *received* after the release message (the middleware's
   reception time, ``MessageInfo.received_timestamp``) and, when stamped, *stamped* after the release
   (``header.stamp`` against this node's clock) execute: the thousands a flood leaves in the
@@ -300,7 +302,8 @@ class ArmBridgeNode(Node):
             self.get_logger().info(text)
 
     def _on_watchdog(self) -> None:
-        self._send(self.safety.watchdog(self._now_s()))
+        newest = stamp_ns(self._last_state.header.stamp) if self._last_state is not None else 0
+        self._send(self.safety.watchdog(self._now_s(), state_stamp=newest / 1e9 if newest else None))
 
 
 def _received(info: MessageInfo) -> int | None:

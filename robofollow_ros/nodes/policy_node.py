@@ -316,7 +316,11 @@ class PolicyNode(Node):
                     fault = self._stale_fault()
                     break
                 previous = state.stamp_ns
-                self.command.publish(joint_state_msg(np.asarray(row, dtype=np.float64), previous))
+                # Stamped with the newest state this node has (lock-step: the one the row answers): the arm
+                # bridge refuses, after a watchdog hold, a command no newer than the states before it.
+                latest = None if lockstep else self.cache.latest(self.privileged)
+                stamp = max(previous, latest.stamp_ns) if latest is not None else previous
+                self.command.publish(joint_state_msg(np.asarray(row, dtype=np.float64), stamp))
                 rows += 1
                 if lockstep:
                     # Even when stopped meanwhile, the row sent is executed: wait for its state so

@@ -45,6 +45,14 @@ Guarantees (``test_rig_safety_properties.py`` checks every one on every decision
   commands are holds, as under the e-stop. The rule stays in force until the next release: an old
   command arriving late, from any publisher, is refused then too. A ``False`` without a preceding
   ``True`` (a panel repeating "not engaged") is no release.
+* **Nothing computed before a watchdog hold executes after it.** When the watchdog holds (no command
+  for ``watchdog_timeout_s``: a lost link, a dead or frozen policy), it notes the stamp of the newest
+  state the bridge had published (``watchdog``'s ``state_stamp``). A stamped command whose stamp is
+  not later than that is refused (a hold): it was computed from, and sent beside, a state the arm had
+  before the silence, like the backlog a reliable DDS link delivers in a burst when a cable is plugged
+  back. A policy node stamps each command with the newest state it had when it sent it, on the same
+  clock as the states, so the first command computed after the link returns passes, and lifts the
+  rule. Unstamped commands are judged as before (nothing tells their age).
 * **Holds never move the arm** further than into its limits: a hold's target is the measured
   position clipped into the limits (equal to it for every joint within them).
 
@@ -169,6 +177,10 @@ class SafetyFilter:
         self._holding_since_stale = False
         #: Commands refused since the last e-stop release because they were older than it.
         self.refused_since_release = 0
+        #: The newest state's stamp when the watchdog last held (None: no such hold in force), and the
+        #: commands refused as not newer than it.
+        self._stale_hold_stamp: float | None = None
+        self.refused_since_watchdog = 0
         lower = np.full(ACTION_DIM, -np.inf)
         upper = np.full(ACTION_DIM, np.inf)
         tolerance = np.zeros(ACTION_DIM)
@@ -257,6 +269,12 @@ class SafetyFilter:
         if stale is not None:
             self.refused_since_release += 1
             return self.hold(stale)
+        if stamp and self._stale_hold_stamp is not None:
+            if not stamp > self._stale_hold_stamp:
+                self.refused_since_watchdog += 1
+                return self.hold(f"command stamped {self._stale_hold_stamp - stamp:.3f} s before the newest state "
+                                 "of the watchdog's hold: a backlog delivered late, refused")
+            self._stale_hold_stamp = None  # a command computed after the silence: the rule is lifted
         if q.shape != (ACTION_DIM,):
             return self.hold(f"command: expected {ACTION_DIM} values, got shape {q.shape}")
         if not np.all(np.isfinite(q)):
@@ -290,13 +308,18 @@ class SafetyFilter:
         self._holding_since_stale = False
         return SafetyDecision(stepped, hold=False, clamped=bool(reasons), reasons=reasons)
 
-    def watchdog(self, now: float) -> SafetyDecision | None:
-        """Called periodically: once commands go stale, hold the measured position (once per stall)."""
+    def watchdog(self, now: float, state_stamp: float | None = None) -> SafetyDecision | None:
+        """Called periodically: once commands go stale, hold the measured position (once per stall).
+
+        ``state_stamp``: the stamp (s, the states' clock) of the newest state published when the hold
+        begins; later commands stamped no later than it are refused until one is newer."""
         if self._last_command_time is None or self._holding_since_stale:
             return None
         if now - self._last_command_time <= self.config.watchdog_timeout_s:
             return None
         self._holding_since_stale = True
+        if state_stamp:
+            self._stale_hold_stamp = state_stamp
         age = now - self._last_command_time
         return self.hold(f"watchdog: no command for {age * 1000:.0f} ms")
 
