@@ -17,3 +17,12 @@ def registry():  # type: ignore[no-untyped-def]
     from robofollow_ros.benchmark import default_registry
 
     return default_registry()
+
+
+@pytest.fixture(scope="session")
+def owda_suite_seed0():  # type: ignore[no-untyped-def]
+    """The OWDA suite of seed 0, generated once per session (~45 s on CI's machine) for every test module that
+    reads it; test_owda_suite generates its own, since it tests generation itself. Read it, never change it."""
+    from robofollow_ros.decisions.generator import generate_suite
+
+    return generate_suite(0)

@@ -20,7 +20,7 @@ import pytest
 from robofollow_ros.cli import main
 from robofollow_ros.decisions.anchors import Anchor
 from robofollow_ros.decisions.deciders import ReferenceDecider
-from robofollow_ros.decisions.generator import Suite, generate_suite
+from robofollow_ros.decisions.generator import Suite
 from robofollow_ros.decisions.suite_io import write_suite
 
 
@@ -71,9 +71,9 @@ class ChatServer:
 
 
 @pytest.fixture(scope="module")
-def small_suite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Suite, Path]:
+def small_suite(tmp_path_factory: pytest.TempPathFactory, owda_suite_seed0: Suite) -> tuple[Suite, Path]:
     """Two compositional families with their constituents, plus one atomic family per operator."""
-    full = generate_suite(0)
+    full = owda_suite_seed0
     by_id = {f.family_id: f for f in full.families}
     comps = [f for f in full.families if f.kind == "compositional"][:2]
     keep = {c for f in comps for c in f.constituents} | {f.family_id for f in comps}

@@ -10,13 +10,13 @@ import pytest
 from robofollow_ros.cli import main
 from robofollow_ros.decisions.anchors import Anchor
 from robofollow_ros.decisions.execute import execute_decision
-from robofollow_ros.decisions.generator import Suite, generate_suite
+from robofollow_ros.decisions.generator import Suite
 from robofollow_ros.decisions.tasks import Family
 
 
 @pytest.fixture(scope="module")
-def suite() -> Suite:
-    return generate_suite(0)
+def suite(owda_suite_seed0: Suite) -> Suite:
+    return owda_suite_seed0
 
 
 def _first(suite: Suite, pred: Callable[[Family, Anchor], bool]) -> tuple[Family, Anchor]:

@@ -13,7 +13,7 @@ from robofollow_ros.decisions.anchors import Anchor, AnchorObject, CandidateActi
 from robofollow_ros.decisions.deciders import ReferenceDecider, load_decider
 from robofollow_ros.decisions.errors import OwdaError
 from robofollow_ros.decisions.evaluate import run_evaluation
-from robofollow_ros.decisions.generator import Suite, generate_suite
+from robofollow_ros.decisions.generator import Suite
 from robofollow_ros.decisions.metrics import compute_metrics
 from robofollow_ros.decisions.prompt import read_reply
 from robofollow_ros.decisions.solver import TaskSpec
@@ -111,8 +111,8 @@ def test_the_reader_takes_the_first_json_object_and_counts_failures_apart() -> N
 
 
 @pytest.fixture(scope="module")
-def suite() -> Suite:
-    return generate_suite(0)
+def suite(owda_suite_seed0: Suite) -> Suite:
+    return owda_suite_seed0
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from robofollow_ros.decisions.generator import Suite, generate_suite
+from robofollow_ros.decisions.generator import Suite
 from robofollow_ros.decisions.prompt import user_prompt
 
 CORNER = (-0.45, -0.30)
@@ -28,8 +28,8 @@ _ACTION = re.compile(r"^(\d+)\. (\S+): .*?(?: \((.*)\))?$")
 
 
 @pytest.fixture(scope="module")
-def suite() -> Suite:
-    return generate_suite(0)
+def suite(owda_suite_seed0: Suite) -> Suite:
+    return owda_suite_seed0
 
 
 def read_prompt(prompt: str) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
