@@ -27,11 +27,11 @@ and ``blind``) turns each phase's waypoints into such rows:
   its chunks are always full. Once every phase is done, a chunk is ``chunk_size`` copies of the last row;
 * ``settle`` (the ROS graph's rate mode turns it on, ``policy_node``): a grip or a release (a segment that
   moves a gripper and no arm joint) starts only once the measured arm joints stand at its first row
-  (within ``FINISHED_RAD``); until then a chunk ends there and holds that row. Rows sent at the control rate are clamped against the measured position
-  (the arm bridge's step clamp), so how far the arm gets per row depends on how fast the graph answers;
-  without this wait a loaded machine closed the gripper wherever the arm happened to be, and the same
-  task and seed scored differently from run to run. With it the grip happens at the planned pose at any
-  speed, and only the number of rows it takes depends on the machine.
+  (within ``FINISHED_RAD``); until then a chunk ends there and holds that row. Rows sent at the control
+  rate are clamped to a step around the measured position (the arm bridge), so how far the arm gets per
+  row depends on how fast the graph answers; without this wait the gripper closed wherever the arm
+  happened to be, and one task and seed scored differently from run to run. With it the grip happens at
+  the planned pose at any speed; only the number of rows it takes depends on the machine.
 """
 
 from __future__ import annotations
