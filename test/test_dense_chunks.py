@@ -27,8 +27,8 @@ from robofollow_ros.policy.execution import RealtimeChunkExecutor
 from robofollow_ros.policy.expert.dense import (
     ARM_JOINTS,
     DEFAULT_MAX_STEP_RAD,
-    GRIPPER_STROKE_S,
     FINISHED_RAD,
+    GRIPPER_STROKE_S,
     DenseChunker,
     densify,
 )

@@ -5,8 +5,11 @@ snappy arm whose drivers report at 100 Hz and once on a sluggish one that report
 reaches the grasp pose in very different numbers of rows, yet both trials score the same — the gripper
 closes at the source (stage-1 intent full), and since the mock's objects never move it lifts nothing
 (IS 0.8, ES 0.0). Before the fix the oracle's lock-step waypoints went out one per control tick, each
-clamped to a step around the measured position, so where the gripper closed (if at all) followed the
-timing: the same command scored IS 0.0 and 0.8 on a loaded machine.
+clamped to a step around the measured position (which the bridge, reading a backlog, had seconds late), so
+where the gripper closed, if at all, followed the timing: the same command scored IS 0.0 and 0.8 on a
+loaded machine, and this test's snappy arm never closed it (docs/ros.md, *One verdict per task and seed*).
+
+``rate_kwargs``: only a rate-mode ``policy_node`` changes what the planner built-ins are given.
 
 The headless evaluator's verdict for this task is not the expected one here: it runs physics, so its
 oracle lifts the object, which mock hardware cannot do.
@@ -52,3 +55,15 @@ def test_the_oracle_scores_the_same_on_a_snappy_and_a_sluggish_mock_arm(tmp_path
     assert verdicts[0] == verdicts[1] == (0.8, 0.0, False), verdicts
     # the timings really differed: the sluggish arm needed more of the trial to get there
     assert results[0]["frames"] != results[1]["frames"]
+
+
+def test_only_rate_mode_gives_the_planner_built_ins_dense_rows_that_settle():
+    from robofollow_ros.nodes.policy_node import rate_kwargs
+
+    assert rate_kwargs("oracle", {}, "rate", 50.0) == {"dense_hz": 50, "settle": True}
+    assert rate_kwargs("memorizer", {"chunk_size": 20}, "rate", 25.0) == {"chunk_size": 20, "dense_hz": 25,
+                                                                          "settle": True}
+    assert rate_kwargs("oracle", {}, "lockstep", 50.0) == {}  # lock-step's waypoints: scoring parity
+    assert rate_kwargs("oracle", {"dense_hz": 10}, "rate", 50.0) == {"dense_hz": 10}  # given: left as it is
+    assert rate_kwargs("hold", {}, "rate", 50.0) == {}
+    assert rate_kwargs("latency:200:oracle", {}, "rate", 50.0) == {}
