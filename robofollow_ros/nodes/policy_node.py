@@ -179,9 +179,7 @@ class PolicyNode(Node):
         self.cache = ObservationCache()
         self.command = self.create_publisher(JointState, TOPIC_JOINT_COMMAND, tp.STATE_STREAM)
         self.status = self.create_publisher(String, tp.TOPIC_POLICY_STATUS, tp.LATCHED_STATE)
-        # Lock-step waits for the state of each row; rate mode acts on the newest, never on a backlog.
-        self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints,
-                                 tp.LATEST_STATE if self.mode == "rate" else tp.STATE_STREAM)
+        self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, tp.STATE_STREAM)
         self.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects, tp.STATE_STREAM)
         image_qos = qos_profile_sensor_data if camera_qos == "sensor_data" else 5
         for camera in CAMERA_NAMES:
