@@ -145,10 +145,8 @@ class ArmBridgeNode(Node):
         self._reported: dict[str, int | None] = {arm: None for arm in ARMS}  # driver stamp since last publish
         self._driver_pubs = {arm: self._make_publisher(d) for arm, d in self.drivers.items()}
         for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items():
-            # The newest driver state only: the step clamp is taken around it, and a queue of old ones
-            # (a loaded machine) would clamp against where the arm was seconds ago (tp.LATEST_STATE).
             self.create_subscription(JointState, topic, lambda m, group=drivers: self._on_driver_state(group, m),
-                                     tp.LATEST_STATE)
+                                     tp.STATE_STREAM)
         # The e-stop first: when both have messages waiting, the executor serves subscriptions in this order.
         self.create_subscription(Bool, TOPIC_ESTOP, self._on_estop, 10)
         # The trial manager's halt (a failed health check) holds the arms as the e-stop does, from its own input.
