@@ -86,7 +86,8 @@ def measure(batch: int) -> dict[str, float]:
     port = 9000 + batch
     server = subprocess.Popen(["bash", str(SCRIPT), "exec", "2", sys.executable, "-m", "robofollow_ros.cli", "serve",
                                "--policy", "robofollow_ros.policy.drills.echo:shared_echo",
-                               "--kwargs", json.dumps({"delay_s": MODEL_S}), "--host", "0.0.0.0", "--port", str(port),
+                               "--kwargs", json.dumps({"delay_s": MODEL_S}), "--host", "10.213.0.2",
+                               "--port", str(port),
                                "--batch-size", str(batch), "--batch-wait-ms", "20"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert server.stdout is not None
