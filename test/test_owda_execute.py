@@ -103,3 +103,17 @@ def test_cli_execute_runs_an_instruction(capsys: pytest.CaptureFixture[str]) -> 
 def test_cli_execute_bad_input_exits_2(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
     assert main(["owda", "execute", "--sim", *argv]) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_an_anchor_built_alone_is_the_suites_own(suite: Suite) -> None:
+    """``owda execute --anchor`` builds the anchors up to the one asked for (not all 85): each must be the
+    very anchor of the whole suite, and the ids listed without building any must be the suite's."""
+    from robofollow_ros.decisions.authoring import authored_anchor_ids, authored_anchors
+
+    assert authored_anchor_ids(0) == [a.anchor_id for a in suite.anchors]
+    by_id = {a.anchor_id: a for a in suite.anchors}
+    first_action = next(a.anchor_id for a in suite.anchors if a.kind == "action_sequence")
+    for anchor_id in ("oc01_scene1_default", first_action):
+        built = authored_anchors(0, until=anchor_id)
+        assert built[-1].anchor_id == anchor_id and built[-1].to_dict() == by_id[anchor_id].to_dict()
+    assert len(authored_anchors(0, until="oc01_scene1_default")) == 1

@@ -184,28 +184,51 @@ def action_sequence_anchor(anchor_id: str, layout: Layout, seed: int, rng: rando
                   provenance=_provenance(layout, seed, spots))
 
 
-def authored_anchors(seed: int, progress: Callable[[str, int, int], None] | None = None) -> list[Anchor]:
+def authored_anchors(seed: int, progress: Callable[[str, int, int], None] | None = None,
+                     until: str | None = None) -> list[Anchor]:
     """The default 85 anchors (21 object-centric, 64 action-sequence), deterministic for ``seed``.
 
     Most of a suite's generation time goes here (the action-sequence anchors each try many arrangements):
-    ``progress("anchors", done, 85)``, when given, is called after each anchor."""
+    ``progress("anchors", done, 85)``, when given, is called after each anchor. ``until``: stop once the
+    anchor of that id is built (one random stream draws them in order, so every anchor up to it is the one
+    the whole suite has; ``owda execute --anchor`` needs one, not all 85)."""
     layouts = distinct_layouts()
-    if len(layouts) < N_OBJECT_CENTRIC:
-        raise OwdaError(f"the registry has {len(layouts)} distinct layouts, fewer than {N_OBJECT_CENTRIC}")
     rng = random.Random(f"owda-anchors-{seed}")
-    picks = sorted(rng.sample(range(len(layouts)), N_OBJECT_CENTRIC))
-    anchors = [object_centric_anchor(f"oc{i + 1:02d}_{layouts[j].scene}_{layouts[j].key}", layouts[j], rng)
-               for i, j in enumerate(picks)]
+    oc_ids, as_ids = _anchor_ids(layouts, rng)
+    anchors: list[Anchor] = []
+    for anchor_id, j in oc_ids:
+        anchors.append(object_centric_anchor(anchor_id, layouts[j], rng))
+        if anchor_id == until:
+            return anchors
     total = N_OBJECT_CENTRIC + N_ACTION_SEQUENCE
     if progress is not None:
         progress("anchors", len(anchors), total)
     seen = {physical_key(layout) for layout in layouts}
-    for n in range(1, N_ACTION_SEQUENCE + 1):
-        layout = layouts[(n - 1) % len(layouts)]
-        anchors.append(_rich_action_anchor(f"as{n:02d}_{layout.scene}", layout, rng, seen, anchors))
+    for anchor_id, j in as_ids:
+        anchors.append(_rich_action_anchor(anchor_id, layouts[j], rng, seen, anchors))
         if progress is not None:
             progress("anchors", len(anchors), total)
+        if anchor_id == until:
+            break
     return anchors
+
+
+def authored_anchor_ids(seed: int) -> list[str]:
+    """The ids of :func:`authored_anchors` ``(seed)``, in order, without building an anchor (milliseconds)."""
+    oc_ids, as_ids = _anchor_ids(distinct_layouts(), random.Random(f"owda-anchors-{seed}"))
+    return [anchor_id for anchor_id, _j in (*oc_ids, *as_ids)]
+
+
+def _anchor_ids(layouts: list[Layout], rng: random.Random) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """(id, layout index) of the object-centric and the action-sequence anchors; draws the picks from ``rng``
+    (the stream's first draw, so the anchors built after it are those of the whole suite)."""
+    if len(layouts) < N_OBJECT_CENTRIC:
+        raise OwdaError(f"the registry has {len(layouts)} distinct layouts, fewer than {N_OBJECT_CENTRIC}")
+    picks = sorted(rng.sample(range(len(layouts)), N_OBJECT_CENTRIC))
+    oc_ids = [(f"oc{i + 1:02d}_{layouts[j].scene}_{layouts[j].key}", j) for i, j in enumerate(picks)]
+    as_ids = [(f"as{n:02d}_{layouts[(n - 1) % len(layouts)].scene}", (n - 1) % len(layouts))
+              for n in range(1, N_ACTION_SEQUENCE + 1)]
+    return oc_ids, as_ids
 
 
 #: two anchors whose look-alike objects all stand within this of each other are one physical state
