@@ -55,6 +55,9 @@ def _trial(tmp_path: Path, state_hz: float, time_constant_s: float) -> dict[str,
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     (result,) = json.loads((run / "results.json").read_text())
+    # what ran is on record: policy_node gave the oracle dense rows that settle (rate_kwargs)
+    execution = json.loads((run / "run.json").read_text())["arguments"]["execution"]
+    assert execution["planner"] == {"dense_hz": 50, "settle": True}, execution
     return result
 
 

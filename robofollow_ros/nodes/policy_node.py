@@ -74,6 +74,7 @@ from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.nodes.observation_cache import ObservationCache, RobotState
 from robofollow_ros.nodes.trial_faults import FAULT_STALE
 from robofollow_ros.policy.execution import MERGE_RULES, RealtimeChunkExecutor, policy_submit
+from robofollow_ros.policy.expert.dense import rate_kwargs
 from robofollow_ros.policy.guard import (
     DEFAULT_POLICY_TIMEOUT_S,
     PolicyAbandonedError,
@@ -97,23 +98,6 @@ def _json_object(value: Any) -> str | None:
         return None if isinstance(json.loads(value), dict) else "must be a JSON object"
     except (TypeError, json.JSONDecodeError) as exc:
         return f"must be a JSON object ({exc})"
-
-
-#: Built-ins whose lock-step plan is sparse waypoints (the expert planner's): in rate mode they get dense rows.
-PLANNER_BUILTINS = ("oracle", "blind", "memorizer")
-
-
-def rate_kwargs(spec: str, kwargs: dict[str, Any], mode: str, control_hz: float) -> dict[str, Any]:
-    """The kwargs a planner built-in runs with: in rate mode, unless ``dense_hz`` is given, dense rows at the
-    control rate that wait for the arm before a grip or a release (``dense_hz``, ``settle``).
-
-    Its lock-step waypoints are whole segments, each meant to be executed to its end before the next; sent
-    one per control tick, every one is clamped to a step around the measured position (the arm bridge), so
-    how far the arm got, and where the gripper closed, depended on how fast the graph answered: on mock
-    hardware one task and seed scored IS 0.0 or 0.8 from run to run (issue 30)."""
-    if mode != "rate" or spec not in PLANNER_BUILTINS or "dense_hz" in kwargs:
-        return kwargs
-    return {**kwargs, "dense_hz": max(1, round(control_hz)), "settle": True}
 
 
 class PolicyNode(Node):

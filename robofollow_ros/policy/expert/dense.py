@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -196,3 +197,21 @@ class DenseChunker:
                 return gate
             self.passed += 1
         return None
+
+
+#: Built-ins whose lock-step plan is sparse waypoints (the expert planner's): in rate mode they get dense rows.
+PLANNER_BUILTINS = ("oracle", "blind", "memorizer")
+
+
+def rate_kwargs(spec: str, kwargs: dict[str, Any], mode: str, control_hz: float) -> dict[str, Any]:
+    """The kwargs a planner built-in runs with: in rate mode, unless ``dense_hz`` is given, dense rows at the
+    control rate that wait for the arm before a grip or a release (``dense_hz``, ``settle``).
+
+    Its lock-step waypoints are whole segments, each meant to be executed to its end before the next; sent
+    one per control tick, every one is clamped to a step around the measured position (the arm bridge), so
+    how far the arm got, and where the gripper closed, depended on how fast the graph answered: on mock
+    hardware one task and seed scored IS 0.0 or 0.8 from run to run (issue 30). ROS-free: ``policy_node`` applies
+    it, and bringup records what it adds in run.json (``execution.planner``)."""
+    if mode != "rate" or spec not in PLANNER_BUILTINS or "dense_hz" in kwargs:
+        return kwargs
+    return {**kwargs, "dense_hz": max(1, round(control_hz)), "settle": True}
