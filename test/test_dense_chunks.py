@@ -5,6 +5,8 @@
 * ``DenseChunker`` driven by the real :class:`RealtimeChunkExecutor` on a fake clock (requests answered by
   hand after a 5-tick delay): the rows sent are the track itself, row after row (no row skipped or repeated
   at a chunk boundary), and an open-loop plan never runs dry after the first row;
+* ``settle`` (rate mode in the ROS graph): an arm that executes only a few rows of every chunk (a loaded
+  machine) is sent no closing row before it is measured at the grasp pose; without it, it is;
 * the option is off by default: the oracle and the memorizer stay lock-step's waypoint policies (the parity
   tests, ``grep official test/``, cover that path), and a bad ``dense_hz`` is one line naming it;
 * a real ``latency:200`` oracle in SAPIEN with ``dense_hz=25`` completes an L0 task in realtime mode, its
@@ -25,6 +27,7 @@ from robofollow_ros.policy.execution import RealtimeChunkExecutor
 from robofollow_ros.policy.expert.dense import (
     ARM_JOINTS,
     DEFAULT_MAX_STEP_RAD,
+    FINISHED_RAD,
     GRIPPER_STROKE_S,
     DenseChunker,
     densify,
@@ -168,6 +171,34 @@ def test_an_arm_lagging_its_commands_is_never_sent_back_along_the_track() -> Non
     sent = np.asarray([t.row for t in ticks], dtype=np.float64)
     assert np.abs(np.diff(sent, axis=0))[:, ARM_JOINTS].max() <= DEFAULT_MAX_STEP_RAD + 1e-6
     np.testing.assert_allclose(planner.starts[1], points[0], atol=1e-6)  # planned once the arm got there
+
+
+def _slow_arm_grips(settle: bool) -> list[tuple[float, float]]:
+    """Synchronous chunks to an arm that gets only 3 rows into each: per chunk that moves the gripper, (how far
+    the arm stood from the grasp pose, the gripper value it was sent towards)."""
+    _start, points = waypoints()
+    chunker = DenseChunker(HZ, 50, settle=settle)
+    planner = Planner([points])
+    measured, grips = np.zeros(ACTION_DIM), []
+    for _ in range(80):
+        rows = chunker.chunk(measured, planner).astype(np.float64)
+        moving = np.abs(rows[:, GRIP] - measured[GRIP]) > 1e-9  # rows that move the gripper from where it is
+        if moving.any():
+            grips.append((float(np.abs(measured[ARM_JOINTS] - points[1][ARM_JOINTS]).max()),
+                          float(rows[moving, GRIP].max())))
+        measured = rows[min(2, len(rows) - 1)]
+    np.testing.assert_allclose(measured, points[-1], atol=1e-6)  # it got through the whole phase either way
+    return grips
+
+
+def test_settle_grips_only_once_a_slow_arm_stands_at_the_pose() -> None:
+    settled = _slow_arm_grips(settle=True)
+    assert settled and all(distance <= FINISHED_RAD for distance, _g in settled)
+    # without it the gripper is commanded to move while the arm is still on its way (where it closed varied)
+    hurried = _slow_arm_grips(settle=False)
+    assert max(distance for distance, _g in hurried) > 0.1
+    with pytest.raises(ValueError, match="settle"):
+        load_policy("oracle", {"settle": True}, validate=False)
 
 
 def test_dense_chunks_are_off_by_default_and_a_bad_rate_is_one_line_naming_it() -> None:

@@ -241,6 +241,9 @@ def _record_execution(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:
     record: dict[str, Any] = {"mode": str(policy.get("mode", "lockstep"))}
     if record["mode"] == "rate":
         record.update(execution=str(policy.get("execution", "sync")), control_hz=policy.get("control_hz", 50.0))
+        added = _planner_rows(policy, float(record["control_hz"]))
+        if added:
+            record["planner"] = added  # what policy_node adds to a planner built-in's kwargs (dense rows, settle)
         if record["execution"] == "realtime":
             record.update({k: policy[k] for k in ("merge", "threshold", "max_step_rad", "weight", "ensemble_coeff",
                                                   "warmup") if k in policy})
@@ -252,6 +255,20 @@ def _record_execution(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:
     text = json.dumps(record, sort_keys=True)
     return tuple(replace(n, parameters={**n.parameters, "execution": text}) if n.executable == TRIAL_MANAGER
                  else n for n in nodes)
+
+
+def _planner_rows(policy: dict[str, Any], control_hz: float) -> dict[str, Any]:
+    """The kwargs a rate-mode policy_node adds to the profile's for a planner built-in (``rate_kwargs``)."""
+    from robofollow_ros.policy.expert.dense import rate_kwargs
+
+    try:
+        given = json.loads(str(policy.get("policy_kwargs", "{}")) or "{}")
+    except json.JSONDecodeError:
+        return {}  # policy_node itself refuses it, naming the parameter
+    if not isinstance(given, dict):
+        return {}
+    used = rate_kwargs(str(policy.get("policy", "hold")), given, "rate", control_hz)
+    return {k: v for k, v in used.items() if k not in given}
 
 
 def without_nodes(profile: Profile, executables: set[str]) -> Profile:

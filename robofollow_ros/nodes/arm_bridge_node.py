@@ -73,7 +73,7 @@ from robofollow_ros.contract import (
 )
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
-from robofollow_ros.nodes._params import ParameterSet, length, non_negative, positive
+from robofollow_ros.nodes._params import ParameterSet, length, non_negative, one_of, positive
 from robofollow_ros.nodes.conversions import MessageError, stamp_ns, time_msg
 from robofollow_ros.nodes.driver_messages import (
     COMMAND_TYPES,
@@ -119,6 +119,10 @@ class ArmBridgeNode(Node):
         tolerance = params.declare(
             "limit_tolerance_rad", 0.01, "a joint measured beyond its limit by more than this holds the arms, rad",
             non_negative)
+        driver_states = params.declare(
+            "driver_states", "latest", "latest: read the drivers' newest state only (best effort, depth 1; the step "
+            "clamp is taken around it, never around a backlog); every: each state, reliably (lock-step sim, where "
+            "each state answers one command and a lost one would stall the trial)", one_of("latest", "every"))
 
         limits = read_joint_limits(urdf)
         self.drivers = load_driver_config(driver_file, limits).arms  # gripper ranges checked against the URDF
@@ -145,8 +149,10 @@ class ArmBridgeNode(Node):
         self._reported: dict[str, int | None] = {arm: None for arm in ARMS}  # driver stamp since last publish
         self._driver_pubs = {arm: self._make_publisher(d) for arm, d in self.drivers.items()}
         for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items():
+            # The newest driver state only: the step clamp is taken around it, and a queue of old ones
+            # (a loaded machine) would clamp against where the arm was seconds ago (tp.LATEST_STATE).
             self.create_subscription(JointState, topic, lambda m, group=drivers: self._on_driver_state(group, m),
-                                     tp.STATE_STREAM)
+                                     tp.LATEST_STATE if driver_states == "latest" else tp.STATE_STREAM)
         # The e-stop first: when both have messages waiting, the executor serves subscriptions in this order.
         self.create_subscription(Bool, TOPIC_ESTOP, self._on_estop, 10)
         # The trial manager's halt (a failed health check) holds the arms as the e-stop does, from its own input.

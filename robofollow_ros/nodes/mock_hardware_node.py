@@ -2,7 +2,8 @@
 
 What ros2_control's mock hardware is to a controller, this is to the rig graph: it answers each
 arm's driver commands (the topics and types of ``config/rig/arm_drivers.yaml``) with driver joint
-states that follow the command with a first-order lag, publishes each camera's still picture of
+states that follow the command with a first-order lag (over the wall time that passed, however late
+the timer fires), publishes each camera's still picture of
 the trial's layout (``rig.mock_view``) with its ``camera_info``, and reports the layout's objects
 where the layout puts them (``rig.layout_poses``) on ``/robofollow/objects`` and TF, as perception
 would. Wall-clock time, like the real rig. For a laptop without Vulkan, and for CI of the rig graph.
@@ -95,6 +96,7 @@ class MockHardwareNode(Node):
         self._position = {arm: np.array([*home[ARM_SLICE[arm]], home[GRIPPER_INDEX[arm]]]) for arm in ARMS}
         self._target = {arm: p.copy() for arm, p in self._position.items()}
         self._period = 1.0 / state_hz
+        self._last_tick = time.monotonic()
         self._trial_id: str | None = None
         self._poses: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pictures: dict[str, np.ndarray] = {}
@@ -129,9 +131,13 @@ class MockHardwareNode(Node):
             self.get_logger().warning(f"drill: no joint states for {stall} s")
 
     def _on_state_tick(self) -> None:
-        if time.monotonic() < self._stall_until:
+        now = time.monotonic()
+        if now < self._stall_until:
             return  # the drill: the drivers fall silent (stall_states_s)
-        blend = 1.0 - math.exp(-self._period / self.time_constant_s)
+        # The lag over the time that really passed: a loaded machine fires this timer late or skips ticks,
+        # and a real arm does not slow down when the computer does (the nominal period made it crawl).
+        elapsed, self._last_tick = now - self._last_tick, now
+        blend = 1.0 - math.exp(-min(max(elapsed, 0.0), 1.0) / self.time_constant_s)
         with self._lock:
             for arm in ARMS:
                 self._position[arm] = self._position[arm] + blend * (self._target[arm] - self._position[arm])

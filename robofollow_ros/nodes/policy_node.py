@@ -74,6 +74,7 @@ from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.nodes.observation_cache import ObservationCache, RobotState
 from robofollow_ros.nodes.trial_faults import FAULT_STALE
 from robofollow_ros.policy.execution import MERGE_RULES, RealtimeChunkExecutor, policy_submit
+from robofollow_ros.policy.expert.dense import rate_kwargs
 from robofollow_ros.policy.guard import (
     DEFAULT_POLICY_TIMEOUT_S,
     PolicyAbandonedError,
@@ -151,7 +152,11 @@ class PolicyNode(Node):
             "policy_timeout_s", DEFAULT_POLICY_TIMEOUT_S, "longest policy call (reset, set_instruction, predict) "
             "before the trial fails, s (as robofollow eval --policy-timeout)", _seconds, read_only=True)
 
-        self.spec, self.policy_kwargs = spec, json.loads(policy_kwargs)
+        self.spec, self.policy_kwargs = spec, rate_kwargs(spec, json.loads(policy_kwargs), self.mode, self.control_hz)
+        if self.policy_kwargs != json.loads(policy_kwargs):
+            self.get_logger().info(f"rate mode: {spec} emits dense rows at {self.policy_kwargs['dense_hz']} Hz and "
+                                   "grips only once the arm is measured at the pose (dense_hz, settle; "
+                                   "policy.expert.dense)")
         self.policy = self._build_policy()
         #: Observations carry ``privileged`` (and lock-step waits for the objects of each state).
         self.privileged = receives_privileged(self.policy)

@@ -87,6 +87,15 @@ LATCHED = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durabilit
 STATE_STREAM = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
                           durability=DurabilityPolicy.VOLATILE, history=HistoryPolicy.KEEP_LAST)
 
+#: A measured state that only its newest sample matters for: the arm bridge's reading of the drivers, the
+#: position its step clamp is taken around. Depth 1: a reader that falls behind (a loaded machine) takes the
+#: newest state, never a backlog (with ``STATE_STREAM`` the bridge of a loaded mock graph clamped against
+#: states 2.9 s old, p50). Best effort, as ROS's sensor-data profile (it matches a reliable driver): a
+#: reliable depth-1 reader stalled for over a second in 2 of 7 ``bringup mock`` runs, best effort in 0 of 6
+#: (issue 30). Not for lock-step, where each state answers one command (arm_bridge_node's ``driver_states``).
+LATEST_STATE = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT,
+                          durability=DurabilityPolicy.VOLATILE, history=HistoryPolicy.KEEP_LAST)
+
 #: Scored frames: a recorder that matched late (its own process, slow discovery) still gets the whole
 #: trial from the writer's history, so every recording replays exactly (a trial has at most 501 frames).
 FRAME_STREAM = QoSProfile(depth=1024, reliability=ReliabilityPolicy.RELIABLE,

@@ -46,8 +46,8 @@ class _PlannedBaseline(PlannerPolicy):
     """The planner plumbing plus the training tasks a baseline chooses its behaviour from."""
 
     def __init__(self, chunk_size: int = 50, dense_hz: int | None = None,
-                 max_step_rad: float = DEFAULT_MAX_STEP_RAD) -> None:
-        super().__init__(chunk_size, dense_hz, max_step_rad)
+                 max_step_rad: float = DEFAULT_MAX_STEP_RAD, settle: bool = False) -> None:
+        super().__init__(chunk_size, dense_hz, max_step_rad, settle)
         self.training: list[TrainingTask] = [t for s in SCENES for t in self.registry.training_tasks(s)]
 
     def training_layout(self, task: TrainingTask) -> Layout:
@@ -68,8 +68,8 @@ class MemorizerPolicy(_PlannedBaseline):
     the observation contract alone (its numbers then show what words and joints alone achieve)."""
 
     def __init__(self, chunk_size: int = 50, dense_hz: int | None = None,
-                 max_step_rad: float = DEFAULT_MAX_STEP_RAD) -> None:
-        super().__init__(chunk_size, dense_hz, max_step_rad)
+                 max_step_rad: float = DEFAULT_MAX_STEP_RAD, settle: bool = False) -> None:
+        super().__init__(chunk_size, dense_hz, max_step_rad, settle)
         self.remembered: TrainingTask | None = None
         self.matched_instruction: str | None = None
 
@@ -106,8 +106,8 @@ class BlindPolicy(_PlannedBaseline):
     needs_privileged = True
 
     def __init__(self, chunk_size: int = 50, dense_hz: int | None = None,
-                 max_step_rad: float = DEFAULT_MAX_STEP_RAD) -> None:
-        super().__init__(chunk_size, dense_hz, max_step_rad)
+                 max_step_rad: float = DEFAULT_MAX_STEP_RAD, settle: bool = False) -> None:
+        super().__init__(chunk_size, dense_hz, max_step_rad, settle)
         groups: dict[str, list[TrainingTask]] = {}
         for task in self.training:
             groups.setdefault(f"{task.scene}/{task.layout}", []).append(task)

@@ -24,13 +24,21 @@ and ``blind``) turns each phase's waypoints into such rows:
   a closed-loop planner (the oracle) then plans the next phase from what it sees, as in lock-step, so the
   arm waits one request at each phase end. An open-loop planner (the memorizer: nominal poses, no
   feedback) plans the next phase ahead from the track's end once fewer than ``chunk_size`` rows remain, so
-  its chunks are always full. Once every phase is done, a chunk is ``chunk_size`` copies of the last row.
+  its chunks are always full. Once every phase is done, a chunk is ``chunk_size`` copies of the last row;
+* ``settle`` (the ROS graph's rate mode turns it on, ``policy_node``): a grip or a release (a segment that
+  moves a gripper and no arm joint) starts only once the measured arm joints stand at its first row
+  (within ``FINISHED_RAD``); until then a chunk ends there and holds that row. Rows sent at the control
+  rate are clamped to a step around the measured position (the arm bridge), so how far the arm gets per
+  row depends on how fast the graph answers; without this wait the gripper closed wherever the arm
+  happened to be, and one task and seed scored differently from run to run. With it the grip happens at
+  the planned pose at any speed; only the number of rows it takes depends on the machine.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +106,7 @@ class DenseChunker:
     ``lookahead``: plan the next phase from the track's end before the arm gets there (open-loop planners only)."""
 
     def __init__(self, hz: int, horizon: int, max_step_rad: float = DEFAULT_MAX_STEP_RAD,
-                 max_acceleration: float = 6.0, lookahead: bool = False) -> None:
+                 max_acceleration: float = 6.0, lookahead: bool = False, settle: bool = False) -> None:
         if isinstance(hz, bool) or not isinstance(hz, int) or not 1 <= hz <= 1000:
             raise ValueError(f"dense_hz: expected an integer control rate in 1..1000 Hz, got {hz!r}")
         if isinstance(max_step_rad, bool) or not isinstance(max_step_rad, int | float) \
@@ -106,6 +114,7 @@ class DenseChunker:
             raise ValueError(f"max_step_rad: expected a number in (0, 0.5] rad, got {max_step_rad!r}")
         self.hz, self.horizon, self.max_step_rad = hz, horizon, float(max_step_rad)
         self.max_acceleration, self.lookahead = float(max_acceleration), lookahead
+        self.settle = bool(settle)
         self.reset()
 
     def reset(self) -> None:
@@ -115,6 +124,9 @@ class DenseChunker:
         self.handed = 0          # one past the last track row handed out in a chunk
         self.finished = False    # the planner said it is done: hold the last row
         self.phases = 0
+        #: ``settle``: track rows after which a gripper moves; the arm must stand at each before it does.
+        self.gates: list[int] = []
+        self.passed = 0          # gates confirmed so far (the arm was measured at them)
 
     def _extend(self, start: np.ndarray, next_phase: NextPhase) -> bool:
         """Append the next phase planned from ``start``; False when the planner is done."""
@@ -122,8 +134,15 @@ class DenseChunker:
         if len(waypoints) == 1 and np.allclose(waypoints[0], start, atol=1e-6):
             self.finished = True
             return False
-        rows, _ = densify(start, waypoints, self.hz, self.max_step_rad, self.max_acceleration)
+        rows, ends = densify(start, waypoints, self.hz, self.max_step_rad, self.max_acceleration)
         base = start[None, :] if self.track is None else self.track
+        offset = len(base)
+        previous = np.concatenate([[start], waypoints[:-1]])
+        # a grip or a release: a segment that moves a gripper and no arm joint (a transit that opens the
+        # fingers on the way is no gate). It starts from the previous waypoint's row (first: the phase's start)
+        grips = (np.abs(waypoints[:, GRIPPERS] - previous[:, GRIPPERS]).max(axis=1) > 1e-6) \
+            & (np.abs(waypoints[:, ARM_JOINTS] - previous[:, ARM_JOINTS]).max(axis=1) <= 1e-9)
+        self.gates.extend(offset - 1 if i == 0 else offset + int(ends[i - 1]) for i in np.flatnonzero(grips))
         self.track = np.vstack([base, rows])
         self.phases += 1
         return True
@@ -155,9 +174,44 @@ class DenseChunker:
         while self.lookahead and not self.finished and len(self.track) - start < self.horizon:
             if not self._extend(self.track[-1].copy(), next_phase):
                 break
+        stop = self._gate(vector) if self.settle else None
+        if stop is not None:
+            start = min(start, stop)  # the arm has not stood at the gate yet: go there and hold it
+            rows = self.track[start:min(stop + 1, start + self.horizon)]
+            self.cursor = start
+            self.handed = max(self.handed, start + len(rows))
+            return np.vstack([rows, np.repeat(rows[-1:], self.horizon - len(rows), axis=0)]).astype(np.float32)
         self.cursor = start
         rows = self.track[start:start + self.horizon]
         self.handed = max(self.handed, start + len(rows))
         if self.finished and len(rows) < self.horizon:  # the plan's end: hold its last row
             rows = np.vstack([rows, np.repeat(rows[-1:], self.horizon - len(rows), axis=0)])
         return rows.astype(np.float32)
+
+    def _gate(self, vector: np.ndarray) -> int | None:
+        """The first gate the arm has not been measured at (None: none left); passes those it stands at."""
+        assert self.track is not None
+        while self.passed < len(self.gates):
+            gate = self.gates[self.passed]
+            if np.abs(self.track[gate, ARM_JOINTS] - vector[ARM_JOINTS]).max() > FINISHED_RAD:
+                return gate
+            self.passed += 1
+        return None
+
+
+#: Built-ins whose lock-step plan is sparse waypoints (the expert planner's): in rate mode they get dense rows.
+PLANNER_BUILTINS = ("oracle", "blind", "memorizer")
+
+
+def rate_kwargs(spec: str, kwargs: dict[str, Any], mode: str, control_hz: float) -> dict[str, Any]:
+    """The kwargs a planner built-in runs with: in rate mode, unless ``dense_hz`` is given, dense rows at the
+    control rate that wait for the arm before a grip or a release (``dense_hz``, ``settle``).
+
+    Its lock-step waypoints are whole segments, each meant to be executed to its end before the next; sent
+    one per control tick, every one is clamped to a step around the measured position (the arm bridge), so
+    how far the arm got, and where the gripper closed, depended on how fast the graph answered: on mock
+    hardware one task and seed scored IS 0.0 or 0.8 from run to run (issue 30). ROS-free: ``policy_node`` applies
+    it, and bringup records what it adds in run.json (``execution.planner``)."""
+    if mode != "rate" or spec not in PLANNER_BUILTINS or "dense_hz" in kwargs:
+        return kwargs
+    return {**kwargs, "dense_hz": max(1, round(control_hz)), "settle": True}

@@ -40,17 +40,23 @@ class PlannerPolicy:
     the registry, the rig's kinematics and one planner per episode, dropped by ``reset``.
 
     ``dense_hz``/``max_step_rad``: dense chunks (``expert.dense``); with them the policy accepts an
-    :class:`RtcHint` (its queued rows tell where the new chunk continues)."""
+    :class:`RtcHint` (its queued rows tell where the new chunk continues). ``settle`` (dense only): grip
+    and release only once the arm is measured at the pose (``expert.dense``; rate mode in the ROS graph)."""
 
     def __init__(self, chunk_size: int = 50, dense_hz: int | None = None,
-                 max_step_rad: float = DEFAULT_MAX_STEP_RAD) -> None:
+                 max_step_rad: float = DEFAULT_MAX_STEP_RAD, settle: bool = False) -> None:
+        if not isinstance(settle, bool):
+            raise ValueError(f"settle: expected true or false, got {settle!r}")
+        if settle and dense_hz is None:
+            raise ValueError("settle: needs dense_hz (it waits for the arm between dense rows)")
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ValueError(f"chunk_size: expected an integer >= 1, got {chunk_size!r}")
         from robofollow_ros.benchmark import default_registry
         from robofollow_ros.robot.kinematics import RigKinematics
 
         self.chunk_size = chunk_size
-        self.dense = None if dense_hz is None else DenseChunker(dense_hz, chunk_size, max_step_rad)
+        self.dense = None if dense_hz is None else DenseChunker(dense_hz, chunk_size, max_step_rad,
+                                                               settle=settle)
         self.accepts_rtc = self.dense is not None
         self.registry = default_registry()
         self.kin = RigKinematics()
@@ -84,8 +90,8 @@ class OraclePolicy(PlannerPolicy):
     needs_privileged = True
 
     def __init__(self, chunk_size: int = 50, dense_hz: int | None = None,
-                 max_step_rad: float = DEFAULT_MAX_STEP_RAD) -> None:
-        super().__init__(chunk_size, dense_hz, max_step_rad)
+                 max_step_rad: float = DEFAULT_MAX_STEP_RAD, settle: bool = False) -> None:
+        super().__init__(chunk_size, dense_hz, max_step_rad, settle)
         self.task_id: str | None = None
 
     def reset(self) -> None:
