@@ -12,7 +12,7 @@ import pytest
 
 from robofollow_ros.cli import main
 from robofollow_ros.decisions.errors import TaskError
-from robofollow_ros.decisions.generator import Suite, generate_suite
+from robofollow_ros.decisions.generator import Suite
 from robofollow_ros.decisions.suite_io import load_suite, write_suite
 from robofollow_ros.decisions.validate import validate_suite
 
@@ -28,9 +28,17 @@ def suite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_generate_prints_the_benchmark_sizes(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def seed4(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``robofollow owda generate --seed 4`` as a user runs it: the process and the suite it wrote."""
+    out = tmp_path_factory.mktemp("seed4") / "s"
     proc = subprocess.run([sys.executable, "-m", "robofollow_ros.cli", "owda", "generate", "--seed", "4",
-                           "--out", str(tmp_path / "s"), "--json"], capture_output=True, text=True, timeout=900)
+                           "--out", str(out), "--json"], capture_output=True, text=True, timeout=900)
+    return proc, out
+
+
+def test_generate_prints_the_benchmark_sizes(seed4: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, _out = seed4
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == EXPECTED
     # progress on stderr: every stage ends with its last count (one line every few seconds before it)
@@ -41,13 +49,17 @@ def test_generate_prints_the_benchmark_sizes(tmp_path: Path) -> None:
     assert all(" ETA " in line for line in said)
 
 
-def test_suite_files_are_deterministic_per_seed_and_differ_across_seeds(suite_dir: Path, tmp_path: Path) -> None:
-    again, other = tmp_path / "again", tmp_path / "other"
-    write_suite(generate_suite(0), again)
-    write_suite(generate_suite(1), other)
+def test_suite_files_are_deterministic_per_seed_and_differ_across_seeds(
+        suite_dir: Path, seed4: tuple[subprocess.CompletedProcess[str], Path], owda_suite_seed0: Suite,
+        tmp_path: Path) -> None:
+    """Seed 0 generated twice (the CLI's ``suite_dir`` and the session's own, each from scratch) writes the same
+    bytes; seed 4 writes other families."""
+    again = tmp_path / "again"
+    write_suite(owda_suite_seed0, again)
     for name in ("manifest.json", "anchors.json", "families.jsonl"):
         assert (again / name).read_bytes() == (suite_dir / name).read_bytes(), name
-    assert (other / "families.jsonl").read_bytes() != (suite_dir / "families.jsonl").read_bytes()
+    assert seed4[0].returncode == 0, seed4[0].stderr
+    assert (seed4[1] / "families.jsonl").read_bytes() != (suite_dir / "families.jsonl").read_bytes()
 
 
 def test_suite_structure(suite_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
