@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from robofollow_ros.decisions.anchors import Anchor, CandidateAction
 from robofollow_ros.decisions.clearance import PUSH_BEHIND_M, Body, blockers, hand_at, push_sweep
@@ -95,14 +96,21 @@ class WorldState:
 
     def bodies(self, skip: Iterable[str]) -> list[Body]:
         """Every present object with a known extent, but those in ``skip``, as the gripper sees it."""
+        skip = set(skip)
+        return [body for body in self._bodies if body.name not in skip]
+
+    @cached_property
+    def _bodies(self) -> tuple[Body, ...]:
+        """Every present object's body, once per state (a state never changes: ``after`` makes a new one; the OWDA
+        generator asks a state for its bodies many times)."""
         out = []
         for n in self.present():
             o = self.anchor.object(n)
-            if n in skip or o.extent is None:
+            if o.extent is None:
                 continue
             body = Body(n, self.places[n].xy, (o.extent[0], o.extent[1]), o.round, self.top(n))
             out.append(body.as_disc() if n in self.pushed else body)
-        return out
+        return tuple(out)
 
     def hand_problems(self, x: str, at: str | None = None) -> list[str]:
         """Objects the gripper would land on grasping ``x`` where it is (``at`` None) or releasing it on/in ``at``."""

@@ -74,7 +74,9 @@ def open_width(obj: ObjectSpec) -> float:
 
 def opening_for(half: float) -> float:
     """The pre-grasp opening for an object ``half`` metres wide on each side of the fingers' centre line."""
-    return float(np.clip((half + 0.014) / 0.04, 0.75, 1.0))
+    # min/max, not np.clip: the same value, and OWDA's generator asks this ~300,000 times a suite (np.clip on a
+    # scalar cost a fifth of the generation time)
+    return float(min(max((half + 0.014) / 0.04, 0.75), 1.0))
 
 
 def grasp(ctx: SkillContext, mb: MotionBuilder, arm: str, name: str) -> None:
