@@ -73,7 +73,6 @@ from robofollow_ros.nodes.graph_peers import AliveWatch, GraphWait
 from robofollow_ros.nodes.health_watch import HealthWatch
 from robofollow_ros.nodes.reset_watch import ResetWatch
 from robofollow_ros.nodes.trial_faults import (
-    FAULT_ABORT,
     FAULT_ESTOP,
     FAULT_GRAPH,
     FAULT_HEALTH,
@@ -85,19 +84,12 @@ from robofollow_ros.nodes.trial_faults import (
     fault_result,
 )
 from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, empty_result
-from robofollow_ros.nodes.trial_redo import Redo, attempt_id, find_trial, superseding
+from robofollow_ros.nodes.trial_redo import Redo, attempt_id, superseding
 from robofollow_ros.nodes.trial_services import TrialServices
 from robofollow_ros.paths import share_path
 from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S
 from robofollow_ros.rig.health import HALT, HealthFailure, HealthSettings, check_health, worst_class
 
-#: Phases in which the trial's rows may move the arm: an e-stop here ends the trial as a fault.
-EXECUTING = (tp.PHASE_STARTING, tp.PHASE_RUNNING, tp.PHASE_STOPPING)
-#: Phases before any row: a fault here ends the trial at once (nothing to stop or score).
-BEFORE_ROWS = (tp.PHASE_RESETTING, tp.PHASE_AWAITING_CONFIRM, tp.PHASE_VERIFYING_RESET, tp.PHASE_CHECKING,
-               tp.PHASE_STARTING)
-#: Phases of a trial whose rows have not begun: a redo of a recorded trial runs at once, this one after it.
-NOT_STARTED = (tp.PHASE_RESETTING, tp.PHASE_AWAITING_CONFIRM, tp.PHASE_VERIFYING_RESET, tp.PHASE_CHECKING)
 #: How often a table that does not match the layout is shown again (view), and told again (terminal).
 RESET_VIEW_PERIOD_S = 0.5
 RESET_TELL_PERIOD_S = 10.0
@@ -567,7 +559,7 @@ class TrialManagerNode(TrialServices, Node):
             self._announce({})
             return
         self.get_logger().error(f"e-stop engaged ({TOPIC_ESTOP}): the run pauses until it is released")
-        if self.phase in (*BEFORE_ROWS, *EXECUTING) and self.index >= 0:
+        if self.phase in (*tp.BEFORE_ROWS, *tp.EXECUTING) and self.index >= 0:
             self.interrupt(Fault(FAULT_ESTOP, f"e-stop engaged during the trial ({TOPIC_ESTOP})"))
         else:
             self._announce({})
@@ -592,7 +584,7 @@ class TrialManagerNode(TrialServices, Node):
         (the policy node stops, the scorer scores what ran) and recorded with the fault."""
         if self._fault is None:
             self._fault = fault
-        if self.phase in BEFORE_ROWS:
+        if self.phase in tp.BEFORE_ROWS:
             self._record_fault(self._fault)
         elif self.phase == tp.PHASE_RUNNING:
             self.get_logger().warning(f"trial {self.trial['id']}: {fault.kind}: {fault.reason}; stopping it")
@@ -665,126 +657,6 @@ class TrialManagerNode(TrialServices, Node):
 
         for line in disagreements([entry]):
             self.get_logger().warning(f"operator mark disagrees with the verdict: {line}")
-
-    # -- the operator's controls (trial_services calls them) --------------------------------------------
-    def _under_way(self) -> bool:
-        return self.index >= 0 and self.phase not in (tp.PHASE_IDLE, tp.PHASE_DONE, tp.PHASE_FINISHED)
-
-    def pause(self) -> tuple[bool, str]:
-        """Mid-trial: hold it where it is (no row is sent, the arms hold, its bounds stand still); between
-        trials: the next one waits."""
-        if self.finished.is_set():
-            return False, "the run is finished"
-        if self._under_way() and self.phase in EXECUTING:
-            if self.trial_paused_since is None:
-                self.trial_paused_since = time.monotonic()
-                self.health_watch.halt(True, f"paused by the operator ({tp.SERVICE_PAUSE})")
-                self._announce({"operator_pause": True})
-                self.get_logger().warning(f"trial {self.trial['id']} paused by the operator; arms holding; "
-                                          f"{tp.SERVICE_RESUME} (r) goes on, {tp.SERVICE_ABORT} (a) fails it, "
-                                          f"{tp.SERVICE_REDO} (d) runs it again")
-            return True, f"trial {self.trial['id']} paused in phase {self.phase}; arms holding"
-        self.paused = True
-        self._announce({})
-        return True, f"phase {self.phase}; the next trial waits for resume"
-
-    def resume(self) -> tuple[bool, str]:
-        if self.finished.is_set():
-            return False, "the run is finished"
-        resumed = self._end_trial_pause()
-        self.paused = False
-        self._announce({})
-        if self.halted is not None:
-            return False, f"halted by a health check: {self.halted['action']}"
-        return True, (f"trial {self.trial.get('id')} resumed after {resumed:.1f} s" if resumed is not None else
-                      f"phase {self.phase}; running the protocol")
-
-    def _end_trial_pause(self) -> float | None:
-        """Lift the operator's mid-trial pause (the arms may move again); how long it lasted, None if none."""
-        if self.trial_paused_since is None:
-            return None
-        held = time.monotonic() - self.trial_paused_since
-        self.trial_paused_since = None
-        self._phase_since += held  # a paused trial's bounds stood still
-        if self.halted is None:
-            self.health_watch.halt(False)
-        self._announce({"operator_pause": False})
-        return held
-
-    def abort(self) -> tuple[bool, str]:
-        if not self._under_way():
-            return False, f"no trial under way in phase {self.phase}"
-        self._end_trial_pause()
-        self.interrupt(Fault(FAULT_ABORT, f"aborted by the operator ({tp.SERVICE_ABORT})"))
-        return True, f"aborting trial {self.trial['id']}; the run goes on"
-
-    def redo(self, trial_id: str = "") -> tuple[bool, str]:
-        """Run a trial again (``trial_redo``). ``trial_id`` empty: the trial under way once its rows began, else
-        (between trials, or while the next one waits for its reset) the last recorded one; a trial id: that
-        trial. A recorded trial runs at once if the trial under way has not begun its rows (which then waits
-        until after it), else after the trial under way."""
-        current = self._key if self._under_way() else None
-        started = self.phase not in NOT_STARTED
-        if current is not None and (find_trial([current], trial_id) is not None or
-                                    (not trial_id.strip() and (started or self._last_key is None))):
-            return self._redo_under_way()
-        if self.finished.is_set():
-            return False, "the run is finished (to redo its last trial, pause during it, then redo)"
-        key = self._last_key if not trial_id.strip() else find_trial(self._recorded, trial_id)
-        if key is None:
-            recorded = ", ".join(k.trial_id for k in self._recorded[-5:]) or "none yet"
-            return False, (f"trial {trial_id!r} is not a recorded trial of this run (last recorded: {recorded})"
-                           if trial_id.strip() else "no trial recorded yet")
-        if any(r.key == key for r in self._redos) or key == current:
-            return False, f"trial {key.trial_id} is already to run again"
-        when = "when the run resumes" if self.paused else "now"
-        if current is None:
-            self._redos.insert(0, Redo(key, replaces=True))
-        elif not started:  # the trial waiting for its reset goes after the redo, as it is
-            self._redos[:0] = [Redo(key, replaces=True),
-                               Redo(current, self._replaces, self._attempt, self._superseded)]
-            when = f"now ({self.trial['id']} waits until after it)"
-            self._publish({"phase": tp.PHASE_DONE, "set_aside_for_redo": True})
-        else:
-            self._redos.append(Redo(key, replaces=True))
-            when = f"after {self.trial['id']}"
-        return True, (f"recorded trial {key.trial_id} runs again {when}; its entry is kept as superseded and "
-                      "only the new attempt counts")
-
-    def _redo_under_way(self) -> tuple[bool, str]:
-        self._redo_pending = True
-        self._end_trial_pause()
-        self.interrupt(Fault(FAULT_ABORT, f"ended for a redo by the operator ({tp.SERVICE_REDO})"))
-        return True, f"ending trial {self.trial['id']} (attempt {self._attempt}) and running it again"
-
-    def mark(self, text: str) -> tuple[bool, str]:
-        from robofollow_ros.evaluation.operator_marks import parse_mark
-
-        try:
-            mark = parse_mark(text)
-        except ValueError as exc:
-            return False, str(exc)
-        if self._under_way() and (self.phase not in NOT_STARTED or self._last_key is None):
-            self._mark = mark
-            return True, f"mark {mark} kept for trial {self.trial['id']} (beside its verdict)"
-        if self.finished.is_set():
-            return False, "the run is finished; a mark is taken until its last trial is recorded"
-        if self._last_key is None:
-            return False, "no trial to mark yet"
-        self.records.annotate(self._last_key, {"operator_mark": mark})
-        return True, f"mark {mark} added to trial {self._last_key.trial_id} (beside its verdict)"
-
-    def _on_intervention(self, msg: Bool) -> None:
-        if msg.data and self.phase in (tp.PHASE_RUNNING, tp.PHASE_STOPPING):
-            self._intervened += 1
-
-    def _on_redo_trial(self, msg: String) -> None:
-        ok, message = self.redo(msg.data)
-        (self.get_logger().info if ok else self.get_logger().error)(f"{tp.TOPIC_REDO_TRIAL}: {message}")
-
-    def _on_mark(self, msg: String) -> None:
-        ok, message = self.mark(msg.data)
-        (self.get_logger().info if ok else self.get_logger().error)(f"{tp.TOPIC_MARK}: {message}")
 
     def _record_fault(self, fault: Fault) -> None:
         """Record the current trial now, as not executed because of ``fault`` (or the fault already pending)."""

@@ -71,6 +71,12 @@ PHASE_FINISHED = "finished"
 PHASES = (PHASE_IDLE, PHASE_RESETTING, PHASE_AWAITING_CONFIRM, PHASE_VERIFYING_RESET, PHASE_CHECKING, PHASE_STARTING,
           PHASE_RUNNING, PHASE_STOPPING,
           PHASE_SCORING, PHASE_DONE, PHASE_FINISHED)
+#: Phases in which the trial's rows may move the arm: an e-stop here ends the trial as a fault.
+EXECUTING = (PHASE_STARTING, PHASE_RUNNING, PHASE_STOPPING)
+#: Phases before any row: a fault here ends the trial at once (nothing to stop or score).
+BEFORE_ROWS = (PHASE_RESETTING, PHASE_AWAITING_CONFIRM, PHASE_VERIFYING_RESET, PHASE_CHECKING, PHASE_STARTING)
+#: Phases of a trial whose rows have not begun: a redo of a recorded trial runs at once, this one after it.
+NOT_STARTED = (PHASE_RESETTING, PHASE_AWAITING_CONFIRM, PHASE_VERIFYING_RESET, PHASE_CHECKING)
 
 #: Latched state (trial, score, statuses, instruction), as its publishers offer it: a reader that matches
 #: late gets the writer's history, so depth 1 gives it the current state alone (``ros2 topic echo --once
