@@ -21,7 +21,7 @@ def registry():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def owda_suite_seed0():  # type: ignore[no-untyped-def]
-    """The OWDA suite of seed 0, generated once per session (~45 s on CI's machine) for every test module that
+    """The OWDA suite of seed 0, generated once per session (~15 s on CI's machine) for every test module that
     reads it; test_owda_suite also generates seed 0 through the CLI and compares the two. Read it, never change it."""
     from robofollow_ros.decisions.generator import generate_suite
 
