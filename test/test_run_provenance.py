@@ -443,7 +443,7 @@ def test_an_openpi_servers_metadata_is_recorded(tmp_path: Path) -> None:
 def test_a_graph_runs_top_level_execution_is_the_pacing_its_trial_manager_recorded(pacing):
     """The ROS trial manager passes no RunSettings: run.json's ``execution`` must still say how rows were paced
     (a realtime graph run recorded as lock-step would be compared with the official evaluator's numbers)."""
-    from robofollow_ros.evaluation.results import new_run_record
+    from robofollow_ros.evaluation.run_record import new_run_record
 
     arguments = {"policy": "oracle", "max_steps": 10, "actions_per_step": 50}
     if pacing is not None:

@@ -14,7 +14,8 @@ can check everything before it builds its policy or creates anything.
 ``record_trial`` stores the trial in SQLite in one transaction first, then rewrites
 ``results.json`` atomically, so after a crash both hold exactly the trials finished before it.
 The directory itself (lock, atomic files, unusable output, the resume check) is a
-``rundir.RunDirectory``; what ``run.json`` says about what ran is ``evaluation.provenance``'s.
+``rundir.RunDirectory``; what ``run.json`` says about what ran is ``evaluation.run_record``'s (the record, the
+resume entry, the identity) from ``evaluation.provenance``'s facts.
 
 A resume must be the same run: the same trials, policy (SPEC, kwargs), step budget, rows per call,
 render settings, seeds, privileged state and stepper (:func:`run_identity`; a refusal names each
@@ -27,10 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import datetime as _dt
 import sqlite3
 import traceback
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -38,21 +37,21 @@ from typing import Any
 
 from robofollow_ros.benchmark import EvalTask
 from robofollow_ros.benchmark.seeds import DEFAULT_ROUNDS
-from robofollow_ros.evaluation import provenance
-from robofollow_ros.evaluation.execution_mode import LOCKSTEP_RECORD
 from robofollow_ros.evaluation.provenance import (
-    CODE_FIELDS,
-    OFFICIAL_STEPPER,
-    REFERENCE,
     RUN_SCHEMA_VERSION,
     RunSettings,
     code_sha256,
     package_versions,
 )
-from robofollow_ros.rundir import Identity, OutputUnusableError, RunDirectory, RunDirError
+from robofollow_ros.evaluation.run_record import (
+    new_run_record,
+    resume_record,
+    run_identity,
+    utc_now,
+)
+from robofollow_ros.rundir import OutputUnusableError, RunDirectory, RunDirError
 from robofollow_ros.rundir.atomic import read_json
 from robofollow_ros.rundir.directory import check_store
-from robofollow_ros.rundir.identity import ABSENT, lookup
 from robofollow_ros.rundir.layout import (
     RECORDINGS_DIR,
     RESULTS_FILE,
@@ -68,110 +67,6 @@ from robofollow_ros.scoring.summary import summarize
 
 __all__ = ["DuplicateTrialError", "RunSettings", "RunWriter", "close_abandoned_run", "code_sha256",
            "package_versions", "run_identity"]
-
-#: What makes a run the run it is: ``--resume`` refuses another value of any of these (dotted: a path
-#: into run.json). The code that ran is not among them (see the module docstring).
-IDENTITY_FIELDS = ("schema_version", "selected_tasks", "expected_trials", "stepper", "policy.spec", "policy.kwargs",
-                   "max_steps", "actions_per_step", "render", "seeds", "privileged", "execution",
-                   # recordings at two rates, or for only some trials, would not describe one run either
-                   "arguments.record", "arguments.record_hz")
-#: run.json's ``execution`` of a lock-step run, also what a run.json written before the field existed is read as.
-LOCKSTEP_EXECUTION = LOCKSTEP_RECORD
-
-
-def utc_now() -> str:
-    """The time as the official evaluator writes it (evaluate.py:115: ``datetime.now(timezone.utc).isoformat()``)."""
-    return _dt.datetime.now(_dt.UTC).isoformat()
-
-
-def run_identity(run: Mapping[str, Any]) -> Identity:
-    """What ``--resume`` must share with the run it continues, read from a run.json object (new or recorded).
-
-    Results of two selections, policies or budgets in one run would describe a run that never happened."""
-    fields = {name: value for name in IDENTITY_FIELDS if (value := lookup(run, name)) is not ABSENT}
-    return _RunIdentity(fields, record=RUN_FILE, partial=True)
-
-
-class _RunIdentity(Identity):
-    """eval's identity: a run.json written before ``execution`` existed ran lock-step, and reads as such."""
-
-    def recorded(self, run_dir: Path) -> dict[str, Any] | None:
-        data = super().recorded(run_dir)
-        if data is not None and "execution" not in data:
-            data = {**data, "execution": dict(LOCKSTEP_EXECUTION)}
-        return data
-
-
-def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tuple[str, str]],
-                   expected_trials: int, stepper: str, settings: RunSettings | None = None,
-                   metadata_extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The ``run.json`` object a new run starts with: the official manifest's fields (evaluate.py:115-122
-    with runinfo.metadata()), then ours. Without ``settings`` (the ROS trial manager) the step budget and
-    the policy come from ``arguments`` where it has them, and what is not known is null."""
-    env = provenance.environment()
-    args = dict(arguments)
-    evaluator = settings is not None
-    if settings is None:
-        spec = args.get("policy")
-        # The graph's pacing, as the trial manager recorded it from policy_node and sim_node (bringup's
-        # ``_record_execution``): ``{"mode": "lockstep"}`` or ``{"mode": "rate", "execution": ...}``.
-        pacing = args.get("execution")
-        settings = RunSettings(policy=str(spec) if spec else "", max_steps=args.get("max_steps"),
-                               actions_per_step=args.get("actions_per_step"), render=args.get("render"),
-                               privileged=bool(args.get("privileged", False)),
-                               execution=pacing if isinstance(pacing, Mapping) and pacing.get("mode") else None)
-    run: dict[str, Any] = {
-        # -- the official manifest (evaluate.py:115-122), names and values --
-        "status": "running",
-        "started_utc": utc_now(),
-        "metric_version": "strict",
-        "gate_mode": "strict",
-        "runtime": "fixed",
-        "completion_metric_version": "legacy-final-layout-v1",
-        "completion_aggregation": "task-macro",
-        "stepper": OFFICIAL_STEPPER.get(stepper, stepper),
-        "arguments": provenance.run_arguments(args, stepper),
-        "selected_tasks": [{"scene": s, "task": t} for s, t in selected_tasks],
-        "expected_trials": int(expected_trials),
-        **{key: env[key] for key in ("upstream_commit", "code_sha256", "versions", "curobo_source_sha256",
-                                     "config_sha256", "asset_overrides")},
-        # -- ours --
-        "schema_version": RUN_SCHEMA_VERSION,
-        "run_id": str(uuid.uuid4()),
-        "policy": provenance.policy_record(settings, evaluator) if settings.policy else None,
-        "privileged": bool(settings.privileged),
-        "execution": jsonable_execution(settings.execution),
-        "max_steps": settings.max_steps,
-        "actions_per_step": settings.actions_per_step,
-        "render": None if settings.render is None else provenance.render_settings(settings.render),
-        "seeds": provenance.seed_settings(settings.base_seed),
-        "reference": dict(REFERENCE),
-        **{key: env[key] for key in ("package", "git", "python", "platform")},
-        "resumes": [],
-        **dict(metadata_extra or {}),
-    }
-    return run
-
-
-def jsonable_execution(execution: Mapping[str, Any] | None) -> dict[str, Any]:
-    """run.json's ``execution``: lock-step when not told."""
-    return dict(LOCKSTEP_EXECUTION) if execution is None else provenance.jsonable(dict(execution))
-
-
-def resume_record(run: Mapping[str, Any], arguments: Mapping[str, Any], trials_before: int,
-                  settings: RunSettings | None) -> dict[str, Any]:
-    """What one resume appends to ``run.json``'s ``resumes``: when, with which arguments, on which code
-    (the official metadata fields and ours), and which of those differ from the run's start (``changed``)."""
-    env = provenance.environment()
-    entry: dict[str, Any] = {"resumed_utc": utc_now(), "arguments": provenance.run_arguments(arguments),
-                             "trials_before": trials_before,
-                             **{key: env[key] for key in (*CODE_FIELDS, "curobo_source_sha256", "platform")}}
-    if settings is not None:
-        entry["server_metadata"] = provenance.server_metadata(settings.server_metadata)
-    entry["changed"] = {key: {"run": run.get(key), "now": env[key]} for key in CODE_FIELDS
-                        if key in run and run.get(key) != env[key]}
-    return entry
-
 
 class RunWriter:
     """Writes one run directory; see the module docstring for the calling pattern.

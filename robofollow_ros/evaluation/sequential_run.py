@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.benchmark import default_registry
-from robofollow_ros.evaluation.results import utc_now
+from robofollow_ros.evaluation.run_record import utc_now
 from robofollow_ros.evaluation.runner import Backend, EvalConfig, check_output, make_backend, open_writer
 from robofollow_ros.evaluation.selection import TrialKey, select_tasks, trial_keys
 from robofollow_ros.evaluation.sequential import (
