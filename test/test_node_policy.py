@@ -94,8 +94,13 @@ def _trial(trial_id: str, max_steps: int, per_step: int) -> String:
 
 @pytest.fixture
 def robot():  # type: ignore[no-untyped-def]
-    """A fake lock-step sim: every command is answered with objects, then joint states, one stamp later."""
-    with RosHarness() as ros:
+    """A fake lock-step sim: every command is answered with objects, then joint states, one stamp later.
+
+    Spun one callback at a time, as policy_node spins in its own process (``nodes._main.run_node``): rclpy's
+    multi-threaded executor busy-waits while the node's callback group is busy (see ``RosHarness``). A CI run
+    under it once saw no joint state reach the node for over ``stale_s`` (5 s) mid-trial: a stale-state fault
+    after 3 of 4 rows in ``test_rate_mode_holds_while_the_policy_is_stale``, never seen outside CI."""
+    with RosHarness(single_threaded=True) as ros:
         side = ros.node("fake_sim")
         got: dict[str, list] = {"commands": [], "status": []}
         answer_first = [10**9]  # commands answered before the fake sim falls silent
