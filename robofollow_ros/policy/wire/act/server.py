@@ -37,26 +37,15 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Unpack
 
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.observation import ObservationError, validate_observation
 from robofollow_ros.policy.wire.act.codec import ACT_MAX_BODY_BYTES, decode_body, encode_reply
 from robofollow_ros.policy.wire.act.presets import DEFAULT_PRESET, PRESETS, from_request
-from robofollow_ros.policy.wire.budget import (
-    DEFAULT_BUDGET_WAIT_S,
-    DEFAULT_MAX_PENDING_BYTES,
-    MemoryBudget,
-    MemoryBudgetError,
-    decode_cost,
-)
-from robofollow_ros.policy.wire.common import (
-    DEFAULT_FRAME_TIMEOUT_S,
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_CONNECTIONS,
-    WireFormatError,
-    describe_error,
-)
+from robofollow_ros.policy.wire.budget import MemoryBudgetError, decode_cost
+from robofollow_ros.policy.wire.common import WireFormatError, describe_error
+from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session, SessionsBusyError
 
 LOG = logging.getLogger(__name__)
@@ -138,54 +127,31 @@ class _SessionTable:
             return len(self._entries)
 
 
-class ActPolicyServer:
+class ActPolicyServer(PolicyServer):
     """Serve a policy over json_numpy ``POST /act`` on ``host:port`` (0 = any free port).
 
-    ``policy`` is what the other servers take: :class:`PolicySessions`, a factory, a shareable policy
-    or one plain policy object. ``preset`` names the request layout read (openvla-oft ALOHA by default).
+    ``policy`` and the keyword arguments are every server's (:class:`~robofollow_ros.policy.wire.serving.PolicyServer`);
+    ``preset`` names the request layout read (openvla-oft ALOHA by default).
     """
 
+    thread_name = "act-server"
+
     def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 8777,
-                 *, debug: bool = False, metadata: dict[str, Any] | None = None,
-                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, max_body_bytes: int = ACT_MAX_BODY_BYTES,
-                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES, budget_wait_s: float = DEFAULT_BUDGET_WAIT_S,
-                 preset: str = DEFAULT_PRESET) -> None:
-        if max_connections < 1:
-            raise ValueError(f"max_connections: expected >= 1, got {max_connections}")
+                 *, max_body_bytes: int = ACT_MAX_BODY_BYTES, preset: str = DEFAULT_PRESET,
+                 **settings: Unpack[ServerSettings]) -> None:
         if preset not in PRESETS:
             raise ValueError(f"preset: {preset!r}; expected one of {sorted(PRESETS)}")
-        self.sessions = PolicySessions.coerce(policy)
+        super().__init__(policy, stats=("connections", "requests", "errors", "refused", "timeouts",
+                                        "peak_connections"), **settings)
         self.preset = PRESETS[preset]
-        self.debug = debug
-        self.metadata = dict(metadata or {})
-        self.idle_timeout_s = float(idle_timeout_s)
-        self.frame_timeout_s = float(frame_timeout_s)
-        self.max_connections = max_connections
         self.max_body_bytes = int(max_body_bytes)
-        self.budget_wait_s = float(budget_wait_s)
-        self.memory = MemoryBudget(max_pending_bytes)
-        self.table = _SessionTable(self.sessions, max_connections, self.idle_timeout_s)
-        self.stats = {"connections": 0, "requests": 0, "errors": 0, "refused": 0, "timeouts": 0,
-                      "peak_connections": 0}
-        self._lock = threading.Lock()
+        self.table = _SessionTable(self.sessions, self.max_connections, self.idle_timeout_s)
         self._open: set[socket.socket] = set()
         self._httpd = _Listener((host, port), _handler_class(self), self)
         self.address: tuple[str, int] = self._httpd.server_address[:2]  # type: ignore[assignment]
-        self._thread: threading.Thread | None = None
 
-    def count(self, key: str) -> None:
-        with self._lock:
-            self.stats[key] += 1
-
-    # ------------------------------------------------------------------ lifecycle
     def serve_forever(self) -> None:
         self._httpd.serve_forever(poll_interval=0.2)
-
-    def start(self) -> ActPolicyServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="act-server", daemon=True)
-        self._thread.start()
-        return self
 
     def stop(self, join_timeout_s: float = 10.0) -> None:
         self._httpd.shutdown()
@@ -195,15 +161,8 @@ class ActPolicyServer:
         for conn in conns:  # wake handlers waiting on keep-alive connections
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(join_timeout_s)
+        self._join_serving(join_timeout_s)
         self.sessions.close()
-
-    def __enter__(self) -> ActPolicyServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def open_connections(self) -> int:
@@ -258,7 +217,7 @@ class ActPolicyServer:
         return encode_reply(actions, encoded), encoded
 
     def error_body(self, exc: BaseException) -> bytes:
-        self.count("errors")
+        self._count("errors")
         error, trace = describe_error(exc, self.debug)
         LOG.warning("error reply: %s", error)
         return json.dumps({"error": error, "traceback": trace}).encode("utf-8")
@@ -352,7 +311,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if path != "/act":
                 raise _HttpError(404, f"POST {path[:80]}: not found; the endpoints are /act and /reset")
-            owner.count("requests")
+            owner._count("requests")
             body = self._drain_body(hold)
             reply, _ = owner.act(body, key, lambda n: hold.charge(n, owner.budget_wait_s))
             self._send(200, reply)
@@ -391,7 +350,7 @@ class _Handler(BaseHTTPRequestHandler):
         while got < length:
             left = self.deadline - time.monotonic()
             if left <= 0:
-                owner.count("timeouts")
+                owner._count("timeouts")
                 raise _HttpError(408, f"request body: not complete within {owner.frame_timeout_s:g} s "
                                       f"({got:,} of {length:,} bytes)")
             self.connection.settimeout(left)

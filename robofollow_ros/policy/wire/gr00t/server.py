@@ -39,26 +39,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import zmq
 
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.observation import validate_observation
-from robofollow_ros.policy.wire.budget import (
-    DEFAULT_BUDGET_WAIT_S,
-    DEFAULT_MAX_PENDING_BYTES,
-    MemoryBudget,
-    decode_cost,
-)
-from robofollow_ros.policy.wire.common import (
-    DEFAULT_FRAME_TIMEOUT_S,
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_CONNECTIONS,
-    WireFormatError,
-    describe_error,
-)
+from robofollow_ros.policy.wire.budget import decode_cost
+from robofollow_ros.policy.wire.common import WireFormatError, describe_error
 from robofollow_ros.policy.wire.gr00t.codec import GR00T_MAX_MESSAGE_BYTES, GR00T_MAX_OBJECTS, packb, unpackb
 from robofollow_ros.policy.wire.gr00t.observation import (
     Gr00tKeyMap,
@@ -67,6 +56,7 @@ from robofollow_ros.policy.wire.gr00t.observation import (
     modality_config,
     to_gr00t_action,
 )
+from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
 
 LOG = logging.getLogger(__name__)
@@ -89,43 +79,30 @@ class _Client:
     fresh: bool = True  # reset (or new) and no get_action since: no reset needed on the first instruction
 
 
-class Gr00tPolicyServer:
-    """Serve a policy to GR00T clients on ``host:port`` (0 = any free port); ``policy`` is what the other
-    servers take: :class:`PolicySessions`, a factory, a shareable policy or one plain policy object."""
+class Gr00tPolicyServer(PolicyServer):
+    """Serve a policy to GR00T clients on ``host:port`` (0 = any free port); ``policy`` and the keyword
+    arguments are every server's (:class:`~robofollow_ros.policy.wire.serving.PolicyServer`)."""
+
+    thread_name = "gr00t-server"
 
     def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 5555,
-                 *, debug: bool = False, metadata: dict[str, Any] | None = None,
-                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, api_token: str | None = None,
-                 keys: Gr00tKeyMap | None = None, max_message_bytes: int = GR00T_MAX_MESSAGE_BYTES,
-                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
-                 budget_wait_s: float = DEFAULT_BUDGET_WAIT_S) -> None:
-        if max_connections < 1:
-            raise ValueError(f"max_connections: expected >= 1, got {max_connections}")
-        self.sessions = PolicySessions.coerce(policy)
-        self.debug = debug
-        self.metadata = dict(metadata or {})
-        self.idle_timeout_s = float(idle_timeout_s)
-        self.max_connections = max_connections
+                 *, api_token: str | None = None, keys: Gr00tKeyMap | None = None,
+                 max_message_bytes: int = GR00T_MAX_MESSAGE_BYTES, **settings: Unpack[ServerSettings]) -> None:
+        super().__init__(policy, stats=("requests", "errors", "refused", "clients", "peak_clients"), **settings)
         self.api_token = api_token if api_token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.keys = keys or key_map()
         self.max_message_bytes = max_message_bytes
-        self.budget_wait_s = float(budget_wait_s)
-        self.memory = MemoryBudget(max_pending_bytes)
         self.horizon = 0
-        self.stats = {"requests": 0, "errors": 0, "refused": 0, "clients": 0, "peak_clients": 0}
         self._clients: dict[bytes, _Client] = {}
-        self._lock = threading.Lock()
         self._replies: queue.SimpleQueue[tuple[list[bytes], bytes]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pool = ThreadPoolExecutor(max_workers=min(max_connections, 32), thread_name_prefix="gr00t-call")
+        self._pool = ThreadPoolExecutor(max_workers=min(self.max_connections, 32), thread_name_prefix="gr00t-call")
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.ROUTER)
         for option, value in ((zmq.LINGER, 0), (zmq.MAXMSGSIZE, max_message_bytes), (zmq.RCVHWM, 4),
                               (zmq.SNDHWM, 4), (zmq.ROUTER_MANDATORY, 1),
-                              (zmq.HANDSHAKE_IVL, int(1000 * frame_timeout_s)),
+                              (zmq.HANDSHAKE_IVL, int(1000 * self.frame_timeout_s)),
                               (zmq.HEARTBEAT_IVL, 10_000), (zmq.HEARTBEAT_TIMEOUT, 30_000)):
             self._socket.setsockopt(option, value)
         try:
@@ -139,26 +116,14 @@ class Gr00tPolicyServer:
         self.address: tuple[str, int] = (host, int(endpoint.rsplit(":", 1)[1]))
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> Gr00tPolicyServer:
-        self._thread = threading.Thread(target=self._loop, name="gr00t-server", daemon=True)
-        self._thread.start()
-        return self
-
     def stop(self, join_timeout_s: float = 10.0) -> None:
         self._stop.set()
         os.write(self._wake_w, b"x")
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(join_timeout_s)
+        self._join_serving(join_timeout_s)
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self._thread is None or not self._thread.is_alive():
             self._close_all()
         self.sessions.close()
-
-    def __enter__(self) -> Gr00tPolicyServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _close_all(self) -> None:
         self._socket.close(linger=0)
@@ -173,7 +138,7 @@ class Gr00tPolicyServer:
             return len(self._clients)
 
     # ------------------------------------------------------------------ I/O thread (owns the socket)
-    def _loop(self) -> None:
+    def serve_forever(self) -> None:
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
@@ -240,10 +205,6 @@ class Gr00tPolicyServer:
         for client in released:
             if client.session is not None:
                 self.sessions.release(client.session)
-
-    def _count(self, key: str) -> None:
-        with self._lock:
-            self.stats[key] += 1
 
     # ------------------------------------------------------------------ worker threads
     def _answer(self, client: _Client, envelope: list[bytes], payload: bytes) -> None:

@@ -39,7 +39,7 @@ import select
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Unpack
 
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode, Frame, Opcode
@@ -49,21 +49,8 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.observation import validate_observation
-from robofollow_ros.policy.wire.budget import (
-    DEFAULT_BUDGET_WAIT_S,
-    DEFAULT_MAX_PENDING_BYTES,
-    Hold,
-    MemoryBudget,
-    MemoryBudgetError,
-    decode_cost,
-)
-from robofollow_ros.policy.wire.common import (
-    DEFAULT_FRAME_TIMEOUT_S,
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_CONNECTIONS,
-    WireFormatError,
-    describe_error,
-)
+from robofollow_ros.policy.wire.budget import Hold, MemoryBudgetError, decode_cost
+from robofollow_ros.policy.wire.common import WireFormatError, describe_error
 from robofollow_ros.policy.wire.openpi.codec import (
     OPENPI_MAX_MESSAGE_BYTES,
     check_object_count,
@@ -71,6 +58,7 @@ from robofollow_ros.policy.wire.openpi.codec import (
     unpackb,
 )
 from robofollow_ros.policy.wire.openpi.observation import from_openpi_observation
+from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
 
 LOG = logging.getLogger(__name__)
@@ -205,67 +193,31 @@ def _message_in_progress(ws: ServerConnection) -> bool:
     return bool(getattr(protocol, "current_size", None) or getattr(protocol, "cur_size", None))
 
 
-class OpenpiPolicyServer:
+class OpenpiPolicyServer(PolicyServer):
     """Serve a policy as an openpi websocket policy server on ``host:port`` (0 = any free port).
 
-    ``policy`` is what :class:`~robofollow_ros.policy.wire.robofollow.server.RoboFollowTcpServer` takes too: a
-    :class:`PolicySessions`, a factory, a shareable policy, or one plain policy object.
+    ``policy`` and the keyword arguments are every server's (:class:`~robofollow_ros.policy.wire.serving.PolicyServer`).
     """
 
+    thread_name = "openpi-server"
+
     def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 8000,
-                 *, debug: bool = False, metadata: dict[str, Any] | None = None,
-                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 max_message_bytes: int = OPENPI_MAX_MESSAGE_BYTES,
-                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
-                 budget_wait_s: float = DEFAULT_BUDGET_WAIT_S) -> None:
-        if max_connections < 1:
-            raise ValueError(f"max_connections: expected >= 1, got {max_connections}")
-        if not budget_wait_s >= 0:
-            raise ValueError(f"budget_wait_s: expected >= 0 seconds, got {budget_wait_s!r}")
-        self.sessions = PolicySessions.coerce(policy)
-        self.debug = debug
-        self.metadata = dict(metadata or {})
-        self.idle_timeout_s = idle_timeout_s
-        self.frame_timeout_s = frame_timeout_s
-        self.max_connections = max_connections
-        self.budget_wait_s = float(budget_wait_s)
-        #: The memory budget of all connections: bytes in the library's buffers and what decoding builds.
-        self.memory = MemoryBudget(max_pending_bytes)
-        self._lock = threading.Lock()
+                 *, max_message_bytes: int = OPENPI_MAX_MESSAGE_BYTES, **settings: Unpack[ServerSettings]) -> None:
+        super().__init__(policy, stats=("connections", "requests", "errors", "refused", "timeouts",
+                                        "peak_connections"), **settings)
         self._open = 0
         self._server: Server = serve(self._handle, host, port, compression=None, max_size=max_message_bytes,
                                      max_queue=1, process_request=self._health,
                                      create_connection=self._connection_class())
         self.address: tuple[str, int] = self._server.socket.getsockname()[:2]
-        self._thread: threading.Thread | None = None
-        self.stats = {"connections": 0, "requests": 0, "errors": 0, "refused": 0, "timeouts": 0,
-                      "peak_connections": 0}
 
-    def _count(self, key: str) -> None:
-        with self._lock:
-            self.stats[key] += 1
-
-    # ------------------------------------------------------------------ lifecycle
     def serve_forever(self) -> None:
         self._server.serve_forever()
 
-    def start(self) -> OpenpiPolicyServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="openpi-server", daemon=True)
-        self._thread.start()
-        return self
-
     def stop(self, join_timeout_s: float = 10.0) -> None:
         self._server.shutdown()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(join_timeout_s)
+        self._join_serving(join_timeout_s)
         self.sessions.close()
-
-    def __enter__(self) -> OpenpiPolicyServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def open_connections(self) -> int:

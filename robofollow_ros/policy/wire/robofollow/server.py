@@ -37,27 +37,12 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Unpack
 
 from robofollow_ros.policy.interface import Policy, PolicyError
 from robofollow_ros.policy.observation import validate_instruction, validate_observation
-from robofollow_ros.policy.wire.budget import (
-    DEFAULT_BUDGET_WAIT_S,
-    DEFAULT_MAX_PENDING_BYTES,
-    SMALL_REQUEST_BYTES,
-    Hold,
-    MemoryBudget,
-    MemoryBudgetError,
-    decode_cost,
-)
-from robofollow_ros.policy.wire.common import (
-    DEFAULT_FRAME_TIMEOUT_S,
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_CONNECTIONS,
-    PeerClosedError,
-    WireFormatError,
-    describe_error,
-)
+from robofollow_ros.policy.wire.budget import SMALL_REQUEST_BYTES, Hold, MemoryBudgetError, decode_cost
+from robofollow_ros.policy.wire.common import PeerClosedError, WireFormatError, describe_error
 from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
 from robofollow_ros.policy.wire.robofollow.framing import (
     MessageTooComplexError,
@@ -67,10 +52,11 @@ from robofollow_ros.policy.wire.robofollow.framing import (
     recv_header,
     send_frame,
 )
+from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session, SessionsBusyError
 
 LOG = logging.getLogger(__name__)
-__all__ = ["DEFAULT_MAX_PENDING_BYTES", "RoboFollowTcpServer", "ServerBusyError"]
+__all__ = ["RoboFollowTcpServer", "ServerBusyError"]
 #: Longest a refused connection is kept after its refusal, reading (and dropping) what the client
 #: sends until it hangs up, so that closing sends no reset.
 REFUSAL_LINGER_S = 5.0
@@ -198,52 +184,27 @@ class _Refusals:
         conn.close()
 
 
-class RoboFollowTcpServer:
+class RoboFollowTcpServer(PolicyServer):
     """Serve a policy on ``host:port`` (port 0 picks a free port; see :attr:`address`).
 
-    ``policy`` is a :class:`PolicySessions`, a factory (one policy per connection, e.g. a class), a
-    policy declaring ``shareable = True`` (one object for all), or a plain policy object (one
-    connection at a time; others are refused while it is in use).
+    ``policy`` and the keyword arguments are every server's (:class:`~robofollow_ros.policy.wire.serving.PolicyServer`);
+    ``metadata`` is for logs only, since this protocol has no metadata message. ``stats["refused"]`` counts
+    connections over the cap; the charges the memory budget refused are ``memory.refusals``.
     """
 
+    thread_name = "robofollow-tcp-server"
+
     def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 8999, *,
-                 debug: bool = False, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-                 frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, backlog: int = 128,
-                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
-                 budget_wait_s: float = DEFAULT_BUDGET_WAIT_S, metadata: dict[str, Any] | None = None) -> None:
-        """``metadata``: what served, for logs (this protocol has no metadata message; ``robofollow serve``
-        passes every server the same arguments)."""
-        if max_connections < 1:
-            raise ValueError(f"max_connections: expected >= 1, got {max_connections}")
-        if not budget_wait_s >= 0:
-            raise ValueError(f"budget_wait_s: expected >= 0 seconds, got {budget_wait_s!r}")
-        self.sessions = PolicySessions.coerce(policy)
-        self.metadata = dict(metadata or {})
-        self.debug = debug
-        self.idle_timeout_s = idle_timeout_s
-        self.frame_timeout_s = frame_timeout_s
-        self.max_connections = max_connections
-        self.budget_wait_s = float(budget_wait_s)
-        #: The memory budget of request bodies and their decoding, across all connections.
-        self.memory = MemoryBudget(max_pending_bytes)
+                 backlog: int = 128, **settings: Unpack[ServerSettings]) -> None:
+        super().__init__(policy, stats=("connections", "requests", "errors", "dropped", "refused",
+                                        "peak_connections"), **settings)
         self._listener = socket.create_server((host, port), family=socket.AF_INET, backlog=backlog,
                                               reuse_port=False)  # create_server sets SO_REUSEADDR
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
         self._stop = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
-        self._lock = threading.Lock()
         self._open: dict[socket.socket, threading.Thread] = {}
         self._refusals = _Refusals()
-        self._thread: threading.Thread | None = None
-        #: Counters for logs and tests (``refused``: connections over the cap; charges the memory
-        #: budget refused are ``memory.refusals``).
-        self.stats = {"connections": 0, "requests": 0, "errors": 0, "dropped": 0, "refused": 0,
-                      "peak_connections": 0}
-
-    def _count(self, key: str, n: int = 1) -> None:
-        with self._lock:
-            self.stats[key] += n
 
     # ------------------------------------------------------------------ lifecycle
     def serve_forever(self) -> None:
@@ -279,19 +240,12 @@ class RoboFollowTcpServer:
             self.stats["peak_connections"] = max(self.stats["peak_connections"], len(self._open))
         thread.start()
 
-    def start(self) -> RoboFollowTcpServer:
-        """Serve in a daemon thread; returns ``self`` so ``with RoboFollowTcpServer(...).start()`` reads well."""
-        self._thread = threading.Thread(target=self.serve_forever, name="robofollow-tcp-server", daemon=True)
-        self._thread.start()
-        return self
-
     def stop(self, join_timeout_s: float = 10.0) -> None:
         """Stop accepting, cut every connection, close the listening socket and the sessions' policies."""
         self._stop.set()
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(join_timeout_s)
+        self._join_serving(join_timeout_s)
         with self._lock:
             open_now = dict(self._open)
         for conn in open_now:
@@ -304,12 +258,6 @@ class RoboFollowTcpServer:
         self._wake_r.close()
         self._wake_w.close()
         self.sessions.close()
-
-    def __enter__(self) -> RoboFollowTcpServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def open_connections(self) -> int:

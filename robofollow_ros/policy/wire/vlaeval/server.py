@@ -37,7 +37,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 from websockets.exceptions import ConnectionClosed
@@ -48,21 +48,9 @@ from websockets.sync.server import Server, ServerConnection, serve
 from robofollow_ros import __version__
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.observation import validate_observation
-from robofollow_ros.policy.wire.budget import (
-    DEFAULT_BUDGET_WAIT_S,
-    DEFAULT_MAX_PENDING_BYTES,
-    Hold,
-    MemoryBudget,
-    MemoryBudgetError,
-    decode_cost,
-)
-from robofollow_ros.policy.wire.common import (
-    DEFAULT_FRAME_TIMEOUT_S,
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_CONNECTIONS,
-    WireFormatError,
-    describe_error,
-)
+from robofollow_ros.policy.wire.budget import Hold, MemoryBudgetError, decode_cost
+from robofollow_ros.policy.wire.common import WireFormatError, describe_error
+from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
 from robofollow_ros.policy.wire.vlaeval.codec import (
     ACTION,
@@ -97,67 +85,33 @@ class _Episode:
         self.instruction: str | None = None
 
 
-class VlaEvalPolicyServer:
+class VlaEvalPolicyServer(PolicyServer):
     """Serve a policy as a vla-eval model server on ``host:port`` (0 = any free port).
 
-    ``policy`` is what the other servers take: a :class:`PolicySessions`, a factory, a shareable
-    policy, or one plain policy object.
+    ``policy`` and the keyword arguments are every server's (:class:`~robofollow_ros.policy.wire.serving.PolicyServer`).
     """
 
+    thread_name = "vlaeval-server"
+
     def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 8000,
-                 *, debug: bool = False, metadata: dict[str, Any] | None = None,
-                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, max_message_bytes: int = VLAEVAL_MAX_MESSAGE_BYTES,
-                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
-                 budget_wait_s: float = DEFAULT_BUDGET_WAIT_S) -> None:
-        if max_connections < 1:
-            raise ValueError(f"max_connections: expected >= 1, got {max_connections}")
-        if not budget_wait_s >= 0:
-            raise ValueError(f"budget_wait_s: expected >= 0 seconds, got {budget_wait_s!r}")
-        self.sessions = PolicySessions.coerce(policy)
-        self.debug = debug
-        self.metadata = dict(metadata or {})
-        self.idle_timeout_s = idle_timeout_s
-        self.frame_timeout_s = frame_timeout_s
-        self.max_connections = max_connections
-        self.budget_wait_s = float(budget_wait_s)
-        self.memory = MemoryBudget(max_pending_bytes)
-        self._lock = threading.Lock()
+                 *, max_message_bytes: int = VLAEVAL_MAX_MESSAGE_BYTES, **settings: Unpack[ServerSettings]) -> None:
+        super().__init__(policy, stats=("connections", "requests", "episodes", "errors", "refused", "timeouts",
+                                        "peak_connections"), **settings)
         self._open = 0
         self._stopping = threading.Event()
         self._server: Server = serve(self._handle, host, port, compression=None, max_size=max_message_bytes,
                                      max_queue=1, ping_interval=None, process_request=self._health)
         self.address: tuple[str, int] = self._server.socket.getsockname()[:2]
-        self._thread: threading.Thread | None = None
-        self.stats = {"connections": 0, "requests": 0, "episodes": 0, "errors": 0, "refused": 0, "timeouts": 0,
-                      "peak_connections": 0}
 
-    def _count(self, key: str) -> None:
-        with self._lock:
-            self.stats[key] += 1
-
-    # ------------------------------------------------------------------ lifecycle
     def serve_forever(self) -> None:
         self._server.serve_forever()
-
-    def start(self) -> VlaEvalPolicyServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="vlaeval-server", daemon=True)
-        self._thread.start()
-        return self
 
     def stop(self, join_timeout_s: float = 10.0) -> None:
         """Stop accepting, close every connection (1001) once its handler is between messages, close the policies."""
         self._stopping.set()
         self._server.shutdown()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(join_timeout_s)
+        self._join_serving(join_timeout_s)
         self.sessions.close()
-
-    def __enter__(self) -> VlaEvalPolicyServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def open_connections(self) -> int:
