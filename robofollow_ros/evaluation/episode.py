@@ -21,7 +21,7 @@ import numpy as np
 
 from robofollow_ros.benchmark import EvalTask
 from robofollow_ros.evaluation.execution_mode import ExecutionSettings
-from robofollow_ros.policy.interface import Policy, receives_privileged, validate_actions
+from robofollow_ros.policy.interface import Observation, Policy, receives_privileged, validate_actions
 from robofollow_ros.policy.observation import contract_observation, privileged_extension
 from robofollow_ros.scoring.frame import frame_from_dict
 from robofollow_ros.scoring.monitor import StageMonitor
@@ -69,60 +69,90 @@ class EpisodeSettings:
             raise ValueError(f"--actions-per-step: must be >= 1, got {self.actions_per_step}")
 
 
+class ScoredTrial:
+    """What every episode loop shares (lock-step here, ``realtime_episode`` on a control clock): the world
+    reset for the task and seed, the policy's start, the observations it is handed, a scorer frame fed to
+    the stage monitor after every executed row, and the results entry built at the end; the observer is
+    told of each. A loop decides only how rows reach the world."""
+
+    def __init__(self, world: World, policy: Policy, task: EvalTask, seed: int,
+                 frames_out: list[dict[str, Any]] | None = None, observer: EpisodeObserver | None = None) -> None:
+        self.started = time.monotonic()
+        self.world, self.policy, self.task = world, policy, task
+        self.frames_out, self.observer = frames_out, observer
+        world.reset(task, seed)
+        self.monitor = StageMonitor(task)
+        if observer is not None:
+            observer.on_start(task, seed, world)
+        self.last_frame: dict[str, Any] = {}
+        #: Optional: recorders log the commanded rows.
+        self.on_command = getattr(observer, "on_command", None)
+        self.privileged = False
+
+    def start_policy(self) -> tuple[str | None, str]:
+        """``reset`` and ``set_instruction``, then frame 0; (the policy's failure, its traceback) or (None, "")."""
+        error, detail = None, ""
+        try:
+            self.policy.reset()
+            self.policy.set_instruction(self.task.instruction)
+        except POLICY_FAILURES as exc:  # any policy failure fails this trial, not the run
+            error, detail = policy_failure(exc), traceback.format_exc(limit=3)
+        self.record()
+        self.privileged = receives_privileged(self.policy)
+        return error, detail
+
+    def record(self) -> None:
+        """The world's scorer frame after a row: scored, kept for ``frames_out``, shown to the observer."""
+        raw = self.world.scorer_frame()
+        self.last_frame = raw
+        if self.frames_out is not None:
+            self.frames_out.append(raw)
+        self.monitor.update(frame_from_dict(raw, index=self.monitor.frame_count))
+        if self.observer is not None:
+            self.observer.on_frame(self.monitor.frame_count - 1, raw, self.monitor.live())
+
+    def observe(self) -> Observation:
+        """The observation contract of the world now, plus ``privileged`` only for a policy that receives it."""
+        obs = contract_observation(self.world.observation(), self.task.instruction,
+                                   privileged=privileged_state(self.task, self.last_frame) if self.privileged
+                                   else None)
+        if self.observer is not None:
+            self.observer.on_observation(obs)
+        return obs
+
+    def finish(self, policy_steps: int, error: str | None, detail: str, **extra: Any) -> dict[str, Any]:
+        """The results.json entry (``extra`` added before a failure zeroes the scores), told to the observer."""
+        result = self.monitor.result() if self.monitor.frame_count else _empty_result(self.task)
+        result["policy_steps"] = policy_steps
+        result["wall_s"] = round(time.monotonic() - self.started, 3)
+        result.update(extra)
+        if error is not None:
+            result = fail_result(result, error, detail)
+        if self.observer is not None:
+            self.observer.on_end(result, self.monitor.live())
+        return result
+
+
 def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, settings: EpisodeSettings,
                 frames_out: list[dict[str, Any]] | None = None,
                 observer: EpisodeObserver | None = None) -> dict[str, Any]:
     """Run and score one trial; returns the results.json entry (``policy_error`` set on failure)."""
-    started = time.monotonic()
-    world.reset(task, seed)
-    monitor = StageMonitor(task)
-    if observer is not None:
-        observer.on_start(task, seed, world)
-
-    last: dict[str, Any] = {}
-
-    def record() -> None:
-        raw = world.scorer_frame()
-        last["frame"] = raw
-        if frames_out is not None:
-            frames_out.append(raw)
-        monitor.update(frame_from_dict(raw, index=monitor.frame_count))
-        if observer is not None:
-            observer.on_frame(monitor.frame_count - 1, raw, monitor.live())
-
-    error, detail, steps = None, "", 0
-    try:
-        policy.reset()
-        policy.set_instruction(task.instruction)
-    except POLICY_FAILURES as exc:  # any policy failure fails this trial, not the run
-        error, detail = policy_failure(exc), traceback.format_exc(limit=3)
-    record()
-    privileged = receives_privileged(policy)
+    trial = ScoredTrial(world, policy, task, seed, frames_out, observer)
+    error, detail = trial.start_policy()
+    steps = 0
     for _ in range(settings.max_steps if error is None else 0):
-        obs = contract_observation(world.observation(), task.instruction,
-                                   privileged=privileged_state(task, last["frame"]) if privileged else None)
-        if observer is not None:
-            observer.on_observation(obs)
         try:
-            actions = validate_actions(policy.predict(obs))
+            actions = validate_actions(policy.predict(trial.observe()))
         except POLICY_FAILURES as exc:  # a raising, exiting, hanging (timeout) or malformed policy
             error, detail = policy_failure(exc), traceback.format_exc(limit=3)
             break
         steps += 1
-        on_command = getattr(observer, "on_command", None)  # optional: recorders log the commanded rows
         for row in actions[: settings.actions_per_step]:
-            if on_command is not None:
-                on_command(row)
+            if trial.on_command is not None:
+                trial.on_command(row)
             world.execute(np.asarray(row, dtype=np.float64))  # simulator errors abort the run
-            record()
-    result = monitor.result() if monitor.frame_count else _empty_result(task)
-    result["policy_steps"] = steps
-    result["wall_s"] = round(time.monotonic() - started, 3)
-    if error is not None:
-        result = fail_result(result, error, detail)
-    if observer is not None:
-        observer.on_end(result, monitor.live())
-    return result
+            trial.record()
+    return trial.finish(steps, error, detail)
 
 
 #: What a policy call may raise that fails its trial: any error, and ``sys.exit`` inside the policy

@@ -41,11 +41,9 @@ from robofollow_ros.evaluation.episode import (
     POLICY_FAILURES,
     EpisodeObserver,
     EpisodeSettings,
+    ScoredTrial,
     World,
-    _empty_result,
-    fail_result,
     policy_failure,
-    privileged_state,
 )
 from robofollow_ros.evaluation.motion_metrics import MotionTrace
 from robofollow_ros.policy.execution.realtime import RealtimeChunkExecutor
@@ -55,12 +53,8 @@ from robofollow_ros.policy.interface import (
     PolicyWrapper,
     RtcHint,
     ValidatedPolicy,
-    receives_privileged,
 )
 from robofollow_ros.policy.latency import LatencyPolicy
-from robofollow_ros.policy.observation import contract_observation
-from robofollow_ros.scoring.frame import frame_from_dict
-from robofollow_ros.scoring.monitor import StageMonitor
 
 #: ``ceil`` tolerance: 0.2 s / 0.04 s is 5 ticks, not 6 by a rounding error.
 _EPS = 1e-9
@@ -180,38 +174,8 @@ def run_realtime_episode(world: World, policy: Policy, task: EvalTask, seed: int
     ``world`` executes one row per control tick (``SimWorld(stepper="direct", direct_steps=tick_physics_steps)``,
     as ``trial_worker`` builds it in this mode)."""
     execution = settings.execution
-    started = time.monotonic()
-    world.reset(task, seed)
-    monitor = StageMonitor(task)
-    if observer is not None:
-        observer.on_start(task, seed, world)
-    last: dict[str, Any] = {}
-
-    def record() -> None:
-        raw = world.scorer_frame()
-        last["frame"] = raw
-        if frames_out is not None:
-            frames_out.append(raw)
-        monitor.update(frame_from_dict(raw, index=monitor.frame_count))
-        if observer is not None:
-            observer.on_frame(monitor.frame_count - 1, raw, monitor.live())
-
-    error, detail = None, ""
-    try:
-        policy.reset()
-        policy.set_instruction(task.instruction)
-    except POLICY_FAILURES as exc:
-        error, detail = policy_failure(exc), traceback.format_exc(limit=3)
-    record()
-    privileged = receives_privileged(policy)
-
-    def observe() -> Observation:
-        obs = contract_observation(world.observation(), task.instruction,
-                                   privileged=privileged_state(task, last["frame"]) if privileged else None)
-        if observer is not None:
-            observer.on_observation(obs)
-        return obs
-
+    trial = ScoredTrial(world, policy, task, seed, frames_out, observer)
+    error, detail = trial.start_policy()
     gate = VirtualClockSubmit(policy, execution.control_dt_s, wall=wall)
     executor = RealtimeChunkExecutor(submit=gate.submit, clock=gate.clock,
                                      **execution.executor_options(settings.actions_per_step))
@@ -219,35 +183,26 @@ def run_realtime_episode(world: World, policy: Policy, task: EvalTask, seed: int
     start = joints() if callable(joints) else world.observation()["joint_action"]["vector"]
     executor.reset(hold=np.asarray(start, dtype=np.float32))
     trace = MotionTrace(execution.control_dt_s)
-    on_command = getattr(observer, "on_command", None)
     try:
         for step in range(settings.max_steps * settings.actions_per_step if error is None else 0):
             gate.advance(step)
             chunks = executor.stats.chunks
             try:
-                tick = executor.tick(step, observe)
+                tick = executor.tick(step, trial.observe)
             except POLICY_FAILURES as exc:  # a raising, exiting, hanging or malformed policy fails this trial
                 error, detail = policy_failure(exc), traceback.format_exc(limit=3)
                 break
             assert tick.row is not None  # the executor holds the start joints until the first chunk
-            if on_command is not None:
-                on_command(tick.row)
+            if trial.on_command is not None:
+                trial.on_command(tick.row)
             world.execute(np.asarray(tick.row, dtype=np.float64))  # a hold sends the last command again
             trace.add(tick.row, hold=tick.hold, new_chunk=executor.stats.chunks > chunks,
                       first_chunk=chunks == 0)
-            record()
+            trial.record()
     finally:
         executor.close()
         gate.close()
-    result = monitor.result() if monitor.frame_count else _empty_result(task)
-    result["policy_steps"] = executor.stats.requests
-    result["wall_s"] = round(time.monotonic() - started, 3)
-    result["execution"] = execution_record(executor, trace)
-    if error is not None:
-        result = fail_result(result, error, detail)
-    if observer is not None:
-        observer.on_end(result, monitor.live())
-    return result
+    return trial.finish(executor.stats.requests, error, detail, execution=execution_record(executor, trace))
 
 
 def execution_record(executor: RealtimeChunkExecutor, trace: MotionTrace) -> dict[str, Any]:
