@@ -60,11 +60,10 @@ from robofollow_ros.policy.wire.openpi.codec import (
 from robofollow_ros.policy.wire.openpi.observation import from_openpi_observation
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
+from robofollow_ros.policy.wire.websocket_receive import receive_message
 
 LOG = logging.getLogger(__name__)
 INTERNAL_ERROR_REASON = "Internal server error. Traceback included in previous frame."
-#: How often a waiting handler looks whether a message has started arriving (its deadline starts then).
-_POLL_S = 0.25
 #: Longest a connection refused for memory is kept reading (and dropping) what its client still sends.
 REFUSAL_LINGER_S = 5.0
 #: A refused client that has sent nothing for this long has sent its whole request (openpi is lock-step).
@@ -179,20 +178,6 @@ class _MeteredSocket:
         return b""
 
 
-def _message_in_progress(ws: ServerConnection) -> bool:
-    """True while part of a message has arrived: bytes of an unfinished frame, or earlier fragments.
-
-    Reads the protocol's buffer and fragment size (websockets 13-17); if a future version renames
-    them this answers False and only the idle timeout bounds a trickle (test_protocol_serving
-    would notice).
-    """
-    protocol = ws.protocol
-    reader = getattr(protocol, "reader", None)
-    if reader is not None and len(getattr(reader, "buffer", b"")) > 0:
-        return True
-    return bool(getattr(protocol, "current_size", None) or getattr(protocol, "cur_size", None))
-
-
 class OpenpiPolicyServer(PolicyServer):
     """Serve a policy as an openpi websocket policy server on ``host:port`` (0 = any free port).
 
@@ -300,29 +285,11 @@ class OpenpiPolicyServer(PolicyServer):
 
     def _receive(self, ws: ServerConnection) -> str | bytes | None:
         """The next message, or None once the connection is closed (by the peer, idleness or a deadline)."""
-        idle_until = time.monotonic() + self.idle_timeout_s
-        message_until: float | None = None
         meter: _Meter | None = getattr(ws, "meter", None)
-        while True:
-            if meter is not None and meter.refusal is not None:
-                return None  # refused for memory: the reading thread told the client and ends the stream
-            now = time.monotonic()
-            if message_until is None and _message_in_progress(ws):
-                message_until = now + self.frame_timeout_s
-            until = idle_until if message_until is None else message_until
-            if now >= until:
-                if message_until is None:
-                    ws.close(CloseCode.NORMAL_CLOSURE, f"idle for {self.idle_timeout_s:g} s")
-                else:
-                    self._count("timeouts")
-                    ws.close(CloseCode.POLICY_VIOLATION, f"message not complete within {self.frame_timeout_s:g} s")
-                return None
-            try:
-                return ws.recv(timeout=min(_POLL_S, until - now))
-            except TimeoutError:
-                continue
-            except ConnectionClosed:
-                return None
+        # interrupted once refused for memory: the reading thread has told the client and ends the stream
+        return receive_message(ws, self.idle_timeout_s, self.frame_timeout_s,
+                               interrupted=lambda: meter is not None and meter.refusal is not None,
+                               on_deadline=lambda: self._count("timeouts"))
 
     def _serve(self, ws: ServerConnection) -> Session | None:
         session: Session | None = None

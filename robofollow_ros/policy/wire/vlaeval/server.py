@@ -70,10 +70,9 @@ from robofollow_ros.policy.wire.vlaeval.codec import (
 )
 from robofollow_ros.policy.wire.vlaeval.observation import from_vlaeval_observation
 from robofollow_ros.policy.wire.vlaeval.specs import ACTION_SPEC, OBSERVATION_SPEC
+from robofollow_ros.policy.wire.websocket_receive import receive_message
 
 LOG = logging.getLogger(__name__)
-#: How often a waiting handler looks whether a message has started arriving (its deadline starts then).
-_POLL_S = 0.25
 MEMORY_REFUSAL_REASON = "server busy: memory budget full (max_pending_bytes); try again later"
 
 
@@ -159,29 +158,15 @@ class VlaEvalPolicyServer(PolicyServer):
 
     def _receive(self, ws: ServerConnection) -> str | bytes | None:
         """The next message, or None once the connection is closed (by the peer, idleness, a deadline, stop)."""
-        idle_until = time.monotonic() + self.idle_timeout_s
-        message_until: float | None = None
-        while True:
+
+        def stopping() -> bool:
             if self._stopping.is_set():
                 ws.close(CloseCode.GOING_AWAY, "server stopping")
-                return None
-            now = time.monotonic()
-            if message_until is None and _message_in_progress(ws):
-                message_until = now + self.frame_timeout_s
-            until = idle_until if message_until is None else message_until
-            if now >= until:
-                if message_until is None:
-                    ws.close(CloseCode.NORMAL_CLOSURE, f"idle for {self.idle_timeout_s:g} s")
-                else:
-                    self._count("timeouts")
-                    ws.close(CloseCode.POLICY_VIOLATION, f"message not complete within {self.frame_timeout_s:g} s")
-                return None
-            try:
-                return ws.recv(timeout=min(_POLL_S, until - now))
-            except TimeoutError:
-                continue
-            except ConnectionClosed:
-                return None
+                return True
+            return False
+
+        return receive_message(ws, self.idle_timeout_s, self.frame_timeout_s, interrupted=stopping,
+                               on_deadline=lambda: self._count("timeouts"))
 
     def _serve(self, ws: ServerConnection, episode: _Episode, hold: Hold) -> None:
         while (message := self._receive(ws)) is not None:
@@ -296,13 +281,3 @@ class _Close(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def _message_in_progress(ws: ServerConnection) -> bool:
-    """True while part of a message has arrived (websockets 13-17 internals; False if renamed, and
-    then only the idle timeout bounds a trickle)."""
-    protocol = ws.protocol
-    reader = getattr(protocol, "reader", None)
-    if reader is not None and len(getattr(reader, "buffer", b"")) > 0:
-        return True
-    return bool(getattr(protocol, "current_size", None) or getattr(protocol, "cur_size", None))

@@ -1,0 +1,64 @@
+"""How the websocket servers (openpi, vla-eval) wait for a connection's next message, within bounds.
+
+``websockets`` gives a receive timeout but no deadline for a message that has started to arrive, so a client
+trickling one byte at a time would hold a handler forever. :func:`receive_message` polls: a connection idle
+for ``idle_timeout_s`` is closed normally (1000, naming the timeout); once part of a message has arrived
+(:func:`message_in_progress`), the whole of it must be there within ``frame_timeout_s`` — the trickle does
+not extend it — or the connection is closed with 1008 POLICY_VIOLATION.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
+from websockets.sync.server import ServerConnection
+
+#: How often a waiting handler looks whether a message has started arriving (its deadline starts then).
+POLL_S = 0.25
+
+
+def message_in_progress(ws: ServerConnection) -> bool:
+    """True while part of a message has arrived: bytes of an unfinished frame, or earlier fragments.
+
+    Reads the protocol's buffer and fragment size (websockets 13-17); if a future version renames
+    them this answers False and only the idle timeout bounds a trickle (test_protocol_serving
+    would notice).
+    """
+    protocol = ws.protocol
+    reader = getattr(protocol, "reader", None)
+    if reader is not None and len(getattr(reader, "buffer", b"")) > 0:
+        return True
+    return bool(getattr(protocol, "current_size", None) or getattr(protocol, "cur_size", None))
+
+
+def receive_message(ws: ServerConnection, idle_timeout_s: float, frame_timeout_s: float, *,
+                    interrupted: Callable[[], bool] = lambda: False,
+                    on_deadline: Callable[[], None] = lambda: None) -> str | bytes | None:
+    """The next message, or None once the connection is closed: by the peer, by idleness, by a message
+    overrunning its deadline (``on_deadline`` is called first, e.g. to count it), or because
+    ``interrupted()`` answered True at a poll (it closes the connection itself, or has had it refused)."""
+    idle_until = time.monotonic() + idle_timeout_s
+    message_until: float | None = None
+    while True:
+        if interrupted():
+            return None
+        now = time.monotonic()
+        if message_until is None and message_in_progress(ws):
+            message_until = now + frame_timeout_s
+        until = idle_until if message_until is None else message_until
+        if now >= until:
+            if message_until is None:
+                ws.close(CloseCode.NORMAL_CLOSURE, f"idle for {idle_timeout_s:g} s")
+            else:
+                on_deadline()
+                ws.close(CloseCode.POLICY_VIOLATION, f"message not complete within {frame_timeout_s:g} s")
+            return None
+        try:
+            return ws.recv(timeout=min(POLL_S, until - now))
+        except TimeoutError:
+            continue
+        except ConnectionClosed:
+            return None
