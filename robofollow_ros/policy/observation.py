@@ -100,6 +100,20 @@ def validate_vector(value: Any, field: str = "joint_action.vector") -> np.ndarra
     return value
 
 
+def joint_state(obs: Any) -> np.ndarray:
+    """The observation's ``joint_action.vector`` as 14 float32 values, flat: what a wire client sends a peer.
+
+    Looser than :func:`validate_vector` (any numeric sequence of 14 values), since the peer's own checks
+    follow; what is not 14 numbers is refused here, naming the field, before anything is sent."""
+    try:
+        vector = np.asarray(obs["joint_action"]["vector"], dtype=np.float32).reshape(-1)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ObservationError(f"observation: joint_action.vector is missing or not numeric ({exc})") from None
+    if vector.shape != (ACTION_DIM,):
+        raise ObservationError(f"joint_action.vector: {vector.size} values; expected {ACTION_DIM}")
+    return vector
+
+
 def validate_image(value: Any, field: str) -> np.ndarray:
     """A camera image: uint8 ``H × W × 3`` within :data:`MAX_IMAGE_SIDE` pixels a side."""
     if not isinstance(value, np.ndarray):

@@ -49,7 +49,7 @@ from PIL import Image
 
 from robofollow_ros.contract import ACTION_DIM, CAMERA_OBS_KEYS, GRIPPER_INDEX
 from robofollow_ros.policy.interface import Observation
-from robofollow_ros.policy.observation import ObservationError
+from robofollow_ros.policy.observation import ObservationError, joint_state
 from robofollow_ros.policy.wire.act.codec import decode_value, field_string
 from robofollow_ros.policy.wire.common import WireFormatError
 
@@ -251,12 +251,7 @@ def _gripper(vector: np.ndarray, convention: str) -> np.ndarray:
 
 def to_request(preset: ActPreset, obs: Observation, instruction: str) -> dict[str, Any]:
     """The peer's request body (before json_numpy encoding) for one observation."""
-    try:
-        state = np.asarray(obs["joint_action"]["vector"], dtype=np.float32).reshape(-1)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ObservationError("observation: joint_action.vector is missing") from exc
-    if state.shape != (ACTION_DIM,):
-        raise ObservationError(f"joint_action.vector: {state.size} values; expected {ACTION_DIM}")
+    state = joint_state(obs)
     state = _gripper(state, preset.gripper)
 
     def pack(array: np.ndarray) -> Any:

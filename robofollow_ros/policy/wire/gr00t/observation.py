@@ -40,7 +40,7 @@ from PIL import Image
 
 from robofollow_ros.contract import ACTION_DIM, CAMERA_OBS_KEYS, GRIPPER_INDEX
 from robofollow_ros.policy.interface import Observation
-from robofollow_ros.policy.observation import ObservationError
+from robofollow_ros.policy.observation import ObservationError, joint_state
 
 __all__ = ["PRESETS", "Gr00tKeyMap", "ObservationError", "key_map"]
 
@@ -173,12 +173,7 @@ def _resize(image: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
 
 def to_gr00t_observation(obs: Observation, instruction: str, keys: Gr00tKeyMap, api: str = "n1.6") -> dict[str, Any]:
     """The observation a GR00T server's ``get_action`` takes, nested (N1.6) or flat (N1.5)."""
-    try:
-        vector = np.asarray(obs["joint_action"]["vector"], dtype=np.float32).reshape(-1)
-    except (KeyError, TypeError) as exc:
-        raise ObservationError("observation: joint_action.vector is missing") from exc
-    if vector.shape != (ACTION_DIM,):
-        raise ObservationError(f"joint_action.vector: {vector.size} values; expected {ACTION_DIM}")
+    vector = joint_state(obs)
     vector = _to_model_grippers(vector, keys)
     cameras = obs.get("observation") or {}
     video: dict[str, np.ndarray] = {}

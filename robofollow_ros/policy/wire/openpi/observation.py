@@ -18,7 +18,7 @@ from PIL import Image
 
 from robofollow_ros.contract import ACTION_DIM, CAMERA_OBS_KEYS
 from robofollow_ros.policy.interface import Observation
-from robofollow_ros.policy.observation import ObservationError
+from robofollow_ros.policy.observation import ObservationError, joint_state
 
 __all__ = ["ObservationError", "from_openpi_observation", "resize_with_pad", "to_openpi_observation", "to_uint8"]
 
@@ -67,12 +67,7 @@ def _hwc_image(value: Any, field: str) -> np.ndarray:
 
 def to_openpi_observation(obs: Observation, prompt: str, image_size: int = OPENPI_IMAGE_SIZE) -> dict[str, Any]:
     """The ALOHA request openpi servers expect, from a RoboFollow observation."""
-    try:
-        state = np.asarray(obs["joint_action"]["vector"], dtype=np.float32).reshape(-1)
-    except (KeyError, TypeError) as exc:
-        raise ObservationError("observation: joint_action.vector is missing") from exc
-    if state.shape != (ACTION_DIM,):
-        raise ObservationError(f"joint_action.vector: {state.size} values; expected {ACTION_DIM}")
+    state = joint_state(obs)
     cameras = obs.get("observation") or {}
     images = {}
     for key, name in OPENPI_CAMERAS.items():

@@ -28,6 +28,7 @@ import numpy as np
 
 from robofollow_ros.contract import ACTION_DIM
 from robofollow_ros.policy.interface import Observation
+from robofollow_ros.policy.observation import joint_state
 from robofollow_ros.policy.wire.common import WireFormatError
 from robofollow_ros.policy.wire.openpi.observation import OPENPI_CAMERAS, ObservationError, resize_with_pad, to_uint8
 
@@ -83,12 +84,7 @@ def roboarena_request(obs: Observation, prompt: str, settings: dict[str, Any],
                       session_id: str | None) -> dict[str, Any]:
     """An ``infer`` request: the ALOHA observation with the handshake's cameras and resolution, the
     endpoint, and ``session_id`` when there is one to send."""
-    try:
-        state = np.asarray(obs["joint_action"]["vector"], dtype=np.float32).reshape(-1)
-    except (KeyError, TypeError) as exc:
-        raise ObservationError("observation: joint_action.vector is missing") from exc
-    if state.shape != (ACTION_DIM,):
-        raise ObservationError(f"joint_action.vector: {state.size} values; expected {ACTION_DIM}")
+    state = joint_state(obs)
     cameras = obs.get("observation") or {}
     images = {}
     for key, name in OPENPI_CAMERAS.items():

@@ -24,7 +24,7 @@ import numpy as np
 
 from robofollow_ros.contract import ACTION_DIM, CAMERA_OBS_KEYS
 from robofollow_ros.policy.interface import Observation
-from robofollow_ros.policy.observation import ObservationError
+from robofollow_ros.policy.observation import ObservationError, joint_state
 from robofollow_ros.policy.wire.common import WireFormatError
 
 #: Our cameras, under the names vla-eval's RoboTwin benchmark gives them (the same).
@@ -34,12 +34,7 @@ STATE_KEYS = ("state", "joint_state")
 
 def to_vlaeval_observation(obs: Observation, instruction: str) -> dict[str, Any]:
     """The ``observation`` payload for a vla-eval model server."""
-    try:
-        state = np.asarray(obs["joint_action"]["vector"], dtype=np.float32).reshape(-1)
-    except (KeyError, TypeError) as exc:
-        raise ObservationError("observation: joint_action.vector is missing") from exc
-    if state.shape != (ACTION_DIM,):
-        raise ObservationError(f"joint_action.vector: {state.size} values; expected {ACTION_DIM}")
+    state = joint_state(obs)
     cameras = obs.get("observation") or {}
     images = {}
     for camera in VLAEVAL_CAMERAS:

@@ -32,7 +32,7 @@ import numpy as np
 
 from robofollow_ros.contract import ACTION_DIM, CAMERA_OBS_KEYS
 from robofollow_ros.policy.interface import Observation
-from robofollow_ros.policy.observation import ObservationError
+from robofollow_ros.policy.observation import ObservationError, joint_state
 
 #: Our camera name → XPolicyLab's ``vision`` key (their v1.0 contract's names).
 DEFAULT_CAMERAS = {"head": "cam_head", "left_wrist": "cam_left_wrist", "right_wrist": "cam_right_wrist"}
@@ -69,12 +69,7 @@ def camera_map(value: Mapping[str, str] | str | None) -> dict[str, str]:
 
 def to_xpolicylab_observation(obs: Observation, instruction: str, cameras: Mapping[str, str]) -> dict[str, Any]:
     """The v1.0 observation XPolicyLab models expect, from a RoboFollow observation."""
-    try:
-        vector = np.asarray(obs["joint_action"]["vector"], dtype=np.float32).reshape(-1)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ObservationError("observation: joint_action.vector is missing") from exc
-    if vector.shape != (ACTION_DIM,):
-        raise ObservationError(f"joint_action.vector: {vector.size} values; expected {ACTION_DIM}")
+    vector = joint_state(obs)
     state, offset = {}, 0
     for key, size in STATE_LAYOUT:
         state[key] = vector[offset:offset + size].copy()
