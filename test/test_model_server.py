@@ -205,3 +205,20 @@ def test_a_second_sigterm_leaves_a_hung_torch_call_without_aborting(command: lis
     assert status == 0, err[-2000:]
     assert "terminate called" not in err and "leaving without waiting" in err
     assert time.monotonic() - began < 10
+
+
+@pytest.mark.parametrize(("flag", "value", "expected"), [
+    ("--idle-timeout", "-1", "expected a finite number > 0"),
+    ("--frame-timeout", "nan", "expected a finite number > 0"),
+    ("--max-connections", "0", "expected a finite number >= 1"), ("--max-connections", "2.5", "is not an integer"),
+    ("--busy-wait", "-3", "expected a finite number >= 0"), ("--grace", "inf", "expected a finite number >= 0")])
+def test_a_bad_bound_exits_2_naming_the_flag_and_the_value(flag: str, value: str, expected: str) -> None:
+    """Checked by argparse before the policy loads or a port is bound: never a server that refuses every
+    connection (``--max-connections 0``) or closes it at once (a negative timeout)."""
+    proc = subprocess.run([*MODEL_SERVER, "--policy", "model_server_doubles:digest", "--port", "0", flag, value],
+                          capture_output=True, text=True, env=PACKAGE_ENV, cwd=ROOT, timeout=60)
+    assert proc.returncode == 2 and not proc.stdout, proc.stdout
+    assert proc.stderr.splitlines()[-1].endswith(f"error: argument {flag}: {value!r}: {expected}"
+                                                 if "finite" in expected else
+                                                 f"error: argument {flag}: {value!r} {expected}"), proc.stderr
+    assert "Traceback" not in proc.stderr

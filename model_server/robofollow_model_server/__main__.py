@@ -10,7 +10,9 @@ import argparse
 import errno
 import json
 import logging
+import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from robofollow_model_server.serving import (
@@ -27,6 +29,27 @@ PROTOCOLS = {"robofollow": "RoboFollow TCP (robofollow eval --policy tcp://HOST:
              "openpi": "openpi websocket (robofollow eval --policy openpi://HOST:PORT, openpi-client)"}
 
 
+def _number(low: float, *, low_open: bool, integer: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number above ``low`` (or at least it); argparse names the flag and the value."""
+    bound = f"> {low:g}" if low_open else f">= {low:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if integer else 'a number'}") from None
+        if not math.isfinite(value) or value < low or (low_open and value == low):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number {bound}")
+        return value
+
+    return parse
+
+
+SECONDS = _number(0, low_open=True)  # a timeout: positive
+WAIT = _number(0, low_open=False)  # how long to wait: zero is no wait
+CONNECTIONS = _number(1, low_open=False, integer=True)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m robofollow_model_server", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,13 +61,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="; ".join(f"{k}: {v}" for k, v in PROTOCOLS.items()))
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=None, help="port; 0 picks a free one (default 8999 TCP, 8000 openpi)")
-    p.add_argument("--max-connections", type=int, default=8, metavar="N")
-    p.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S, metavar="S")
-    p.add_argument("--frame-timeout", type=float, default=DEFAULT_FRAME_TIMEOUT_S, metavar="S",
+    p.add_argument("--max-connections", type=CONNECTIONS, default=8, metavar="N")
+    p.add_argument("--idle-timeout", type=SECONDS, default=DEFAULT_IDLE_TIMEOUT_S, metavar="S")
+    p.add_argument("--frame-timeout", type=SECONDS, default=DEFAULT_FRAME_TIMEOUT_S, metavar="S",
                    help="deadline for a TCP request once its first byte came")
-    p.add_argument("--busy-wait", type=float, default=DEFAULT_BUSY_WAIT_S, metavar="S",
+    p.add_argument("--busy-wait", type=WAIT, default=DEFAULT_BUSY_WAIT_S, metavar="S",
                    help="how long a connection waits for the previous one to give the policy back")
-    p.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, metavar="S",
+    p.add_argument("--grace", type=WAIT, default=DEFAULT_GRACE_S, metavar="S",
                    help="at shutdown, how long to wait for a policy call in progress")
     p.add_argument("--debug", action="store_true", help="full tracebacks in error replies")
     return p
