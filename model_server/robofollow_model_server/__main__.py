@@ -13,7 +13,7 @@ import logging
 import math
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from robofollow_model_server.serving import (
     DEFAULT_BUSY_WAIT_S,
@@ -50,8 +50,15 @@ WAIT = _number(0, low_open=False)  # how long to wait: zero is no wait
 CONNECTIONS = _number(1, low_open=False, integer=True)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad input is one line naming the flag and the value (as this module's own errors), without the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m robofollow_model_server", description=__doc__,
+    p = _OneLineParser(prog="python -m robofollow_model_server", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy", required=True, metavar="MODULE:FUNCTION",
                    help="a callable returning the policy (reset, set_instruction, predict -> [T, 14]), e.g. "
