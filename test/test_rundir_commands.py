@@ -18,7 +18,7 @@ import pytest
 from robofollow_ros.datasets.collect import CollectConfig, open_output
 from robofollow_ros.datasets.video import VideoSettings
 from robofollow_ros.exit_status import EXIT_OK, EXIT_OUTPUT_UNUSABLE
-from robofollow_ros.rundir.layout import LOCK_FILE, METRICS_FILE, PREDICTIONS_FILE
+from robofollow_ros.rundir.layout import DATASET_META_FILE, LOCK_FILE, METRICS_FILE, PREDICTIONS_FILE
 from test_owda_chat_endpoint import ChatServer, small_suite  # noqa: F401 (a fixture)
 from test_rundir_safety import _remount, _tmpfs
 from waiting import poll_until
@@ -47,8 +47,11 @@ def test_a_second_collect_into_a_busy_dataset_is_refused_naming_the_holder(tmp_p
     first = subprocess.Popen([*ROBOFOLLOW, "collect", "--output", str(out), *args], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        lock = out / LOCK_FILE
-        assert poll_until(lambda: lock.is_file() and f'"pid": {first.pid}' in lock.read_text(), 120)
+        lock, identity = out / LOCK_FILE, out / DATASET_META_FILE
+        # the lock is taken, then the settings a --resume is checked against are written (atomically):
+        # stopped before that, the final check would find a dataset with nothing to resume
+        assert poll_until(lambda: lock.is_file() and f'"pid": {first.pid}' in lock.read_text()
+                          and identity.is_file(), 120)
         os.killpg(first.pid, signal.SIGSTOP)  # alive and holding the lock, but writing nothing more
         before = _files(out)
         second = subprocess.run([*ROBOFOLLOW, "collect", "--output", str(out), *args, "--resume"],
