@@ -126,3 +126,35 @@ def test_without_the_variable_nothing_is_armed():
               "from robofollow_ros.child_process import follow_parent; print(follow_parent())")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
     assert done.stdout.strip() == "False"
+
+
+def test_an_orphan_whose_teardown_holds_the_interpreter_lock_still_ends_within_two_seconds():
+    """The orphan's hard exit is faulthandler's C thread, not a Python timer: that one needs the interpreter lock,
+    and a teardown inside a C call that keeps it (here a backtracking regex, for tens of seconds) delayed the
+    exit by as long (``nodes._main.StopEvent``)."""
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join((str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")))}
+    script = ("import sys, subprocess\n"
+              "from robofollow_ros.child_process import child_command, child_env\n"
+              "node = subprocess.Popen(child_command('gil_teardown_node'), env=child_env())\n"
+              "print(node.pid, flush=True)\n"
+              "sys.stdin.read()  # until killed\n")
+    supervisor = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    node = 0
+    try:
+        assert supervisor.stdout is not None
+        node = int(supervisor.stdout.readline())
+        assert supervisor.stdout.readline().strip() == "spinning"  # the node's own line, through the same pipe
+        supervisor.send_signal(signal.SIGKILL)
+        supervisor.wait(timeout=10)
+        killed_at = time.monotonic()
+        assert poll_until(lambda: not alive(node), 2.0), "the orphan outlived its supervisor by 2 s"
+        assert time.monotonic() - killed_at <= 2.5
+    finally:
+        for group in (supervisor.pid, node):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        supervisor.wait(timeout=10)
+    assert supervisor.stderr is not None
+    assert "Timeout (0:00:01)!" in supervisor.stderr.read()  # faulthandler's dump: where the teardown was stuck

@@ -7,6 +7,7 @@ rclpy's traceback from inside ``declare_parameter``."""
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import signal
 import sys
@@ -30,15 +31,25 @@ ORPHAN_GRACE_S = 1.0
 #: 30-45 s on two CPU cores) before it exits hard: launch gives a node 5 s before SIGTERM, and every
 #: node stops within 2 s. A node whose spin loop saw the signal in time stops cleanly instead.
 STOP_GRACE_S = 1.0
+#: How much later than the Python watchdog the lock-free one exits, should the first be kept waiting (s).
+BACKSTOP_S = 0.5
 
 
 class StopEvent(threading.Event):
-    """Set by a stop signal; :meth:`noticed` tells the hard-exit watchdog that the node is stopping cleanly."""
+    """Set by a stop signal; :meth:`noticed` tells the hard-exit watchdog that the node is stopping cleanly.
+
+    Two watchdogs bound a stop. The first, a Python timer, exits with one line and ``128 + signal`` after
+    the grace. It needs the interpreter lock to run, and a call in C that holds the lock (a physics scene
+    being built, a DDS participant torn down) keeps it waiting: measured, a timer of 1 s fired after 9 s
+    behind such a call. So the second is faulthandler's watchdog, a C thread that needs no lock: it dumps
+    the threads' stacks to stderr (where the node was stuck) and exits with status 1, :data:`BACKSTOP_S`
+    after the first had its chance."""
 
     def __init__(self) -> None:
         super().__init__()
         self._watchdog: threading.Timer | None = None
         self._noticed = False
+        self._orphaned = False
 
     def signalled(self, signum: int, grace_s: float) -> None:
         self.set()
@@ -46,12 +57,23 @@ class StopEvent(threading.Event):
             self._watchdog = threading.Timer(grace_s, self._exit_hard, args=(signum,))
             self._watchdog.daemon = True
             self._watchdog.start()
+            if not self._orphaned:  # an orphan's own, shorter bound stays armed
+                faulthandler.dump_traceback_later(grace_s + BACKSTOP_S, exit=True)
+
+    def orphaned(self, grace_s: float) -> None:
+        """The supervisor died: stop, and exit hard after ``grace_s`` even if the clean stop has not ended,
+        whoever holds the interpreter lock, because nobody is left to wait for this process or to kill it."""
+        self._orphaned = True
+        self.set()
+        faulthandler.dump_traceback_later(grace_s, exit=True)
 
     def noticed(self) -> None:
         """The spin loop saw the stop: the node tears down cleanly (its files closed), no hard exit."""
         self._noticed = True
         if self._watchdog is not None:
             self._watchdog.cancel()
+            if not self._orphaned:
+                faulthandler.cancel_dump_traceback_later()
 
     def _exit_hard(self, signum: int) -> None:
         if not self._noticed:
@@ -72,17 +94,13 @@ def stop_on_signals(grace_s: float = STOP_GRACE_S) -> Iterator[StopEvent]:
     which raises.)
 
     SIGHUP is what the kernel sends a node whose supervisor died (``child_process``): it stops the same
-    way, but an orphan gets :data:`ORPHAN_GRACE_S` to do so before it exits hard, because nobody is
-    left to wait for it and its peers must not find it on DDS."""
+    way, but an orphan gets :data:`ORPHAN_GRACE_S` to do so before it exits hard (status 1, by the lock-free
+    watchdog of :class:`StopEvent`), because nobody is left to wait for it and its peers must not find it on
+    DDS."""
     stop = StopEvent()
-
-    def orphaned(_signum: int, _frame: object) -> None:
-        stop.set()
-        threading.Timer(ORPHAN_GRACE_S, os._exit, args=(128 + signal.SIGHUP,)).start()
-
     previous = {s: signal.signal(s, lambda signum, _frame: stop.signalled(signum, grace_s))
                 for s in (signal.SIGINT, signal.SIGTERM)}
-    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, orphaned)
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda _signum, _frame: stop.orphaned(ORPHAN_GRACE_S))
     try:
         yield stop
     finally:
