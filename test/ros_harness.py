@@ -18,11 +18,13 @@ from robofollow_ros.nodes._main import shutdown_executor
 class RosHarness:
     """Spins the nodes it is given in a background thread; ``wait_for`` blocks until a condition holds."""
 
-    def __init__(self, single_threaded: bool = False) -> None:
-        """``single_threaded``: spin as ``nodes._main.run_node`` does, one callback at a time. rclpy's
-        ``MultiThreadedExecutor`` busy-waits while a mutually exclusive callback group with a backlog is
-        busy (ros2/rclpy#1223, #1452): that loop takes the GIL from the callback it waits for, and a node
-        flooded with messages then drains a few a second."""
+    def __init__(self, single_threaded: bool = True) -> None:
+        """Spins as ``nodes._main.run_node`` does, one callback at a time, unless ``single_threaded`` is False
+        (rclpy's ``MultiThreadedExecutor``, 4 threads). That executor busy-waits while a mutually exclusive
+        callback group with a backlog is busy (ros2/rclpy#1223, #1452): the loop takes the GIL from the
+        callback it waits for, a node flooded with messages then drains a few a second, and a CI run once saw
+        no joint state reach a rate-mode policy_node for over 5 s (a stale-state fault). No node of ours
+        blocks in a callback on another node's answer, so one thread serves every test."""
         self.context = Context()
         rclpy.init(context=self.context)
         self.executor: Executor = (SingleThreadedExecutor(context=self.context) if single_threaded

@@ -164,6 +164,8 @@ def test_a_trial_whose_policy_side_never_reports_after_a_stop_is_bounded_in_stop
             Parameter("stop_timeout_s", value=2.0)]))
         ros.wait_for(manager.finished.is_set, timeout=60, what="the stopped trial to give up")
         assert manager.exit_code == EXIT_TRIALS_FAILED
+        # the finished phase reaches this test's subscription after the manager set its flag
+        ros.wait_for(lambda: any(t["phase"] == tp.PHASE_FINISHED for t in _trials(got)), what="the finished phase")
         phases = [t["phase"] for t in _trials(got) if t.get("id")]
         assert tp.PHASE_STOPPING in phases and phases[-1] == tp.PHASE_FINISHED
     result = _results(manager)[0]

@@ -70,6 +70,9 @@ def _phases(got, trial_id=None):  # type: ignore[no-untyped-def]
 def test_one_trial_end_to_end_over_dds(graph):
     ros, manager, got, _ = graph(max_steps=3, trials=f"tasks={TASK} rounds=1")
     ros.wait_for(manager.finished.is_set, timeout=60, what="the trial")
+    # the finished phase reaches this test's subscription after the manager set its flag
+    ros.wait_for(lambda: got["trial"] and json.loads(got["trial"][-1].data)["phase"] == tp.PHASE_FINISHED,
+                 what="the finished phase")
     trial_id = json.loads(got["trial"][-1].data)["id"]
     phases = [p for p in _phases(got, trial_id) if p not in (tp.PHASE_IDLE,)]
     assert phases == [tp.PHASE_RESETTING, tp.PHASE_STARTING, tp.PHASE_RUNNING, tp.PHASE_SCORING, tp.PHASE_DONE,
