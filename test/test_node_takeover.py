@@ -89,7 +89,9 @@ def test_teleop_takes_over_without_a_jump_and_the_trial_is_recorded_as_assisted(
         ros.wait_for(manager.finished.is_set, timeout=90, what="the trial's end")
 
     (entry,) = json.loads((run / "results.json").read_text())
-    assert entry["assisted"] is True and entry["intervened_frames"] > 10, entry.get("intervened_frames")
+    # the leader's 0.12 rad took at least three measured steps of at most 0.05 rad with teleoperation on, each a
+    # /joint_states frame; the policy drove the frames before the take-over and after the hand-back
+    assert entry["assisted"] is True and 3 <= entry["intervened_frames"] < entry["frames"], entry
     assert "fault" not in entry
     (bag,) = sorted((run / "mcap").glob("*.mcap"))
     out = tmp_path / "dataset"
