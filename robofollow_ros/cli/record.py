@@ -52,7 +52,7 @@ def _record(args: argparse.Namespace) -> int:
     _check(args)
     import rclpy
     from rclpy.context import Context
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
 
@@ -71,7 +71,9 @@ def _record(args: argparse.Namespace) -> int:
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     node = None
     unwritable: OSError | None = None
-    executor = MultiThreadedExecutor(num_threads=2, context=context)
+    # One callback at a time, as the node spins under bringup (nodes._main.run_node): rclpy's multi-threaded
+    # executor busy-waits on a busy callback group and can drain a burst at a few messages a second (ros_harness).
+    executor = SingleThreadedExecutor(context=context)
     try:
         try:
             node = FoxgloveNode(context=context, parameter_overrides=[
