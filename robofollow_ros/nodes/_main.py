@@ -39,9 +39,9 @@ class StopEvent(threading.Event):
     """Set by a stop signal; :meth:`noticed` tells the hard-exit watchdog that the node is stopping cleanly.
 
     Two watchdogs bound a stop. The first, a Python timer, exits with one line and ``128 + signal`` after
-    the grace. It needs the interpreter lock to run, and a call in C that holds the lock (a physics scene
-    being built, a DDS participant torn down) keeps it waiting: measured, a timer of 1 s fired after 9 s
-    behind such a call. So the second is faulthandler's watchdog, a C thread that needs no lock: it dumps
+    the grace. It needs the interpreter lock to run, and any call in C that does not release the lock keeps
+    it waiting: measured with a backtracking regex in the main thread, a timer of 1 s fired after 9 s. So
+    the second is faulthandler's watchdog, a C thread that needs no lock: it dumps
     the threads' stacks to stderr (where the node was stuck) and exits with status 1, :data:`BACKSTOP_S`
     after the first had its chance."""
 
