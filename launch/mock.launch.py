@@ -1,4 +1,7 @@
-"""The rig's graph on mock hardware: ``robofollow.launch.py use_mock_hardware:=true`` (profile mock)."""
+"""The rig's graph on mock hardware: ``robofollow.launch.py use_mock_hardware:=true`` (profile mock).
+
+Every other argument of ``robofollow.launch.py`` (``rig:=``, ``policy:=`` ...) passes through.
+"""
 
 from pathlib import Path
 

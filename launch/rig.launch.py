@@ -1,4 +1,7 @@
-"""RoboFollow on the physical rig: ``robofollow.launch.py use_sim:=false`` (profile config/profiles/rig.yaml)."""
+"""RoboFollow on the physical rig: ``robofollow.launch.py use_sim:=false`` (profile config/profiles/rig.yaml).
+
+Every other argument of ``robofollow.launch.py`` (``rig:=``, ``policy:=`` ...) passes through.
+"""
 
 from pathlib import Path
 

@@ -5,11 +5,12 @@ The nodes, their parameters and remappings come from ``config/profiles/{rig,sim,
 ``robofollow_ros.bringup.launch_profile`` — the same list and the same choices ``robofollow bringup``
 applies; the arguments are ``robofollow_ros.bringup.LAUNCH_ARGUMENTS`` (trial selection as
 ``robofollow eval``'s flags, policy, policy_kwargs, output, foxglove_host/port, calibration_dir,
-driver_config, remap, remap_file). The launch ends when the trial manager ends (its exit shuts the
-graph down), after it logged the score table; when the trial manager exits with a failure status
-(trials that could not be executed, an unreachable policy) or is killed by a signal other than the
-launch's own stop (SIGINT, SIGTERM), ``ros2 launch`` exits non-zero too, naming it; a killed trial
-manager's run (when ``output`` names it) is closed as ``robofollow bringup`` closes it
+driver_config, remap, remap_file, and ``rig:=NAME|PATH``: the rig, checked before any node starts and set as
+every node's ``ROBOFOLLOW_RIG``; empty: the launch's own environment's, else the built-in rig). The launch
+ends when the trial manager ends (its exit shuts the graph down), after it logged the score table; when the
+trial manager exits with a failure status (trials that could not be executed, an unreachable policy) or is
+killed by a signal other than the launch's own stop (SIGINT, SIGTERM), ``ros2 launch`` exits non-zero too,
+naming it; a killed trial manager's run (when ``output`` names it) is closed as ``robofollow bringup`` closes it
 (``evaluation.results.close_abandoned_run``).
 """
 
@@ -69,6 +70,7 @@ def _nodes(context, *args, **kwargs):
         nodes.append(Node(
             package="robofollow_ros", executable=spec.executable, name=spec.executable,
             parameters=[spec.parameters], remappings=list(profile.remappings), output="screen", emulate_tty=True,
+            additional_env=dict(profile.environment) or None,  # rig:= -> ROBOFOLLOW_RIG, which every node loads
             on_exit=(lambda event, context: _trials_ended(event, context, run_dir)) if ends_the_run else None))
     return nodes
 

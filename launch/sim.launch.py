@@ -1,4 +1,7 @@
-"""RoboFollow in SAPIEN: ``robofollow.launch.py use_sim:=true`` (profile config/profiles/sim.yaml)."""
+"""RoboFollow in SAPIEN: ``robofollow.launch.py use_sim:=true`` (profile config/profiles/sim.yaml).
+
+Every other argument of ``robofollow.launch.py`` (``rig:=``, ``policy:=`` ...) passes through.
+"""
 
 from pathlib import Path
 

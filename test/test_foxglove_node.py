@@ -91,7 +91,7 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
         joint_pub = pub.create_publisher(JointState, "/joint_states", tp.STATE_STREAM)
         tf_pub = pub.create_publisher(TFMessage, "/tf", tp.STATE_STREAM)
         obj_pub = pub.create_publisher(MarkerArray, "/robofollow/objects", tp.STATE_STREAM)
-        _run(probe.wait_for(lambda: probe.messages("/robot_description") and probe.messages("/tf_static"), 20,
+        _run(probe.wait_for(lambda: bool(probe.messages("/robot_description") and probe.messages("/tf_static")), 20,
                             "the latched robot model forwarded"), loop)
         assert probe.decode(probe.messages("/robot_description")[0]).data == URDF
         trial = {"id": "ros_trial_1", "task": TASK, "scene": "scene1", "level": "L0", "phase": "running"}
@@ -125,12 +125,12 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
         transform.header.frame_id = "world"
         tf_pub.publish(TFMessage(transforms=[transform]))
 
-        def final() -> bool:
+        def scored() -> bool:
             return any(json.loads(probe.decode(m).data).get("final") for m in probe.messages(topics.SCORE))
 
         _run(probe.wait_for(lambda: all(probe.messages(t) for t in (
             topics.camera_topic("head"), topics.calibration_topic("head"), topics.JOINT_STATES, topics.TF,
-            topics.SCENE, topics.FRAME)) and final(), 20, "every stream"), loop)
+            topics.SCENE, topics.FRAME)) and scored(), 20, "every stream"), loop)
         jpeg = probe.decode(probe.messages(topics.camera_topic("head"))[0])
         assert jpeg.format == "jpeg" and jpeg.header.frame_id == "head_camera_optical" and jpeg.header.stamp.sec == 42
         calibration = probe.decode(probe.messages(topics.calibration_topic("head"))[0])
@@ -166,11 +166,47 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
 
     store = get_typestore(Stores.ROS2_KILTED)
     with Reader(node.session.recording) as reader:
-        got = {c.topic: store.deserialize_cdr(raw, c.msgtype) for c, _, raw in reader.messages()}
+        got: dict[str, Any] = {c.topic: store.deserialize_cdr(raw, c.msgtype) for c, _, raw in reader.messages()}
     assert got["/robot_description"].data == URDF
     assert got["/tf_static"].transforms[0].child_frame_id == "head_camera_optical"
     assert got["/cameras/head/camera_info"].k[2] == 160.0
     assert got["/cameras/head/image_raw/compressed"].header.frame_id == "head_camera_optical"
+
+
+def test_node_serves_the_descriptions_meshes_to_viewers_and_nothing_else(graph: Any, tmp_path: Path) -> None:
+    """The description from the graph names its mesh by file://; viewers get it by package:// from the node."""
+    ros, node, _calls = graph
+    mesh = tmp_path / "meshes" / "link.stl"
+    mesh.parent.mkdir()
+    mesh.write_bytes(b"solid link\nendsolid link\n")
+    urdf = (f"<robot name='lab arm'><link name='l'><visual><geometry><mesh filename='file://{mesh}'/></geometry>"
+            "</visual></link></robot>")
+    uri = "package://robofollow_rig/lab_arm/link.stl"
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    probe = FoxgloveProbe(f"ws://127.0.0.1:{node.server.port}")
+    try:
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
+        ros.node("test_publishers").create_publisher(String, "/robot_description", latched).publish(String(data=urdf))
+        ros.wait_for(lambda: uri in node.channels.assets.files, 20, "the description forwarded")
+        _run(probe.connect(), loop)
+        _run(probe.wait_for(lambda: topics.ROBOT_DESCRIPTION in {c["topic"] for c in probe.channels.values()}, 10,
+                            "advertisements"), loop)
+        _run(probe.subscribe([topics.ROBOT_DESCRIPTION]), loop)
+        _run(probe.wait_for(lambda: bool(probe.messages(topics.ROBOT_DESCRIPTION)), 10, "the description"), loop)
+        assert probe.decode(probe.messages(topics.ROBOT_DESCRIPTION)[-1]).data == urdf.replace(f"file://{mesh}", uri)
+        assert "assets" in probe.server_info["capabilities"]
+        assert _run(probe.fetch_asset(uri), loop) == mesh.read_bytes()
+        for other in (f"file://{mesh}", "package://robofollow_rig/lab_arm/../../../etc/passwd",
+                      "package://robofollow_rig/lab_arm/other.stl"):
+            with pytest.raises(LookupError, match="not a file of the current robot description"):
+                _run(probe.fetch_asset(other), loop)
+    finally:
+        _run(probe.close(), loop)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
 
 
 def test_bad_parameters_and_images_are_rejected_with_the_field() -> None:

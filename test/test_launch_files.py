@@ -239,12 +239,44 @@ def test_the_rig_takes_the_calibration_directory(launcher, tmp_path):
     ({"calibration_dir": "/no/such/calibration"}, ["calibration_dir:=", "/no/such/calibration", "not a directory"]),
     ({"privileged": "maybe"}, ["privileged: 'maybe'", "not true or false"]),
     ({"privileged": "true", "policy": "openpi://h:8000"}, ["privileged:=", "openpi://h:8000", "cannot carry"]),
+    ({"rig": "nope"}, ["rig:=: rig: 'nope' is neither"]),
 ])
 def test_bad_launch_arguments_are_named(launcher, arguments, words):
     with pytest.raises(ValueError) as info:
         launcher.launch(LAUNCH_DIR / "robofollow.launch.py", {**FREE_PORT, **arguments})
     for word in words:
         assert word in str(info.value)
+
+
+@pytest.mark.parametrize("launch_file", ["robofollow.launch.py", "sim.launch.py", "rig.launch.py", "mock.launch.py"])
+def test_the_rig_argument_is_every_nodes_robofollow_rig(launcher, launch_file, tmp_path):
+    """``rig:=`` (a name, or a folder holding rig.yaml) is loaded before any node starts and reaches every node as
+    ``ROBOFOLLOW_RIG`` (the resolved rig YAML, which each node loads); the thin launch files pass it through.
+    Without it the nodes get nothing added: the launch's own environment, else the built-in rig."""
+    from robofollow_ros.robot.rig_config import DEFAULT_RIG_CONFIG
+    from robofollow_ros.robot.rig_description import ENV_RIG
+
+    nodes = launcher.launch(LAUNCH_DIR / launch_file, {"rig": "robofollow", **FREE_PORT})
+    assert nodes and all(n["additional_env"] == {ENV_RIG: str(DEFAULT_RIG_CONFIG)} for n in nodes)
+    folder = tmp_path / "lab"
+    folder.mkdir()
+    (folder / "rig.yaml").write_text(_other_rig_yaml("lab"))
+    count = len(nodes)
+    launcher.nodes.clear()
+    nodes = launcher.launch(LAUNCH_DIR / launch_file, {"rig": str(folder), **FREE_PORT})
+    assert len(nodes) == count and all(n["additional_env"] == {ENV_RIG: str(folder / "rig.yaml")} for n in nodes)
+    launcher.nodes.clear()
+    nodes = launcher.launch(LAUNCH_DIR / launch_file, FREE_PORT)
+    assert len(nodes) == count and all(n["additional_env"] is None for n in nodes)
+
+
+def _other_rig_yaml(name: str) -> str:
+    """The built-in rig's YAML under another name, its URDF named by absolute path (the file may live anywhere)."""
+    text = share_path("config", "robot", "rig.yaml").read_text(encoding="utf-8")
+    lines = [f"name: {name}" if line.startswith("name:") else
+             f"urdf: {share_path('urdf', 'robofollow_rig.urdf')}" if line.startswith("urdf:") else line
+             for line in text.splitlines()]
+    return "\n".join(lines) + "\n"
 
 
 def test_a_foxglove_port_in_use_is_named_with_its_argument(launcher):

@@ -7,6 +7,11 @@ Chromium lacks, stubbed as that folder's ``picker_stub.js`` does). Then, from th
 every panel is placed with the title the layout gives it, has data (images drawn, the robot drawn with
 no frame axes over it, status, plot, states and log filled), the console has
 no error, and every Call Service button on every tab is visible and is what a click at its centre hits.
+
+Live, with the ALOHA rig (meshes only, STL files where pip installed gym-aloha): the app connects to our
+websocket server (``?ds=foxglove-websocket``), fetches every mesh the description names through the server's
+asset handler (``monitoring.rig_assets``; counted there) and draws them: the 3-D panel with the meshes
+answered differs from the same panel while they were asked for but held back, by the arms' grey.
 Skipped, with the reason, where the build, playwright or Chromium is missing.
 """
 
@@ -23,6 +28,8 @@ import sys
 import tarfile
 import threading
 import time
+import urllib.parse
+from collections.abc import Callable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,7 +38,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from robofollow_ros.monitoring import rosmsg, topics
+from robofollow_ros.monitoring.channels import TrialChannels
 from robofollow_ros.monitoring.layout import CONTROL_TABS, CONTROLS, LAYOUT_PATH, TITLE_KEYS
+from robofollow_ros.monitoring.rig_assets import RigAssets
+from robofollow_ros.monitoring.server import start_monitor_server
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -108,6 +119,12 @@ def _pixels(page: Any, locator: Any) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(locator.screenshot())).convert("RGB")).astype(int)
 
 
+def _grey(scene: np.ndarray) -> float:
+    """Share of grey pixels (the robot's links and meshes) in a panel's picture."""
+    r, g, b = scene[..., 0], scene[..., 1], scene[..., 2]
+    return float(((abs(r - g) < 12) & (abs(g - b) < 12) & (r > 60) & (r < 200)).mean())
+
+
 def _pictures(page: Any) -> dict[str, Any]:
     """What the canvases show: distinct colours of each camera image; in the 3-D panel the share of the
     frame axes' green (y arrows; 2.8 % with the axes drawn, 0.02 % hidden, measured at 1280 x 720) and
@@ -117,7 +134,7 @@ def _pictures(page: Any) -> dict[str, Any]:
     scene = _pixels(page, _panel(page, "3D!robofollow"))
     r, g, b = scene[..., 0], scene[..., 1], scene[..., 2]
     green = float(((g > 150) & (r < 170) & (b < 120) & (g - r > 50)).mean())
-    grey = float(((abs(r - g) < 12) & (abs(g - b) < 12) & (r > 60) & (r < 200)).mean())
+    grey = _grey(scene)
     return {"colours": colours, "green": green, "grey": grey,
             "ok": min(colours.values()) > 200 and green < 0.005 and grey > 0.01}
 
@@ -142,6 +159,17 @@ def _buttons(page: Any) -> list[dict[str, Any]]:
         return {text: b.innerText.replace(/\\s+/g, ' '), hit: !!hit && (b.contains(hit) || hit === b.parentElement),
                 inside: r.bottom <= window.innerHeight && r.right <= window.innerWidth,
                 what: hit ? hit.tagName + ' ' + String(hit.className).slice(0, 60) : 'nothing'}; })""")
+
+
+def _import_layout(page: Any) -> None:
+    """The committed layout through the app's own *Import layout from file…* (the OS picker stubbed)."""
+    name = LAYOUT_PATH.name
+    page.evaluate("([u, n]) => { window.__probeNextPick = {url: u, name: n}; }", [f"/robofollow/{name}", name])
+    page.get_by_test_id("AppMenuButton").click()
+    page.get_by_text("View", exact=True).first.hover()
+    page.get_by_text("Import layout from file…").first.click()
+    page.wait_for_function("() => (window.__probePicks || []).length === 1", timeout=30_000)
+    _panel(page, CONTROLS).wait_for(timeout=60_000)
 
 
 def test_layout_in_lichtblick_shows_every_panel_with_data_and_reachable_buttons(served: str, tmp_path: Path) -> None:
@@ -172,13 +200,7 @@ def test_layout_in_lichtblick_shows_every_panel_with_data_and_reachable_buttons(
             page.locator("[data-puppeteer-file-upload]").set_input_files(str(bag), timeout=120_000)
             page.get_by_test_id("play-button").wait_for(timeout=60_000)
 
-            name = LAYOUT_PATH.name
-            page.evaluate("([u, n]) => { window.__probeNextPick = {url: u, name: n}; }", [f"/robofollow/{name}", name])
-            page.get_by_test_id("AppMenuButton").click()
-            page.get_by_text("View", exact=True).first.hover()
-            page.get_by_text("Import layout from file…").first.click()
-            page.wait_for_function("() => (window.__probePicks || []).length === 1", timeout=30_000)
-            _panel(page, CONTROLS).wait_for(timeout=60_000)
+            _import_layout(page)
             phases["bag open, layout imported"] = time.monotonic() - start
 
             # Play the whole trial: the log panel shows the trial's last line when the end is reached.
@@ -238,3 +260,110 @@ def test_layout_in_lichtblick_shows_every_panel_with_data_and_reachable_buttons(
     rejected = [text for kind, text in console if re.search(r"layout|config", text, re.IGNORECASE)
                 and re.search(r"invalid|unknown|unsupported|failed|reject", text, re.IGNORECASE)]
     assert not rejected, rejected[:5]
+
+
+class _HeldAssets(RigAssets):
+    """The server's asset handler, holding its answers back until ``release`` is set: the 3-D panel can be
+    seen with every mesh asked for and none given, then with them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.changed = threading.Condition()
+        self.asked: list[str] = []
+
+    def fetch(self, uri: str) -> bytes:
+        with self.changed:
+            self.asked.append(uri)
+            self.changed.notify_all()
+        self.release.wait(timeout=60)
+        try:
+            return super().fetch(uri)
+        finally:
+            with self.changed:
+                self.changed.notify_all()
+
+    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        with self.changed:
+            if not self.changed.wait_for(condition, timeout):
+                raise AssertionError(f"timed out after {timeout} s waiting for {what} (asked: {self.asked}, "
+                                     f"served: {dict(self.served)}, refused: {self.refused})")
+
+
+@pytest.fixture()
+def aloha_live() -> Iterator[tuple[str, _HeldAssets]]:
+    """A live server with the ALOHA rig at home: its description (meshes by ``package://``), static TF, and
+    the moving links' TF five times a second (volatile, as on the graph)."""
+    from robofollow_ros.monitoring.robot import RobotModel
+    from robofollow_ros.robot.rig_config import RigConfigError, load_rig_config
+
+    try:
+        model = RobotModel(load_rig_config("aloha"))
+    except (RigConfigError, OSError) as exc:  # gym-aloha not installed (tools/setup_env.sh installs it)
+        pytest.skip(f"the ALOHA rig does not load here: {exc}")
+    channels = TrialChannels()
+    assets = channels.assets = _HeldAssets()
+    home = model.kinematics.home_vector()
+    channels.send(topics.ROBOT_DESCRIPTION, rosmsg.string(model.urdf))
+    channels.send(topics.TF_STATIC, rosmsg.tf_message(model.static_transforms(time.time_ns())))
+    server = start_monitor_server(channels, port=0)
+    stop = threading.Event()
+
+    def links() -> None:
+        while not stop.wait(0.2):
+            channels.send(topics.TF, rosmsg.tf_message(model.link_transforms(home, time.time_ns())))
+
+    thread = threading.Thread(target=links, daemon=True)
+    thread.start()
+    try:
+        yield f"ws://127.0.0.1:{server.port}", assets
+    finally:
+        assets.release.set()
+        stop.set()
+        thread.join(timeout=10)
+        server.stop()
+
+
+def test_live_rig_meshes_are_fetched_from_our_server_and_drawn(served: str,
+                                                               aloha_live: tuple[str, _HeldAssets]) -> None:
+    url, assets = aloha_live
+    wanted = set(assets.files)
+    assert len(wanted) == 11, wanted  # ALOHA: 11 STL files, each named by both arms
+    start = time.monotonic()
+    phases: dict[str, float] = {}
+    console: list[tuple[str, str]] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_context(viewport=VIEWPORT).new_page()
+            page.on("console", lambda m: console.append((m.type, m.text)))
+            page.on("pageerror", lambda e: console.append(("pageerror", str(e))))
+            page.add_init_script(path=str(LICHTBLICK / "picker_stub.js"))
+            page.goto(f"{served}/?ds=foxglove-websocket&ds.url={urllib.parse.quote(url, safe='')}",
+                      wait_until="load", timeout=120_000)
+            page.get_by_test_id("AppMenuButton").wait_for(timeout=120_000)
+            phases["app up"] = time.monotonic() - start
+            _import_layout(page)
+            phases["layout imported"] = time.monotonic() - start
+            assets.wait(lambda: wanted <= set(assets.asked), 60, "the app to ask for every mesh")
+            phases["meshes asked for"] = time.monotonic() - start
+            scene = _panel(page, "3D!robofollow")
+            held = _pixels(page, scene)
+            assets.release.set()
+            assets.wait(lambda: set(assets.served) >= wanted, 30, "every mesh served")
+            phases["meshes served"] = time.monotonic() - start
+            drawn = _until(lambda: _pixels(page, scene), lambda p: _grey(p) > _grey(held) + 0.01, page, seconds=20)
+            phases["meshes drawn"] = time.monotonic() - start
+            if SHOTS:
+                Path(SHOTS).mkdir(parents=True, exist_ok=True)
+                Image.fromarray(held.astype(np.uint8)).save(Path(SHOTS) / "lichtblick_aloha_held.png")
+                Image.fromarray(drawn.astype(np.uint8)).save(Path(SHOTS) / "lichtblick_aloha_meshes.png")
+        finally:
+            browser.close()
+    print("seconds since start:", {k: round(v, 1) for k, v in phases.items()},
+          f"grey held back {_grey(held):.2%}, served {_grey(drawn):.2%}")
+    assert sorted(assets.asked) == sorted(wanted), "each mesh asked for once (the app caches per URI)"
+    assert dict(assets.served) == dict.fromkeys(wanted, 1) and not assets.refused
+    assert _grey(drawn) > _grey(held) + 0.01, f"meshes not drawn ({_grey(held):.2%} -> {_grey(drawn):.2%} grey)"
+    errors = [text for kind, text in console if kind in ("error", "pageerror")]
+    assert not errors, errors[:5]

@@ -262,7 +262,7 @@ def _tap(bench: Bench, monkeypatch: pytest.MonkeyPatch, arm: str) -> list[list[f
     """Every left-driver command the bridge sends, at the publisher: none can be lost on the way to a test
     reader that falls behind a flood. (The fake driver's DDS copy is checked too.)"""
     sent: list[list[float]] = []
-    publisher = bench.bridge._driver_pubs[arm]
+    (publisher,) = bench.bridge._driver_pubs[arm]  # one command channel (an xs_sdk's arm has two)
     publish = publisher.publish
 
     def tapped(msg: Any) -> None:
@@ -344,7 +344,7 @@ def test_an_arm_measured_outside_its_limits_is_held_within_them_and_reported(ben
     right_joint2 reads 2.1 (limit 2.0; within a step): the right arm holds with that joint at its limit."""
     ros, got = bench.ros, bench.got
     left_sent, right_sent = _tap(bench, monkeypatch, "left"), []
-    right_publisher = bench.bridge._driver_pubs["right"]
+    (right_publisher,) = bench.bridge._driver_pubs["right"]
     right_publish = right_publisher.publish
     monkeypatch.setattr(right_publisher, "publish",
                         lambda msg: right_sent.append(list(msg.points[0].positions)) or right_publish(msg))

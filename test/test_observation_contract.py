@@ -95,7 +95,11 @@ def _served(record: Path, *extra: str) -> Iterator[int]:
 
 
 # ----------------------------------------------------------------------------------------- in process
-def test_in_process_a_policy_is_handed_the_contract_and_nothing_else(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rig", ["robofollow", "aloha"])
+def test_in_process_a_policy_is_handed_the_contract_and_nothing_else(tmp_path: Path, rig: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the built-in rig and on the ALOHA twin (its meshes rendered): the same keys, shapes and types."""
+    monkeypatch.setenv("ROBOFOLLOW_RIG", rig)
     record = tmp_path / "seen.jsonl"
     run = _evaluate(tmp_path / "run", SPY, {"record": str(record)}, render=True)
     for line in _seen(record):
@@ -103,6 +107,7 @@ def test_in_process_a_policy_is_handed_the_contract_and_nothing_else(tmp_path: P
         assert {k: line["leaves"][k] for k in RENDERED} == RENDERED
         assert line["leaves"]["joint_action.vector"] == "float64 (14,)"
     assert run["arguments"]["privileged"] is False
+    assert run["rig"]["name"] == rig
 
 
 def test_robofollow_eval_with_privileged_hands_it_over_and_records_it(tmp_path: Path) -> None:

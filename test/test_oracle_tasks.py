@@ -1,5 +1,6 @@
-"""The oracle completes one representative task of every scene and action in real SAPIEN (no rendering),
-retries a grasp that missed, and refuses observations without the privileged extension."""
+"""The oracle completes one representative task of every scene and action in real SAPIEN (no rendering), on the
+built-in rig and on the ALOHA twin (gym-aloha's own model), retries a grasp that missed, and refuses observations
+without the privileged extension."""
 
 from __future__ import annotations
 
@@ -37,6 +38,28 @@ def oracle() -> OraclePolicy:
 @pytest.fixture(scope="module")
 def world() -> SimWorld:
     return SimWorld(render=False)
+
+
+@pytest.mark.parametrize("task_id", REPRESENTATIVE)
+def test_the_oracle_completes_them_on_the_aloha_twin(registry, monkeypatch, task_id: str) -> None:  # type: ignore[no-untyped-def]
+    """The same code on the ALOHA's kinematics, limits, finger slides and meshes' collision shapes."""
+    monkeypatch.setenv("ROBOFOLLOW_RIG", "aloha")
+    task = registry.eval_task(task_id)
+    result = run_episode(_aloha_world(), OraclePolicy(), task, task.seed(1), EpisodeSettings())
+    reasons = [(p["phase"], p["intent_reason"], p["exec_reason"]) for p in result["phases"]]
+    assert result["completion_ok"], reasons
+
+
+_ALOHA: list[SimWorld] = []
+
+
+def _aloha_world() -> SimWorld:
+    if not _ALOHA:
+        from robofollow_ros.robot.rig_config import load_rig_config
+
+        _ALOHA.append(SimWorld(render=False, rig=load_rig_config("aloha")))
+    assert _ALOHA[0].rig.name == "aloha"
+    return _ALOHA[0]
 
 
 @pytest.mark.parametrize("task_id", REPRESENTATIVE)

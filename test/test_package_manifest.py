@@ -20,7 +20,9 @@ PYTHON_KEYS = {"numpy": "python3-numpy", "yaml": "python3-yaml", "cv2": "python3
 PIP_ONLY = {"sapien": "sapien", "foxglove": "foxglove-sdk", "mcap": "mcap", "rosbags": "rosbags",
             "mcap_ros2": "mcap-ros2-support", "pyarrow": "pyarrow", "av": "av", "ray": "ray",
             "pybase64": "pybase64"}
-OPTIONAL = {"torch"}
+#: interbotix_xs_msgs: only a driver map of type interbotix imports it (Trossen's ALOHA), and a workspace that runs
+#: an xs_sdk has it; make setup builds it into the venv (tools/build_ros_msgs.sh).
+OPTIONAL = {"torch", "interbotix_xs_msgs"}
 
 
 def _imports() -> set[str]:

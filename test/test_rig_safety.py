@@ -1,17 +1,28 @@
 """The arm-command safety filter: limits, step clamp, workspace, NaN, e-stop and watchdog; the driver map's
-gripper ranges against the URDF. The generated streams are in ``test_rig_safety_properties.py``."""
+gripper ranges against the URDF. The generated streams are in ``test_rig_safety_properties.py``.
+
+The measured defects and the driver maps are checked on both shipped rigs, each with its own limits
+(``rig_joint_limits``, as the arm bridge reads them) and only the driver maps that belong to it
+(``rig_driver_maps``: the one its YAML names, the rest of ``config/rig/`` being the built-in rig's). The workspace
+box is each rig's own (``RigConfig.workspace``), checked on the rig's forward kinematics."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
 
 from robofollow_ros.contract import GRIPPER_INDEX, JOINT_NAMES
 from robofollow_ros.paths import share_path
-from robofollow_ros.rig.driver_config import GripperMapping, load_driver_config
+from robofollow_ros.rig.driver_config import MOTOR, SERVO_RANGE_RAD, GripperMapping, load_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyFilter
+from robofollow_ros.robot.kinematics import TOP_DOWN_QUAT_WXYZ, RigKinematics
+from robofollow_ros.robot.rig_config import DEFAULT_RIG_CONFIG, RigConfigError, load_rig_config
+from robofollow_ros.robot.rig_model import BUILT_IN_WORKSPACE
 from robofollow_ros.robot.urdf_limits import JointLimit, read_joint_limits
-from robofollow_ros.yamlio import read_yaml_mapping
+from shipped_rigs import LIMITS as RIG_LIMITS
+from shipped_rigs import RIGS, rig_driver_maps
 
 LIMITS = {name: JointLimit(-1.0, 1.0, 3.0) for name in JOINT_NAMES if not name.endswith("_gripper")}
 
@@ -123,41 +134,46 @@ def test_estop_holds_until_released_and_a_new_command_arrives():
     assert not f.filter(np.full(14, 0.01), now=5.0, received=105.001).hold
 
 
-# -- the measured defects, each first reproduced here ---------------------------------------------
-URDF_LIMITS = read_joint_limits(share_path("urdf", "robofollow_rig.urdf"))
+# -- the measured defects, each first reproduced here (on the built-in rig; the numbers in the docstrings are
+# its limits), on both rigs ------------------------------------------------------------------------------------
+@pytest.fixture(params=RIGS)
+def rig(request) -> str:  # type: ignore[no-untyped-def]
+    return str(request.param)
 
 
-def urdf_filter(**kwargs) -> SafetyFilter:  # type: ignore[no-untyped-def]
-    return SafetyFilter(SafetyConfig(joint_limits=URDF_LIMITS, **kwargs))
+def rig_filter(rig: str, **kwargs) -> SafetyFilter:  # type: ignore[no-untyped-def]
+    return SafetyFilter(SafetyConfig(joint_limits=RIG_LIMITS[rig], **kwargs))
 
 
-def test_the_step_clamp_never_pushes_a_target_beyond_the_limits():
+def test_the_step_clamp_never_pushes_a_target_beyond_the_limits(rig):
     """left_joint1 measured at 4.0 rad (limit 2.6) and a 2.0 command: it went out as 3.95."""
-    f = urdf_filter()
+    upper = RIG_LIMITS[rig]["left_joint1"].upper
+    f = rig_filter(rig)
     measured = np.zeros(14)
-    measured[0] = 4.0
+    measured[0] = upper + 1.4
     f.update_measured(measured)
     q = np.zeros(14)
-    q[0] = 2.0
+    q[0] = upper - 0.6
     decision = f.filter(q, now=0.0)
     assert decision is not None and decision.hold
     assert decision.arms == ("right",)  # 1.4 rad beyond: more than a step, so the left arm is sent nothing
-    assert decision.command[0] <= 2.6
+    assert decision.command[0] <= upper
     assert [(o.joint, o.value, o.upper, o.commanded) for o in decision.outside_limits] == [
-        ("left_joint1", 4.0, 2.6, False)]
-    assert any("left_joint1 measured 4.0000" in r and "2.6000" in r for r in decision.reasons)
+        ("left_joint1", upper + 1.4, upper, False)]
+    assert any(f"left_joint1 measured {upper + 1.4:.4f}" in r and f"{upper:.4f}" in r for r in decision.reasons)
     np.testing.assert_array_equal(decision.command[7:], measured[7:])  # the right arm holds where it is
 
 
 @pytest.mark.parametrize("path", ["hold", "estop", "watchdog"])
-def test_holds_stay_within_the_limits_with_the_arm_measured_outside_them(path):
+def test_holds_stay_within_the_limits_with_the_arm_measured_outside_them(path, rig):
     """The hold and e-stop paths sent the measured 4.0 verbatim."""
-    f = urdf_filter()
+    upper, lower = RIG_LIMITS[rig]["left_joint1"].upper, RIG_LIMITS[rig]["right_joint2"].lower
+    f = rig_filter(rig)
     f.update_measured(np.zeros(14))
     assert not f.filter(np.zeros(14), now=0.0).hold
     measured = np.zeros(14)
-    measured[0] = 2.63  # beyond the tolerance, within a step: held at the limit
-    measured[8] = -4.0  # right_joint2, limit -1.2: far beyond, the right arm is sent nothing
+    measured[0] = upper + 0.03  # beyond the tolerance, within a step: held at the limit
+    measured[8] = lower - 2.8  # right_joint2: far beyond, the right arm is sent nothing
     f.update_measured(measured)
     if path == "estop":
         f.set_estop(True, now=0.05)
@@ -167,28 +183,29 @@ def test_holds_stay_within_the_limits_with_the_arm_measured_outside_them(path):
     else:
         decision = f.hold("test")
     assert decision is not None and decision.hold
-    assert decision.command[0] == 2.6 and decision.command[8] == -1.2
+    assert decision.command[0] == upper and decision.command[8] == lower
     assert decision.arms == ("left",)
     assert {o.joint: o.commanded for o in decision.outside_limits} == {"left_joint1": True, "right_joint2": False}
 
 
-def test_a_joint_at_its_limit_within_the_tolerance_still_follows_commands_back_inside():
-    f = urdf_filter(limit_tolerance_rad=0.01)
+def test_a_joint_at_its_limit_within_the_tolerance_still_follows_commands_back_inside(rig):
+    upper = RIG_LIMITS[rig]["left_joint1"].upper
+    f = rig_filter(rig, limit_tolerance_rad=0.01)
     measured = np.zeros(14)
-    measured[0] = 2.605  # a reading just past the limit the arm was sent to
+    measured[0] = upper + 0.005  # a reading just past the limit the arm was sent to
     f.update_measured(measured)
     q = np.zeros(14)
-    q[0] = 2.0
+    q[0] = upper - 0.6
     decision = f.filter(q, now=0.0)
     assert not decision.hold and decision.arms == ("left", "right")
-    assert decision.command[0] == pytest.approx(2.605 - 0.05)
-    q[0] = 3.0  # further out: clamped to the limit, never beyond
-    assert f.filter(q, now=0.01).command[0] == 2.6
+    assert decision.command[0] == pytest.approx(upper + 0.005 - 0.05)
+    q[0] = upper + 0.4  # further out: clamped to the limit, never beyond
+    assert f.filter(q, now=0.01).command[0] == upper
 
 
-def test_commands_received_before_an_estop_release_never_execute_after_it():
+def test_commands_received_before_an_estop_release_never_execute_after_it(rig):
     """The bridge replayed hundreds of commands queued during the e-stop once it was released."""
-    f = urdf_filter()
+    f = rig_filter(rig)
     f.update_measured(np.zeros(14))
     q = np.full(14, 0.01)
     f.set_estop(True, now=10.0, received=1000.0)
@@ -209,29 +226,49 @@ def test_commands_received_before_an_estop_release_never_execute_after_it():
     assert late.hold
 
 
-def test_a_release_without_an_engaged_estop_is_no_release():
-    f = urdf_filter()
+def test_a_release_without_an_engaged_estop_is_no_release(rig):
+    f = rig_filter(rig)
     f.update_measured(np.zeros(14))
     f.set_estop(False, now=5.0, received=500.0)  # a panel repeating "not engaged"
     assert f.release is None
     assert not f.filter(np.zeros(14), now=5.1, stamp=1.0, received=400.0).hold
 
 
-def test_default_driver_map_and_presets_keep_the_grippers_within_the_urdf_finger_range():
-    for path in sorted(share_path("config", "rig").glob("*.yaml")):
-        data = read_yaml_mapping(path, "driver_config")
-        if "arms" not in data:
-            continue  # a camera remap preset
-        config = load_driver_config(path, URDF_LIMITS)
+def test_default_driver_map_and_presets_keep_the_grippers_within_the_urdf_finger_range(rig):
+    """Every shipped map, against the finger range of the rig it belongs to (loading it checked its ends)."""
+    limits = RIG_LIMITS[rig]
+    for _, config in rig_driver_maps()[rig]:
         for arm, driver in config.arms.items():
-            limit = URDF_LIMITS[f"{arm}_gripper"]
+            low, high = (SERVO_RANGE_RAD if driver.gripper.measures == MOTOR  # a servo angle: within its turn
+                         else (limits[f"{arm}_gripper"].lower, limits[f"{arm}_gripper"].upper))
             for g in np.linspace(0.0, 1.0, 101):
-                assert limit.lower <= driver.gripper.to_finger(driver.gripper.to_driver(float(g))) <= limit.upper
+                value = driver.gripper.to_driver(float(g))
+                assert low <= (value if driver.gripper.measures == MOTOR else driver.gripper.to_finger(value)) <= high
 
 
-def test_the_default_map_opens_the_gripper_to_the_urdf_limit():
-    config = load_driver_config(share_path("config", "rig", "arm_drivers.yaml"), URDF_LIMITS)
-    assert {arm: d.gripper.to_driver(1.0) for arm, d in config.arms.items()} == {"left": 0.04, "right": 0.04}
+def test_each_rigs_own_map_opens_the_gripper_fully(rig):
+    """The map a rig's bridge speaks by default: a finger-measured gripper opens to the rig's finger limit (the
+    built-in rig's 0.04 m), a servo-angle one to its map's open angle, read back as fully open."""
+    spec = load_rig_config(rig).driver_config or share_path("config", "rig", "arm_drivers.yaml")
+    config = load_driver_config(spec, RIG_LIMITS[rig])
+    for arm, driver in config.arms.items():
+        g = driver.gripper
+        if g.measures == MOTOR:
+            assert g.to_driver(1.0) == g.open and g.to_normalised(g.to_driver(1.0)) == 1.0
+        else:
+            assert g.to_finger(g.to_driver(1.0)) == RIG_LIMITS[rig][f"{arm}_gripper"].upper
+    if rig == "robofollow":
+        assert {arm: d.gripper.to_driver(1.0) for arm, d in config.arms.items()} == {"left": 0.04, "right": 0.04}
+
+
+def test_the_built_in_rigs_map_is_refused_on_the_aloha_naming_its_finger_range():
+    """A map is checked against the rig it drives: 0..0.04 m of one finger lies outside the ALOHA's slide
+    (0.021..0.057 m), so the built-in rig's map cannot be run on the ALOHA by mistake."""
+    path = share_path("config", "rig", "arm_drivers.yaml")
+    with pytest.raises(ValueError) as info:
+        load_driver_config(path, RIG_LIMITS["aloha"])
+    assert str(info.value) == (f"{path}: arms.left.gripper.closed: 0.0 lies outside the URDF's left_gripper range "
+                               "[0.021, 0.057] (one finger's travel, measures: finger)")
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
@@ -245,14 +282,14 @@ def test_the_default_map_opens_the_gripper_to_the_urdf_limit():
      "arms.left.gripper.open: 0.09 lies outside the URDF's left_gripper range [0, 0.08] (the opening between the "
      "jaws, measures: opening)"),
     ("open: 0.04}", "open: 0.04, measures: degrees}",
-     "arms.left.gripper.measures: 'degrees' is not one of finger, opening"),
+     "arms.left.gripper.measures: 'degrees' is not one of finger, opening, motor"),
 ])
 def test_a_driver_map_beyond_the_urdf_finger_range_is_refused_naming_file_field_and_value(tmp_path, old, new, message):
     text = share_path("config", "rig", "arm_drivers.yaml").read_text()
     path = tmp_path / "drivers.yaml"
     path.write_text(text.replace(old, new, 1))
     with pytest.raises(ValueError) as info:
-        load_driver_config(path, URDF_LIMITS)
+        load_driver_config(path, RIG_LIMITS["robofollow"])
     assert str(info.value) == f"{path}: {message}"
 
 
@@ -281,3 +318,57 @@ def test_limits_read_from_urdf_text():
     assert limits["left_joint1"] == JointLimit(-2.6, 2.6, 3.1)
     with pytest.raises(ValueError, match="urdf"):
         read_joint_limits("<robot>")
+
+
+# -- the workspace box is the rig's ------------------------------------------------------------------------------
+def test_each_rig_brings_its_workspace_box_and_the_built_in_keeps_the_old_default():
+    built_in, aloha = load_rig_config("robofollow"), load_rig_config("aloha")
+    assert built_in.workspace == BUILT_IN_WORKSPACE == ((-0.6, -0.6, 0.745), (0.6, 0.4, 1.4))
+    assert aloha.workspace == ((-0.38, -0.40, 0.745), (0.38, 0.21, 1.31))
+    kinematics = RigKinematics(aloha)  # home lies inside the ALOHA's box
+    for arm, pose in kinematics.tcp_poses(aloha.home_vector()).items():
+        assert np.all(np.asarray(aloha.workspace_min) < pose.position), arm
+        assert np.all(pose.position < np.asarray(aloha.workspace_max)), arm
+
+
+def test_on_the_aloha_the_bridge_holds_a_command_whose_tcp_leaves_the_aloha_box():
+    """What the arm bridge builds on the ALOHA (its limits, its kinematics' TCPs, its YAML's box): a target the
+    arm can reach, inside the built-in rig's box but beyond the ALOHA's (the left TCP 0.3 m across the table),
+    is held; the same target is followed under the built-in box, and home is followed under the ALOHA's."""
+    rig = load_rig_config("aloha")
+    kinematics = RigKinematics(rig)
+
+    def tool_points(arm: str, q: np.ndarray) -> np.ndarray:
+        return np.asarray(kinematics.tcp_poses(q)[arm].position)
+
+    home = rig.home_vector()
+    ik = kinematics.ik("left", np.array([-0.1, 0.3, 0.9]), np.array(TOP_DOWN_QUAT_WXYZ), seed=home[0:6])
+    assert ik.success
+    far = kinematics.arm_vector(home, "left", ik.joints)
+    assert rig.workspace_max[1] < tool_points("left", far)[1] < BUILT_IN_WORKSPACE[1][1]
+
+    def bridge(box: tuple[tuple[float, float, float], tuple[float, float, float]]) -> SafetyFilter:
+        f = SafetyFilter(SafetyConfig(joint_limits=RIG_LIMITS["aloha"], max_step_rad=10.0, workspace_min=box[0],
+                                      workspace_max=box[1]), tool_points)
+        f.update_measured(home)
+        return f
+
+    assert not bridge(rig.workspace).filter(home, now=0.0).hold
+    assert not bridge(BUILT_IN_WORKSPACE).filter(far, now=0.0).hold
+    decision = bridge(rig.workspace).filter(far, now=0.0)
+    assert decision is not None and decision.hold and "left tool point" in decision.reasons[0], decision.reasons
+    np.testing.assert_array_equal(decision.command, home)  # held where it is
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("{min: [0, 0, 1], max: [1, 1, 1]}", "field 'workspace' must have min < max on every axis"),
+    ("{min: [0, 0], max: [1, 1, 2]}", "field 'workspace.min' must list 3 numbers"),
+    ("{min: [0, 0, 0], max: [1, 1, 2], centre: [0, 0, 0]}", "field 'workspace' has unknown keys ['centre']"),
+])
+def test_a_bad_workspace_box_is_refused_naming_the_field(tmp_path, value, message):
+    text = DEFAULT_RIG_CONFIG.read_text(encoding="utf-8").replace(
+        "urdf: ../../urdf/robofollow_rig.urdf", f"urdf: {share_path('urdf', 'robofollow_rig.urdf')}")
+    path = tmp_path / "rig.yaml"
+    path.write_text(f"{text}\nworkspace: {value}\n", encoding="utf-8")
+    with pytest.raises(RigConfigError, match=re.escape(message)):
+        load_rig_config(path)

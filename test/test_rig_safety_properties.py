@@ -9,14 +9,22 @@ holds, under step clamps from a control tick's to the sim profile's and toleranc
 than a step. Every decision the filter makes is checked against the rules as worded in
 ``rig/safety.py`` — by an oracle that tracks only what the rules talk about (the last valid measured
 state, the e-stop and its last release, the last executed command) — and mapped through every shipped
-driver map to check the gripper's driver value against the URDF finger range.
+driver map of the stream's rig to check the gripper's driver value against that rig's finger range (a servo-angle
+gripper's against the servo's turn).
 
-Cost and determinism: 10,000 streams (``SAFETY_EXAMPLES`` overrides it for a longer soak), with
+Both shipped rigs: the rig is one more field of a stream's config, so each stream runs on one of them with its
+limits (``rig_joint_limits``: the arm joints in contract units, ``<arm>_gripper`` the first finger joint's travel)
+and its driver maps — the ones its rig YAML names in ``driver_config`` (the ALOHA's ``aloha_interbotix``), the
+rest of ``config/rig/`` being the built-in rig's (``arm_drivers``, ``cobot_magic``, ``piper_ros2``). A map is
+never checked against the other rig's fingers: the built-in maps' 0..0.04 m would not fit the ALOHA's slides.
+
+Cost and determinism: 10,000 streams over both rigs, not 10,000 each (``SAFETY_EXAMPLES`` overrides it for a
+longer soak), with
 ``derandomize=True`` and no example database, so CI runs the same cases every time. A stream is one
 Hypothesis byte string (structure: which events, modes, stamps, receptions, times) and the 14 values
 of a vector come from a NumPy generator seeded by two of its bytes: drawing every field and value
 through Hypothesis costs ~5 ms an example, minutes for 10,000. The mutation test below puts each
-measured defect back and checks that the streams find it.
+measured defect back and checks that the streams of each rig find it.
 """
 
 from __future__ import annotations
@@ -31,15 +39,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robofollow_ros.contract import ACTION_DIM, ARMS, GRIPPER_INDEX, JOINT_NAMES
-from robofollow_ros.paths import share_path
-from robofollow_ros.rig.driver_config import load_driver_config
+from robofollow_ros.rig.driver_config import MOTOR, SERVO_RANGE_RAD, DriverConfig
 from robofollow_ros.rig.safety import ARM_INDEX, SafetyConfig, SafetyDecision, SafetyFilter
-from robofollow_ros.robot.urdf_limits import read_joint_limits
-from robofollow_ros.yamlio import read_yaml_mapping
+from shipped_rigs import LIMITS, RIGS, rig_driver_maps
 
-URDF_LIMITS = read_joint_limits(share_path("urdf", "robofollow_rig.urdf"))
-DRIVER_MAPS = [load_driver_config(p, URDF_LIMITS) for p in sorted(share_path("config", "rig").glob("*.yaml"))
-               if "arms" in read_yaml_mapping(p, "driver_config")]
+DRIVER_MAPS: dict[str, list[DriverConfig]] = {rig: [m for _, m in maps] for rig, maps in rig_driver_maps().items()}
 EXAMPLES = int(os.environ.get("SAFETY_EXAMPLES", "10000"))
 #: Reception times live on their own clock (the middleware's), offset from the node's clock.
 RECEPTION_OFFSET = 1.7e9
@@ -52,15 +56,18 @@ COMMAND_MODES = ("near",) * 6 + ("exact",) * 4 + ("inside", "inside", "beyond", 
 STAMPS = ("none", "now", "zero", "old", "at_release", "just_after_release", "future", "now")
 RECEIPTS = ("now", "unknown", "queued_long_ago", "just_before_release", "at_release", "now", "now", "now")
 DTS = (0.0, 0.001, 0.02, 0.0999, 0.1, 0.1001, 0.5, 3.0)
-CONFIGS = [(step, grip, tol, box) for step in (0.05, 0.3, 7.0) for grip in (0.2, 1.0) for tol in (0.0, 0.01, 0.5)
-           for box in (False, True)]
+#: (step clamp, gripper step, tolerance, workspace box, rig); the rig varies fastest, so the 256 values of a
+#: stream's first byte split the streams between the rigs evenly.
+Config = tuple[float, float, float, bool, str]
+CONFIGS: list[Config] = [(step, grip, tol, box, rig) for step in (0.05, 0.3, 7.0) for grip in (0.2, 1.0)
+                         for tol in (0.0, 0.01, 0.5) for box in (False, True) for rig in RIGS]
 HEADER_BYTES, EVENT_BYTES, MIN_EVENTS, MAX_EVENTS = 3, 3, 2, 8
 #: A stream as one byte string: one Hypothesis choice per example (drawing each event's fields would cost
 #: tens of draws, ~5 ms an example); shrinking it (shorter, smaller bytes) still simplifies the stream.
 STREAMS = st.binary(min_size=HEADER_BYTES + EVENT_BYTES * MIN_EVENTS, max_size=HEADER_BYTES + EVENT_BYTES * MAX_EVENTS)
 
 
-def decode(data: bytes) -> tuple[tuple[float, float, float, bool], bool, int, list[tuple]]:
+def decode(data: bytes) -> tuple[Config, bool, int, list[tuple]]:
     """Config, whether to start measured, a value seed and the events: 3 header bytes, then 3 bytes an event
     (kind and mode; stamp and reception; time step and e-stop flag). Zero bytes are a plain unstamped
     command near the measured position, received now."""
@@ -165,23 +172,23 @@ class Rig:
     step: np.ndarray
     tolerance: np.ndarray
     box: bool
+    name: str  # which rig: its limits bound the filter, its driver maps carry the grippers
 
     @classmethod
-    def make(cls, config: tuple[float, float, float, bool]) -> Rig:
+    def make(cls, config: Config) -> Rig:
         """A fresh filter (it has state); the rest is the same for every stream of one config."""
         safety_config, lower, upper, step, tolerance = _RIG_CONSTANTS[config]
         f = SafetyFilter(safety_config, _tool_points if config[3] else None)
-        return cls(f, lower, upper, step, tolerance, config[3])
+        return cls(f, lower, upper, step, tolerance, config[3], config[4])
 
 
 def _tool_points(arm: str, q: np.ndarray) -> np.ndarray:  # a box on one joint: exercises workspace holds
     return np.array([q[0] if arm == "left" else q[7], 0.0, 1.0])
 
 
-def _constants(config: tuple[float, float, float, bool]) -> tuple[SafetyConfig, np.ndarray, np.ndarray, np.ndarray,
-                                                                  np.ndarray]:
-    max_step, max_grip, tolerance, _ = config
-    safety_config = SafetyConfig(joint_limits=URDF_LIMITS, max_step_rad=max_step, max_gripper_step=max_grip,
+def _constants(config: Config) -> tuple[SafetyConfig, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    max_step, max_grip, tolerance, _, rig = config
+    safety_config = SafetyConfig(joint_limits=LIMITS[rig], max_step_rad=max_step, max_gripper_step=max_grip,
                                  limit_tolerance_rad=tolerance, workspace_min=(-1.5, -1.0, 0.5),
                                  workspace_max=(1.5, 1.0, 1.5))
     f = SafetyFilter(safety_config)
@@ -220,10 +227,14 @@ def _check(d: SafetyDecision, rig: Rig, oracle: Oracle, *, from_command: bool) -
         assert d.arms == ARMS
     if from_command and oracle.estop:
         assert d.hold, "a command executed under the e-stop"
-    for driver_map in DRIVER_MAPS:  # the grippers' driver values stay within the URDF's finger range
-        for arm in d.arms:
-            mapping, limit = driver_map.arms[arm].gripper, URDF_LIMITS[f"{arm}_gripper"]
-            assert limit.lower <= mapping.to_finger(mapping.to_driver(float(c[GRIPPER_INDEX[arm]]))) <= limit.upper
+    for driver_map in DRIVER_MAPS[rig.name]:  # the grippers' driver values stay within the rig's finger range
+        for arm in d.arms:  # (a servo-angle gripper, which no URDF joint measures: within the servo's turn)
+            mapping, limit = driver_map.arms[arm].gripper, LIMITS[rig.name][f"{arm}_gripper"]
+            value = mapping.to_driver(float(c[GRIPPER_INDEX[arm]]))
+            if mapping.measures == MOTOR:
+                assert SERVO_RANGE_RAD[0] <= value <= SERVO_RANGE_RAD[1]
+            else:
+                assert limit.lower <= mapping.to_finger(value) <= limit.upper
 
 
 def _check_executed(d: SafetyDecision, q: np.ndarray, stamp: float | None, received: float | None, rig: Rig,
@@ -249,6 +260,7 @@ def run_stream(data: bytes, tally: dict[str, int]) -> None:
         f.update_measured(oracle.measured)
     now = 100.0
     tally["examples"] += 1
+    tally[f"examples {rig.name}"] += 1
     for n, e in enumerate(events):
         reception_now = now + RECEPTION_OFFSET + n * 1e-6  # events arrive one after another
         decision: SafetyDecision | None
@@ -302,6 +314,9 @@ def run_stream(data: bytes, tally: dict[str, int]) -> None:
         tally["holds"] += decision.hold
         tally["outside"] += bool(decision.outside_limits)
         tally["left_out"] += len(decision.arms) < 2
+        tally[f"executed {rig.name}"] += not decision.hold
+        tally[f"holds {rig.name}"] += decision.hold
+        tally[f"outside {rig.name}"] += bool(decision.outside_limits)
         _check(decision, rig, oracle, from_command=from_command)
 
 
@@ -312,31 +327,50 @@ def _streams(data: bytes, tally: dict[str, int]) -> None:
     run_stream(data, tally)
 
 
+def new_tally() -> dict[str, int]:
+    return dict.fromkeys(("examples", "decisions", "executed", "holds", "outside", "left_out", "watchdog",
+                          *(f"{key} {rig}" for key in ("examples", "executed", "holds", "outside") for rig in RIGS)), 0)
+
+
 def test_every_decision_of_generated_streams_keeps_the_safety_rules():
-    tally = dict.fromkeys(("examples", "decisions", "executed", "holds", "outside", "left_out", "watchdog"), 0)
+    tally = new_tally()
     start = time.perf_counter()
     _streams(tally=tally)
     elapsed = time.perf_counter() - start
     print(f"\nsafety properties: {tally['examples']} streams, {tally['decisions']} decisions checked "
           f"({tally['executed']} executed, {tally['holds']} holds, {tally['outside']} with a joint outside its "
           f"limits, {tally['left_out']} leaving an arm out, {tally['watchdog']} watchdog holds), 0 violations, "
-          f"{elapsed:.1f} s")
+          f"{elapsed:.1f} s; " + ", ".join(f"{rig}: {tally[f'examples {rig}']} streams" for rig in RIGS))
     assert tally["examples"] >= EXAMPLES
-    # Every side of every rule was reached, not just the easy one.
+    # Every side of every rule was reached, not just the easy one, and on each rig.
     assert min(tally["executed"], tally["holds"]) >= EXAMPLES // 2
     assert min(tally["outside"], tally["left_out"], tally["watchdog"]) >= EXAMPLES // 100
+    for rig in RIGS:
+        assert tally[f"examples {rig}"] >= EXAMPLES // 3
+        assert min(tally[f"executed {rig}"], tally[f"holds {rig}"]) >= EXAMPLES // 5
+        assert tally[f"outside {rig}"] >= EXAMPLES // 200
 
 
+def test_each_shipped_driver_map_belongs_to_one_rig_and_each_rig_has_one():
+    """The ALOHA's map (``measures: motor``) goes with the ALOHA; the built-in rig's default map with it."""
+    maps = {rig: sorted(path.stem for path, _ in found) for rig, found in rig_driver_maps().items()}
+    assert "arm_drivers" in maps["robofollow"] and maps["aloha"] == ["aloha_interbotix"]
+    assert all(maps[rig] for rig in RIGS)
+
+
+@pytest.mark.parametrize("rig", RIGS)
 @pytest.mark.parametrize(("mutant", "caught"), [
     ("replay", "before a release, executed"),  # the e-stop replay: no release rule
     ("no_limit_clip", "beyond the joint limits"),  # the step clamp / hold paths without the final limit clip
 ])
-def test_the_properties_catch_the_measured_defects(monkeypatch, mutant, caught):
-    """The harness can fail: with either defect put back, the generated streams find it."""
+def test_the_properties_catch_the_measured_defects(monkeypatch, mutant, caught, rig):
+    """The harness can fail: with either defect put back, the generated streams of each rig find it."""
+    monkeypatch.setitem(globals(), "CONFIGS", [c for c in CONFIGS if c[4] == rig])  # decode picks only this rig
     if mutant == "replay":
         monkeypatch.setattr(SafetyFilter, "_older_than_release", lambda self, stamp, received: None)
     else:
         monkeypatch.setattr(SafetyFilter, "_within_limits", lambda self, q: np.asarray(q, dtype=float))
-    tally = dict.fromkeys(("examples", "decisions", "executed", "holds", "outside", "left_out", "watchdog"), 0)
+    tally = new_tally()
     with pytest.raises(AssertionError, match=caught):
         _streams(tally=tally)
+    assert tally[f"examples {rig}"] == tally["examples"]  # every stream it ran was on this rig

@@ -110,7 +110,9 @@ def test_run_json_holds_every_official_field_with_the_official_values(finished_r
         "policy_kwargs": '{"chunk_size": 5}', "policy_timeout": 300.0, "list": False, "dry_run": False}
     assert [p for p in OFFICIAL_VERSIONS if p not in run["versions"]] == []
     assert run["curobo_source_sha256"] is None  # no cuRobo here
-    assert set(run["config_sha256"]) == set(provenance.CONFIG_FILES)
+    # the official hashes its embodiment configs; ours are the active rig's files (the built-in rig here)
+    assert set(run["config_sha256"]) == {"config/robot/rig.yaml", "urdf/robofollow_rig.urdf"}
+    assert run["rig"]["name"] == "robofollow"
     assert run["asset_overrides"] == {"version": 1, "files": []}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from robofollow_ros.bringup.profiles import (
     with_overrides,
     without_nodes,
 )
-from robofollow_ros.paths import share_path
 from robofollow_ros.policy.spec import PolicySpecError, check_privileged
 
 #: Nodes that play or drive the arms: all of them must read the same driver map.
@@ -36,6 +35,8 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
     "use_sim": ("false", "true: the SAPIEN simulation (profile sim); false: the physical rig (profile rig)"),
     "use_mock_hardware": ("false", "true: mock drivers and still cameras, no physics and no SAPIEN (profile mock)"),
     "profile": ("", "a profile YAML to use instead of the one use_sim / use_mock_hardware pick"),
+    "rig": ("", "rig: a name (robofollow, aloha, …: config/rigs/) or a rig YAML / folder, set as ROBOFOLLOW_RIG "
+                "for every node; empty: $ROBOFOLLOW_RIG or the built-in rig"),
     "scene": ("", "as robofollow eval --scene: all or a comma list of scene1..scene4"),
     "levels": ("", "as robofollow eval --levels: a comma list of L0..L3"),
     "limit": ("", "as robofollow eval --limit: the first K selected tasks of each scene and level"),
@@ -58,7 +59,7 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
     "foxglove_host": ("", "address the live Foxglove server binds (empty: the profile's, 127.0.0.1)"),
     "foxglove_port": ("", "port of the live Foxglove server (empty: the profile's, 8765; 0 picks a free one)"),
     "calibration_dir": ("", "perception_node: the rig's camera calibration directory"),
-    "driver_config": ("", "arm driver map: a file under config/rig/ (e.g. piper_ros2) or a path"),
+    "driver_config": ("", "arm driver map: a preset under config/rig/ (e.g. piper_ros2, aloha) or a path"),
     "remap": ("", "topic remappings 'FROM:=TO FROM:=TO' for every node"),
     "remap_file": ("", "a remap preset under config/rig/ (e.g. realsense2_camera) or a path"),
 }
@@ -91,14 +92,16 @@ class Choices:
     driver_config: str | None = None
     remaps: list[str] = field(default_factory=list)  # "FROM:=TO"
     remap_files: list[str] = field(default_factory=list)
+    #: A rig (name, YAML or folder): loaded and checked here, and every node's ``ROBOFOLLOW_RIG``.
+    rig: str | None = None
 
 
 def driver_config_path(name: str) -> Path:
-    """A driver map: a name under ``config/rig/`` (``.yaml`` optional) or a path."""
-    path = Path(name)
-    if len(path.parts) == 1 and not path.is_file():
-        return share_path("config", "rig", name if name.endswith(".yaml") else f"{name}.yaml")
-    return path
+    """A driver map: a preset under ``config/rig/`` by name (``.yaml`` optional; ``aloha`` for
+    ``aloha_interbotix``) or a path; ``ValueError`` naming the presets for a bare name that is neither."""
+    from robofollow_ros.rig.driver_config import driver_config_file
+
+    return driver_config_file(name)
 
 
 def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
@@ -149,7 +152,10 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
     if choices.calibration_dir is not None and profile.has(TRIAL_MANAGER):  # its health check reads the same
         extra.setdefault(TRIAL_MANAGER, {})["calibration_dir"] = choices.calibration_dir
     if choices.driver_config is not None:
-        path = driver_config_path(choices.driver_config)
+        try:
+            path = driver_config_path(choices.driver_config)
+        except ValueError as exc:
+            raise ProfileError(f"{flag('driver_config')}: {exc}") from None
         if not path.is_file():
             raise ProfileError(f"{flag('driver_config')}: no driver map {str(path)!r}")
         for node in (n for n in DRIVER_NODES if profile.has(n)):
@@ -172,6 +178,8 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
         remaps += parse_remappings({source: target}, flag("remap"))
     chosen = with_overrides(profile, trials=trials, policy=choices.policy, output=choices.output, extra=extra,
                             remappings=remaps)
+    if choices.rig is not None:
+        chosen = replace(chosen, environment=(*chosen.environment, *rig_environment(choices.rig, flag).items()))
     check_parameters(chosen, f"profile {profile.path} with the options given")
     check_node_files(chosen, choices, flag)
     if chosen.has("policy_node"):
@@ -245,8 +253,10 @@ def check_node_files(profile: Profile, choices: Choices, flag: Any) -> None:
                 f"profile {profile.path}: node {node}: parameter 'driver_config'"
             _check_driver_config(Path(str(driver_file)), where)
     if profile.has("perception_node"):
+        from robofollow_ros.robot.calibration import rig_calibration_dir
+
         params = profile.node("perception_node").parameters
-        calibration = Path(str(params.get("calibration_dir") or share_path("calibration", "sim")))
+        calibration = Path(str(params.get("calibration_dir") or rig_calibration_dir()))
         where = flag("calibration_dir") if choices.calibration_dir is not None else \
             f"profile {profile.path}: node perception_node: parameter 'calibration_dir'"
         if not calibration.is_dir():
@@ -284,6 +294,20 @@ def _check_calibration(calibration: Path, colour_model: Path | None, where: str,
 
 def _one_line(exc: BaseException) -> str:
     return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
+def rig_environment(spec: str, flag: Any) -> dict[str, str]:
+    """``{ROBOFOLLOW_RIG: the rig YAML}`` of the rig ``spec`` names (a name, a YAML or a folder), after loading
+    it: one line naming ``flag('rig')`` and the value where it cannot be. The nodes load it themselves
+    (``robot.rig_config.load_rig_config()``), as every process does from that variable."""
+    from robofollow_ros.robot.rig_config import RigConfigError
+    from robofollow_ros.robot.rig_description import ENV_RIG, load_rig
+
+    try:
+        rig = load_rig(spec)
+    except (RigConfigError, OSError) as exc:
+        raise ProfileError(f"{flag('rig')}: {_one_line(exc)}") from None
+    return {ENV_RIG: str(rig.source)}
 
 
 def _launch_flag(name: str) -> str:
@@ -344,7 +368,7 @@ def launch_profile(**values: str) -> Profile:
                       control_hz=_float_argument(values, "control_hz"), foxglove_host=text("foxglove_host"),
                       foxglove_port=_int_argument(values, "foxglove_port"), calibration_dir=text("calibration_dir"),
                       driver_config=text("driver_config"), remaps=(text("remap") or "").split(),
-                      remap_files=(text("remap_file") or "").split())
+                      remap_files=(text("remap_file") or "").split(), rig=text("rig"))
     return apply_choices(chosen, choices, _launch_flag)
 
 

@@ -60,6 +60,9 @@ class Profile:
     nodes: tuple[NodeSpec, ...]
     #: (from, to) topic remappings applied to every node, in order.
     remappings: tuple[tuple[str, str], ...] = ()
+    #: (name, value) environment variables set for every node: ``ROBOFOLLOW_RIG`` where a rig was chosen
+    #: (``rig:=``; ``robofollow bringup --rig`` sets it in its own environment, which the nodes inherit).
+    environment: tuple[tuple[str, str], ...] = ()
 
     def node(self, executable: str) -> NodeSpec:
         for spec in self.nodes:

@@ -108,12 +108,14 @@ def run_in_process(profile: Profile, stop: threading.Event,
     """All nodes in one process and one executor (still over DDS); returns when the trials end or ``stop``.
 
     With ``on_finished``, the trials' end calls it and the graph keeps running until ``stop`` (the live
-    Foxglove view stays up to inspect the final state)."""
+    Foxglove view stays up to inspect the final state). The profile's ``environment`` (a chosen rig) becomes
+    this process's, as the nodes read it here."""
     import rclpy
     from rclpy.context import Context
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
+    os.environ.update(dict(profile.environment))
     context = Context()
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     nodes: list[Any] = []
@@ -173,6 +175,7 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
     finished = False
     keys = _takes_terminal_keys(profile)
     reader = None
+    env = child_env({**os.environ, **dict(profile.environment)})  # this process's (--rig's), the profile's
     try:
         for spec in profile.nodes:
             out = open(log_dir / f"{spec.executable}.log", "wb") if log_dir else None  # noqa: SIM115
@@ -181,7 +184,7 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
             # seconds) would print a KeyboardInterrupt traceback from inside the import.
             procs[spec.executable] = subprocess.Popen(
                 child_command(spec.module, arguments[spec.executable]),
-                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=child_env(), process_group=0,
+                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=env, process_group=0,
                 stdin=subprocess.PIPE if keys and spec.executable == TRIAL_MANAGER else None)
         manager = procs.get(TRIAL_MANAGER)
         if keys and manager is not None:

@@ -3,7 +3,8 @@
 Each module in this package (not starting with ``_``) contributes subcommands through a
 ``register(subparsers)`` function, so a new feature adds one file and touches no shared list.
 Modules keep heavy imports (SAPIEN, torch, rclpy) inside their handlers: ``robofollow tasks``
-must not pay for a physics engine.
+must not pay for a physics engine. A command that loads the rig takes ``--rig`` (``_common.add_rig_option``);
+the rig is loaded and made the active one (``ROBOFOLLOW_RIG``) before its handler runs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from robofollow_ros import __version__
-from robofollow_ros.cli._common import CliError, Parser
+from robofollow_ros.cli._common import CliError, Parser, apply_rig
 from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 
 
@@ -96,6 +97,8 @@ def _main(argv: Sequence[str] | None) -> int:
         except SystemExit as exc:  # a bad argument (one line printed, status 2), --help, --version
             return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
         args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed: `eval` names the line resuming it
+        if hasattr(args, "rig_spec"):  # a command taking --rig: its rig is checked and made active first
+            args.rig_config = apply_rig(args)
         return int(args.func(args) or 0)
     except CliError as exc:
         print(f"robofollow {args.command}: error: {exc}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Shared pieces of the CLI: the user-facing error type, the range-checked number types, JSON printing.
+"""Shared pieces of the CLI: the user-facing error type, the range-checked number types, ``--rig``, JSON printing.
 
 Every numeric option of every subcommand takes its ``type`` from :func:`integer` or :func:`number`
 (``test_cli_bad_input`` holds every option to it): an absurd value (``inf``, ``1e300``, ``-3``,
@@ -14,12 +14,16 @@ import contextlib
 import errno
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OUTPUT_UNUSABLE
+
+if TYPE_CHECKING:
+    from robofollow_ros.robot.rig_config import RigConfig
 
 #: The longest timeout or duration an option takes: a week. Longer is no bound at all, and far longer
 #: (``threading.TIMEOUT_MAX``, ~292 years) makes every socket and lock call fail with OverflowError.
@@ -149,6 +153,51 @@ def writing(path: Path, flag: str) -> Iterator[None]:
     except OSError as exc:
         code = EXIT_BAD_INPUT if exc.errno in (errno.ENOTDIR, errno.EISDIR, errno.ENOENT) else EXIT_OUTPUT_UNUSABLE
         raise CliError(f"{flag}: cannot write {path} ({exc.strerror or exc})", code) from None
+
+
+#: ``--rig``'s help, the same on every command that takes it.
+RIG_HELP = ("rig: a name (robofollow, aloha, …: config/rigs/) or a rig YAML / folder; default: $ROBOFOLLOW_RIG or "
+            "the built-in rig")
+
+
+def add_rig_option(parser: argparse.ArgumentParser) -> None:
+    """``--rig NAME|PATH`` on a command that loads the rig (in this process or in the ones it starts).
+
+    The command line applies it (:func:`apply_rig`) after parsing and before the command's handler runs, so a
+    bad rig is refused before anything is read or written. Stored as ``args.rig_spec``: ``robofollow bringup``'s
+    positional ``rig`` is the profile."""
+    parser.add_argument("--rig", dest="rig_spec", metavar="NAME|PATH", help=RIG_HELP)
+
+
+def apply_rig(args: argparse.Namespace) -> RigConfig | None:
+    """Load the rig ``--rig`` names (else ``$ROBOFOLLOW_RIG``'s) and make it the active rig of this process and of
+    every process it starts: ``ROBOFOLLOW_RIG`` is set to the resolved rig YAML, which every component loads
+    (``robot.rig_config.load_rig_config()``: nodes, Ray and pool workers, the oracle, servers this command
+    starts). None where neither is given (the built-in rig, loaded where it is needed).
+
+    A rig that cannot be loaded is one line naming ``--rig`` (or ``$ROBOFOLLOW_RIG``) and the value (exit 2).
+    Loading reads YAML and URDF files only: no SAPIEN, no rclpy."""
+    from robofollow_ros.robot.rig_config import RigConfigError
+    from robofollow_ros.robot.rig_description import ENV_RIG, load_rig
+
+    spec = getattr(args, "rig_spec", None)
+    where = "--rig"
+    if spec is not None and not spec.strip():
+        raise CliError("--rig: '' is empty; give a rig's name or a rig YAML / folder")
+    if spec is None:
+        spec, where = os.environ.get(ENV_RIG) or None, f"${ENV_RIG}"
+        if spec is None:
+            return None
+    try:
+        rig = load_rig(spec)
+    except (RigConfigError, OSError) as exc:
+        raise CliError(f"{where}: {_one_line(exc)}") from None
+    os.environ[ENV_RIG] = str(rig.source)
+    return rig
+
+
+def _one_line(exc: BaseException) -> str:
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 def print_json(payload: Any) -> None:

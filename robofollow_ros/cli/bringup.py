@@ -7,7 +7,9 @@ the Foxglove port, each failing with one line and its own exit status; then it r
 stops cleanly on Ctrl-C / SIGTERM or when the trials end, and prints the score table. Run from a
 terminal with the Foxglove node in the profile, the graph (and so the live view) stays up after the
 trials until Ctrl-C, so the final state can be inspected; ``--exit-when-done`` (scripts, CI,
-``make demo``) exits at once.
+``make demo``) exits at once. ``--rig`` (checked before anything starts) is this process's
+``ROBOFOLLOW_RIG``: the nodes, in this process or each in its own (which inherits the environment),
+load that rig, and the trial manager's run.json records it.
 
 With one process per node, a node that dies on its own is named in one line with its signal or exit
 status, and the command exits with a documented status (``EXIT_TRIALS_FAILED``, never a raw signal
@@ -31,6 +33,7 @@ from robofollow_ros.cli._common import (
     PORT,
     STEPS,
     CliError,
+    add_rig_option,
     integer,
     number,
     seconds,
@@ -54,6 +57,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("rig", choices=("sim", "rig", "mock"),
                    help="which profile: sim (SAPIEN), rig (the physical arms) or mock (mock hardware, no physics)")
     p.add_argument("--profile", type=Path, metavar="FILE", help="a profile YAML instead of config/profiles/<rig>.yaml")
+    add_rig_option(p)
     p.add_argument("--policy", metavar="SPEC", help="policy SPEC for policy_node (hold, oracle, tcp://HOST:PORT, ...)")
     p.add_argument("--kwargs", metavar="JSON", help="JSON keyword arguments for the policy factory or client")
     p.add_argument("--privileged", action="store_true",

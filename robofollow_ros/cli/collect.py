@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import WORKERS, CliError, image_size, integer
+from robofollow_ros.cli._common import WORKERS, CliError, add_rig_option, image_size, integer
 from robofollow_ros.exit_status import EXIT_OUTPUT_UNUSABLE
 
 
@@ -31,6 +31,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--vcodec", choices=("libsvtav1", "h264"), default="libsvtav1",
                    help="video codec (default libsvtav1, as LeRobot records)")
     p.add_argument("--workers", type=WORKERS, default=1, help="parallel worker processes (default 1)")
+    add_rig_option(p)
     p.add_argument("--resume", action="store_true", help="continue a killed collection in --output")
     p.set_defaults(func=_collect)
 

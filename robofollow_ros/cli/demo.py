@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import PORT, WORKERS, CliError, integer
+from robofollow_ros.cli._common import PORT, WORKERS, CliError, add_rig_option, integer
 from robofollow_ros.exit_status import EXIT_PORT_IN_USE
 
 
@@ -28,6 +28,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--per-group", type=integer(1, 1000), default=2,
                    help="mirage: tasks per scene and level (default 2)")
     p.add_argument("--workers", type=WORKERS, default=2, help="mirage: parallel worker processes (default 2)")
+    add_rig_option(p)
     p.set_defaults(func=_demo)
 
 

@@ -10,7 +10,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import MAX_ACTIONS_PER_STEP, MAX_LIMIT, STEPS, WORKERS, CliError, integer, seconds
+from robofollow_ros.cli._common import (
+    MAX_ACTIONS_PER_STEP,
+    MAX_LIMIT,
+    STEPS,
+    WORKERS,
+    CliError,
+    add_rig_option,
+    integer,
+    seconds,
+)
 from robofollow_ros.exit_status import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -74,8 +83,9 @@ def register(subparsers: Any) -> None:
                    help="hand every policy the privileged state (task id, true object poses), also over tcp://; "
                         "recorded in run.json; such a run is not comparable with published results (without it "
                         "only the oracle and blind get it, in process)")
+    add_rig_option(p)
     p.add_argument("--output", required=True, type=Path, help="new or empty run directory")
-    p.add_argument("--resume", action="store_true", help="continue a killed run in --output")
+    p.add_argument("--resume", action="store_true", help="continue a killed run in --output (on the same rig)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON at the end")
     p.add_argument("--record", action="store_true",
                    help="record every trial to OUTPUT/mcap/<trial>.mcap (Foxglove; `robofollow replay` re-scores)")

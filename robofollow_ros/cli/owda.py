@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.cli import _owda_capture
-from robofollow_ros.cli._common import SEED, CliError, integer, print_json, seconds, writing
+from robofollow_ros.cli._common import SEED, CliError, add_rig_option, integer, print_json, seconds, writing
 from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OUTPUT_UNUSABLE, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 
 #: ``owda generate --anchors``: atomic families per anchor file.
@@ -73,6 +73,7 @@ def register(subparsers: Any) -> None:
     exe.add_argument("--suite", type=Path, metavar="DIR", help="suite holding the anchor (default: generate seed 0)")
     exe.add_argument("--sim", action="store_true", required=True, help="run in SAPIEN (the only mode for now)")
     exe.add_argument("--anchor-file", type=Path, metavar="FILE", help="the anchor from a file (owda capture)")
+    add_rig_option(exe)
     exe.add_argument("--json", action="store_true")
     exe.set_defaults(func=_execute)
 

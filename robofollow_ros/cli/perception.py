@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--max-steps", type=STEPS, default=10, metavar="N", help="policy calls per trial (default 10)")
     ev.add_argument("--no-depth", action="store_true", help="table-plane mode: RGB only")
     ev.add_argument("--calibration", type=Path, metavar="DIR",
-                    help="camera_info + extrinsics (+ colour.yaml) directory (default calibration/sim)")
+                    help="camera_info + extrinsics (+ colour.yaml) directory (default: the active rig's simulated "
+                         "cameras, calibration/sim for the built-in rig)")
     ev.add_argument("--colour-model", type=Path, metavar="FILE",
                     help="colour model to use (default: <calibration>/colour.yaml, else the built-in one)")
     ev.add_argument("--perturb", metavar="SUITE",
@@ -70,9 +71,9 @@ def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.perception.sim_eval import layouts_trials, run_perception_eval
     from robofollow_ros.perception.tracker import load_colour_model
     from robofollow_ros.policy.spec import PolicySpecError, load_policy
-    from robofollow_ros.robot.calibration import DEFAULT_CALIBRATION_DIR
+    from robofollow_ros.robot.calibration import rig_calibration_dir
 
-    calibration = args.calibration or DEFAULT_CALIBRATION_DIR
+    calibration = args.calibration or rig_calibration_dir()  # the cameras of the world it renders (ROBOFOLLOW_RIG)
     try:
         camera = CameraModel.from_calibration_dir(calibration, "head")
     except CalibrationError as exc:

@@ -6,7 +6,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from robofollow_ros.cli._common import MAX_PIXELS, SEED, CliError, integer, output_file, print_json, writing
+from robofollow_ros.cli._common import (
+    MAX_PIXELS,
+    SEED,
+    CliError,
+    add_rig_option,
+    integer,
+    output_file,
+    print_json,
+    writing,
+)
 
 #: A camera picture's width or height.
 pixels = integer(1, MAX_PIXELS, unit="pixels")
@@ -23,14 +32,14 @@ def register(subparsers: Any) -> None:
     snap.add_argument("--out", required=True, type=Path, metavar="DIR")
     snap.add_argument("--width", type=pixels, default=320)
     snap.add_argument("--height", type=pixels, default=240)
-    snap.add_argument("--rig", type=Path, help="rig YAML (default config/robot/rig.yaml)")
+    add_rig_option(snap)
     snap.set_defaults(func=_snapshot)
 
     calib = sub.add_parser("calibration", help="write camera_info YAMLs and extrinsics of the simulated cameras")
     calib.add_argument("--out", required=True, type=Path, metavar="DIR")
     calib.add_argument("--width", type=pixels, default=320)
     calib.add_argument("--height", type=pixels, default=240)
-    calib.add_argument("--rig", type=Path, help="rig YAML (default config/robot/rig.yaml)")
+    add_rig_option(calib)
     calib.set_defaults(func=_calibration)
 
     urdf = sub.add_parser("urdf", help="regenerate the built-in rig URDF from its figures")
@@ -38,13 +47,16 @@ def register(subparsers: Any) -> None:
     urdf.set_defaults(func=_urdf)
 
 
-def _load_rig(path: Path | None) -> Any:
+def _load_rig(args: argparse.Namespace) -> Any:
+    """The rig ``--rig`` named (loaded and made active before the handler ran), else the built-in one."""
+    if getattr(args, "rig_config", None) is not None:
+        return args.rig_config
     from robofollow_ros.robot.rig_config import RigConfigError, load_rig_config
 
     try:
-        return load_rig_config(path)
+        return load_rig_config()
     except RigConfigError as exc:
-        raise CliError(f"--rig: {exc}" if path is not None else str(exc)) from None
+        raise CliError(str(exc)) from None
 
 
 def _snapshot(args: argparse.Namespace) -> int:
@@ -65,7 +77,7 @@ def _snapshot(args: argparse.Namespace) -> int:
         raise CliError(f"--seed: training task {args.task!r} has no evaluation seeds; pass --seed")
     if args.out.exists() and not args.out.is_dir():
         raise CliError(f"--out: {str(args.out)!r} exists and is not a directory")
-    rig = _load_rig(args.rig)
+    rig = _load_rig(args)
 
     from robofollow_ros.rig.layout_picture import plot_layout
     from robofollow_ros.scoring.geometry import yaw_of
@@ -94,7 +106,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 def _calibration(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise CliError(f"--out: {str(args.out)!r} exists and is not a directory")
-    rig = _load_rig(args.rig)
+    rig = _load_rig(args)
     from robofollow_ros.robot.calibration import write_rig_calibration
 
     with writing(args.out, "--out"):

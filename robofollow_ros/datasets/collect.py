@@ -9,7 +9,8 @@ failures, never written. When every episode is staged, ``writer.assemble`` build
 plan order and the staging directory is removed. ``resume`` continues a killed collection.
 
 The dataset root is a ``rundir.RunDirectory``: locked for the whole collection (a second one into
-it is refused), its settings recorded in ``meta/robofollow.json`` and checked by ``--resume``.
+it is refused), its settings recorded in ``meta/robofollow.json`` and checked by ``--resume``; among them
+the rig's name (``--rig``; the rig's files with their SHA-256 are recorded there as ``rig``).
 """
 
 from __future__ import annotations
@@ -172,8 +173,24 @@ class CollectError(ValueError):
 
 
 def collect_identity(config: CollectConfig) -> Identity:
-    """The settings a ``--resume`` must share, recorded in ``meta/robofollow.json`` under ``"collect"``."""
-    return Identity(config.identity(), record=DATASET_META_FILE, key=COLLECT_IDENTITY_KEY)
+    """The settings a ``--resume`` must share, recorded in ``meta/robofollow.json`` under ``"collect"``: the
+    config's and the active rig's name (demonstrations of two robots are not one dataset)."""
+    from robofollow_ros.evaluation.provenance import active_rig
+
+    return _CollectIdentity({**config.identity(), "rig": active_rig().name}, record=DATASET_META_FILE,
+                            key=COLLECT_IDENTITY_KEY)
+
+
+class _CollectIdentity(Identity):
+    """A collection recorded before ``rig`` was: it ran on the built-in rig (there was no other)."""
+
+    def recorded(self, run_dir: Path) -> dict[str, Any] | None:
+        data = super().recorded(run_dir)
+        if data is not None and "rig" not in data:
+            from robofollow_ros.robot.rig_description import BUILT_IN_RIG
+
+            data = {**data, "rig": BUILT_IN_RIG}
+        return data
 
 
 def open_output(config: CollectConfig) -> RunDirectory:
@@ -216,7 +233,10 @@ def _collect(config: CollectConfig, directory: RunDirectory, stream: TextIO | No
     done, failed = load_staged(staging)
     ordered = [done[k.key] for k in keys if k.key in done]
     failures = [failed[k.key] for k in keys if k.key in failed]
-    meta = {COLLECT_IDENTITY_KEY: identity, "episodes": [ep.meta["provenance"] for ep in ordered], "failed": failures}
+    from robofollow_ros.evaluation.provenance import rig_record
+
+    meta = {COLLECT_IDENTITY_KEY: identity, "rig": rig_record(), "episodes": [ep.meta["provenance"] for ep in ordered],
+            "failed": failures}
     if ordered:
         from robofollow_ros.datasets.writer import assemble
 

@@ -6,11 +6,13 @@ The official evaluator (AutoLab-SAI-SJTU/RoboFollow at a867718) writes its run m
 value wherever the official code's meaning carries over (docs/scoring.md says, field by field, what
 each means here), and beside them what the official manifest does not say: the run's schema version,
 the policy (SPEC, kwargs, its server's own metadata, the observation keys it was sent), whether it
-was given privileged state, render settings, seeds, the step budget, this package's version and git
+was given privileged state, render settings, seeds, the step budget, the rig (its name, its YAML and
+every file it was built from with its SHA-256: :func:`rig_record`), this package's version and git
 commit (and whether the tree was dirty), Python and the platform, and what each resume ran.
 
-Everything about this process (versions, digests, git) is computed once per process
-(:func:`environment`); nothing here imports SAPIEN, torch or rclpy.
+Everything about this process's code (versions, digests, git) is computed once per process
+(:func:`environment`); the rig's files are the active rig's (``ROBOFOLLOW_RIG``, which ``--rig`` sets)
+when the record is made. Nothing here imports SAPIEN, torch or rclpy.
 """
 
 from __future__ import annotations
@@ -48,9 +50,6 @@ OFFICIAL_STEPPER = {"topp": "robotwin-topp", "direct": "direct"}
 #: The official ``--sim-steps`` (evaluate.py:54): physics steps per row of the direct stepper; ours is
 #: ``sim.world.DIRECT_STEPS`` (a test keeps them equal; this module must not import the simulator).
 SIM_STEPS = 15
-#: The files the simulator reads besides this package's code (the embodiment and its description):
-#: run.json's ``config_sha256``, as the official one hashes its camera and embodiment configs.
-CONFIG_FILES = ("config/robot/rig.yaml", "urdf/robofollow_rig.urdf")
 #: The official manifest of replaced RoboTwin assets; this simulator loads no RoboTwin asset (every
 #: object is built from primitives), so it replaces none: the manifest's format, no files.
 ASSET_OVERRIDES: dict[str, Any] = {"version": 1, "files": []}
@@ -109,16 +108,38 @@ def code_sha256() -> str:
     return digest.hexdigest()
 
 
-def config_sha256() -> dict[str, str]:
-    """``{file: SHA-256}`` of :data:`CONFIG_FILES` that exist (the official leaves out missing ones too)."""
+def active_rig() -> Any:
+    """The rig this process runs (``robot.rig_config.RigConfig``): ``ROBOFOLLOW_RIG``'s, else the built-in one."""
+    from robofollow_ros.robot.rig_config import load_rig_config
+
+    return load_rig_config()
+
+
+def rig_record(rig: Any = None) -> dict[str, Any]:
+    """run.json's ``rig``: the name, the rig YAML and every file the rig was built from (the YAML, the
+    description, its meshes, calibration files) with its SHA-256 (``RigConfig.provenance``); the active rig's
+    when ``rig`` is None."""
+    return dict((rig if rig is not None else active_rig()).provenance())
+
+
+def config_sha256(rig: Any = None) -> dict[str, str]:
+    """run.json's ``config_sha256``, as the official one hashes its camera and embodiment configs: ``{file:
+    SHA-256}`` of every file the (active) rig was built from, those of this package named relative to its
+    share folder (``config/robot/rig.yaml``, ``urdf/robofollow_rig.urdf``), the others by their path."""
     from robofollow_ros.paths import package_share
 
     try:
-        share = package_share()
+        share: Path | None = package_share().resolve()
     except FileNotFoundError:
-        return {}
-    return {name: hashlib.sha256((share / name).read_bytes()).hexdigest()
-            for name in CONFIG_FILES if (share / name).is_file()}
+        share = None
+    out = {}
+    for entry in rig_record(rig)["files"]:
+        path = Path(entry["path"]).resolve()
+        if share is not None and path.is_relative_to(share):
+            out[str(path.relative_to(share))] = entry["sha256"]
+        else:
+            out[str(path)] = entry["sha256"]
+    return out
 
 
 def curobo_source_sha256() -> str | None:
@@ -180,16 +201,20 @@ def platform_info() -> dict[str, Any]:
             "python_implementation": platform.python_implementation(), "libc": "-".join(platform.libc_ver()) or None}
 
 
-@functools.lru_cache(maxsize=1)
 def environment() -> dict[str, Any]:
-    """What this process runs (computed once): the official ``metadata()`` fields, then ours."""
+    """What this process runs: the official ``metadata()`` fields, then ours. The code's are computed once;
+    ``config_sha256`` is the active rig's now (a loaded rig is cached per file and modification time)."""
+    return {**_code_environment(), "config_sha256": config_sha256()}
+
+
+@functools.lru_cache(maxsize=1)
+def _code_environment() -> dict[str, Any]:
     git = git_state()
     return {
         "upstream_commit": git["commit"],
         "code_sha256": code_sha256(),
         "versions": package_versions(),
         "curobo_source_sha256": curobo_source_sha256(),
-        "config_sha256": config_sha256(),
         "asset_overrides": ASSET_OVERRIDES,
         "package": package_info(),
         "git": git,

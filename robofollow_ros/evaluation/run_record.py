@@ -30,7 +30,10 @@ from robofollow_ros.rundir.layout import (
 IDENTITY_FIELDS = ("schema_version", "selected_tasks", "expected_trials", "stepper", "policy.spec", "policy.kwargs",
                    "max_steps", "actions_per_step", "render", "seeds", "privileged", "execution",
                    # recordings at two rates, or for only some trials, would not describe one run either
-                   "arguments.record", "arguments.record_hz")
+                   "arguments.record", "arguments.record_hz",
+                   # another rig is another robot: its trials are not this run's. Its files are not compared
+                   # (a recalibrated camera, a retuned gain): config_sha256 records them and a resume warns.
+                   "rig.name")
 #: run.json's ``execution`` of a lock-step run, also what a run.json written before the field existed is read as.
 LOCKSTEP_EXECUTION = LOCKSTEP_RECORD
 
@@ -49,12 +52,17 @@ def run_identity(run: Mapping[str, Any]) -> Identity:
 
 
 class _RunIdentity(Identity):
-    """eval's identity: a run.json written before ``execution`` existed ran lock-step, and reads as such."""
+    """eval's identity: a run.json written before ``execution`` existed ran lock-step, and one written before
+    ``rig`` existed ran on the built-in rig (there was no other); each reads as such."""
 
     def recorded(self, run_dir: Path) -> dict[str, Any] | None:
         data = super().recorded(run_dir)
         if data is not None and "execution" not in data:
             data = {**data, "execution": dict(LOCKSTEP_EXECUTION)}
+        if data is not None and "rig" not in data:
+            from robofollow_ros.robot.rig_description import BUILT_IN_RIG
+
+            data = {**data, "rig": {"name": BUILT_IN_RIG}}
         return data
 
 
@@ -101,6 +109,8 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         "actions_per_step": settings.actions_per_step,
         "render": None if settings.render is None else provenance.render_settings(settings.render),
         "seeds": provenance.seed_settings(settings.base_seed),
+        # the active rig (``--rig`` / ``ROBOFOLLOW_RIG``): name, YAML, every file with its SHA-256
+        "rig": provenance.rig_record(),
         "reference": dict(REFERENCE),
         **{key: env[key] for key in ("package", "git", "python", "platform")},
         "resumes": [],

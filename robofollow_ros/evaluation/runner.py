@@ -33,7 +33,13 @@ from robofollow_ros.evaluation.progress import Progress
 from robofollow_ros.evaluation.provenance import RunSettings, official_arguments
 from robofollow_ros.evaluation.results import RunWriter
 from robofollow_ros.evaluation.selection import TrialKey, limit_differs_from_official, select_tasks, trial_keys
-from robofollow_ros.evaluation.trial_worker import DEFAULT_POLICY_TIMEOUT_S, TrialOutcome, TrialWorker, WorkerSpec
+from robofollow_ros.evaluation.trial_worker import (
+    DEFAULT_POLICY_TIMEOUT_S,
+    TrialOutcome,
+    TrialWorker,
+    WorkerSpec,
+    rig_for_workers,
+)
 from robofollow_ros.evaluation.worker_errors import START_OTHER, WorkerStartError, start_failure
 from robofollow_ros.monitoring.rates import CONTROL_HZ
 from robofollow_ros.policy.spec import check_privileged
@@ -139,7 +145,8 @@ class EvalConfig:
         return WorkerSpec(policy=self.policy, policy_kwargs=dict(self.policy_kwargs), render=self.render,
                           stepper=self.stepper, settings=self.settings, policy_timeout_s=self.policy_timeout_s,
                           record_dir=mcap, ship_recordings=self.record and self.backend == "ray",
-                          record_hz=self.record_hz, privileged=self.privileged, search_dir=os.getcwd())
+                          record_hz=self.record_hz, privileged=self.privileged, search_dir=os.getcwd(),
+                          rig=rig_for_workers())
 
     def deadline_s(self) -> float:
         if self.trial_deadline_s is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -59,6 +60,10 @@ class WorkerSpec:
     #: Where ``module:function`` SPECs look first: the directory the command was started from (as
     #: ``python -m`` run there would), wherever the worker runs; None: the worker's own directory.
     search_dir: str | None = None
+    #: The run's rig (``--rig``), made this worker's active rig (``ROBOFOLLOW_RIG``) before the policy or the
+    #: simulator loads it: a rig of this package by name (:func:`rig_for_workers`: found in the worker's own copy,
+    #: wherever a Ray node installed it), any other by its YAML's path. None: the worker's own environment's.
+    rig: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.policy_timeout_s < math.inf:
@@ -130,12 +135,45 @@ def close_in_background(policy: TimeoutGuardedPolicy) -> None:
     threading.Thread(target=policy.close, name="policy-close", daemon=True).start()
 
 
+def rig_for_workers() -> str | None:
+    """:attr:`WorkerSpec.rig` of this process's active rig (``ROBOFOLLOW_RIG``; None where it is not set): the
+    name of a rig this package ships (the built-in one, ``config/rigs/<name>``), else the rig YAML's path."""
+    from robofollow_ros.robot.rig_config import DEFAULT_RIG_CONFIG
+    from robofollow_ros.robot.rig_description import BUILT_IN_RIG, ENV_RIG, RIGS_DIR, rig_yaml
+
+    if not os.environ.get(ENV_RIG):
+        return None
+    source = rig_yaml(None).resolve()
+    if source == DEFAULT_RIG_CONFIG.resolve():
+        return BUILT_IN_RIG
+    if source.name == "rig.yaml" and source.parent.parent == RIGS_DIR.resolve():
+        return source.parent.name
+    return str(source)
+
+
+def use_rig(rig: str | None) -> None:
+    """Make :attr:`WorkerSpec.rig` this process's active rig: a shipped rig's name as this copy of the package
+    has it, else the path as given."""
+    from robofollow_ros.robot.rig_config import DEFAULT_RIG_CONFIG
+    from robofollow_ros.robot.rig_description import BUILT_IN_RIG, ENV_RIG, RIGS_DIR
+
+    if rig is None:
+        return
+    if rig == BUILT_IN_RIG:
+        os.environ[ENV_RIG] = str(DEFAULT_RIG_CONFIG)
+    elif os.sep not in rig and (RIGS_DIR / rig / "rig.yaml").is_file():
+        os.environ[ENV_RIG] = str(RIGS_DIR / rig / "rig.yaml")
+    else:
+        os.environ[ENV_RIG] = rig
+
+
 class TrialWorker:
     """Owns one simulator and one policy; :meth:`run` runs and scores one trial."""
 
     def __init__(self, spec: WorkerSpec) -> None:
         from robofollow_ros.sim.world import SimWorld
 
+        use_rig(spec.rig)  # before the policy (the oracle plans on the rig) and the simulator load it
         self.spec = spec
         self.registry = default_registry()
         self.policy, server_metadata = start_policy(spec)

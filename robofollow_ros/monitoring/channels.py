@@ -5,7 +5,9 @@ Two foxglove Contexts: ``record`` (whose sink is the open trial recording, a ROS
 (``monitoring.topics``), so a layout works live and on a recording alike; they are separate so
 that a latched message re-sent to a viewer who subscribes late (the robot model, the static
 transforms) does not land in the recording twice, and so that the live view can carry the
-viewer's own ``foxglove.CameraCalibration`` where the bag has ``sensor_msgs/CameraInfo``.
+viewer's own ``foxglove.CameraCalibration`` where the bag has ``sensor_msgs/CameraInfo``, and the robot
+description with its meshes as ``package://`` URIs that the server's asset handler answers
+(``monitoring.rig_assets``) where the bag keeps the ``file://`` URLs.
 
 A message is serialized once and logged to whichever context has a listener; costly work (JPEG)
 is skipped when nobody listens, and cameras are rate-limited per camera: a schedule on the images' log
@@ -32,6 +34,7 @@ from robofollow_ros.contract import CAMERA_NAMES, CAMERA_OPTICAL_FRAMES, JOINT_N
 from robofollow_ros.monitoring import rosmsg, topics
 from robofollow_ros.monitoring.bagfile import BagRecording, channel_metadata
 from robofollow_ros.monitoring.jsonenc import encode_json
+from robofollow_ros.monitoring.rig_assets import RigAssets
 
 #: Distinct payloads kept per latched topic (every static-TF publisher sends its own message).
 LATCHED_KEEP = 32
@@ -89,6 +92,9 @@ class TrialChannels:
         self.calibration = {c: CameraCalibrationChannel(topics.calibration_topic(c), context=self.live.context)
                             for c in CAMERA_NAMES}
         self.recording: BagRecording | None = None
+        #: The live description's mesh files, served to viewers (``start_monitor_server``'s asset handler).
+        self.assets = RigAssets()
+        self._live_description: tuple[bytes, bytes] | None = None  # (recorded CDR, live CDR)
         #: Intrinsics (width, height, K) per camera, when no graph publishes camera_info (headless).
         self.intrinsics: dict[str, tuple[int, int, np.ndarray]] = {}
         self._latched: dict[str, dict[bytes, str]] = {t: {} for t in (*topics.LATCHED_TOPICS,
@@ -123,8 +129,25 @@ class TrialChannels:
             channel.log(data, log_time=now)
             recording.count(topic, now)
         live = self.live.channel(topic, type_name, qos)
+        live_data = self._live_payload(topic, data)  # also when nobody watches yet: it sets what is served
         if live.has_sinks():
-            live.log(data, log_time=now)
+            live.log(live_data, log_time=now)
+
+    def _live_payload(self, topic: str, data: bytes) -> bytes:
+        """What the live view gets of ``data``: the robot description with its meshes by ``package://``."""
+        if topic != topics.ROBOT_DESCRIPTION:
+            return data
+        cached = self._live_description
+        if cached is not None and cached[0] == data:
+            return cached[1]
+        try:
+            urdf = str(rosmsg.decode(data, topics.STRING).data)
+        except Exception:  # not a std_msgs/String the typestore reads: passed on as it came
+            return data
+        live = self.assets.live_description(urdf)
+        payload = data if live == urdf else rosmsg.encode(rosmsg.string(live))
+        self._live_description = (data, payload)
+        return payload
 
     def send(self, topic: str, msg: Any, time_ns: int | None = None) -> None:
         """Serialize a message built with ``monitoring.rosmsg`` and publish it."""
@@ -166,8 +189,9 @@ class TrialChannels:
                     kept.clear()
                 kept[data] = type_name
         live = self.live.channel(topic, type_name)
+        live_data = self._live_payload(topic, data)
         if live.has_sinks():
-            live.log(data, log_time=time.time_ns())
+            live.log(live_data, log_time=time.time_ns())
 
     def publish_to_recording(self, topic: str, type_name: str, data: bytes, time_ns: int | None = None) -> None:
         recording, now = self.recording, time.time_ns() if time_ns is None else time_ns
@@ -197,7 +221,7 @@ class TrialChannels:
         """A viewer subscribed to ``topic``: give the live view its latched messages again."""
         sent = self.latched(topic)
         for name, type_name, data in sent:
-            self.live.channel(name, type_name).log(data, log_time=time.time_ns())
+            self.live.channel(name, type_name).log(self._live_payload(name, data), log_time=time.time_ns())
         return len(sent)
 
     # -- content --------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ class RobotModel:
         from robofollow_ros.robot.rig_config import load_rig_config
 
         self.rig = rig or load_rig_config()
-        self.urdf = self.rig.urdf_path.read_text(encoding="utf-8")
+        self.urdf = self.rig.robot_description()
         self.kinematics = kinematics or RigKinematics(self.rig)
         joints = urdf_joints(self.urdf)
         self.fixed = [(j.parent, j.child) for j in joints if j.kind == "fixed"]

@@ -7,8 +7,10 @@ and answers with the Trigger response as JSON, so the app shows success and the 
 
 A viewer that connects after the robot model and the static transforms were sent still gets them:
 when it subscribes to a latched topic, the server re-sends that topic's last messages (what a
-transient-local subscription gives on ROS). ``server.stop()`` closes every connection with a
-websocket close frame (the SDK's, without a status code: the client reads 1005, not 1006).
+transient-local subscription gives on ROS). The robot's meshes come through the protocol's asset fetch
+(the ``assets`` capability): the live description names them by ``package://`` URI and
+``channels.assets`` answers exactly those (``monitoring.rig_assets``). ``server.stop()`` closes every
+connection with a websocket close frame (the SDK's, without a status code: the client reads 1005, not 1006).
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ class LatchedResend(ServerListener):
 def start_monitor_server(channels: TrialChannels, host: str = "127.0.0.1", port: int = 8765,
                          controls: Mapping[str, TrialControl] | None = None,
                          name: str = "robofollow") -> WebSocketServer:
-    """Start the websocket server on ``channels``' live view (port 0 picks a free one; read ``server.port``)."""
+    """Start the websocket server on ``channels``' live view (port 0 picks a free one; read ``server.port``),
+    serving the live robot description's mesh files (``channels.assets``) to viewers that fetch them."""
     if not 0 <= port <= 65535:
         raise ValueError(f"port: must be in 0..65535, got {port}")
     unknown = sorted(set(controls or {}) - set(TRIAL_SERVICES))
@@ -77,4 +80,4 @@ def start_monitor_server(channels: TrialChannels, host: str = "127.0.0.1", port:
     return foxglove.start_server(name=name, host=host, port=port, context=channels.live_context,
                                  capabilities=[Capability.Services] if services else [],
                                  supported_encodings=["json"], services=services,
-                                 server_listener=LatchedResend(channels))
+                                 server_listener=LatchedResend(channels), asset_handler=channels.assets.fetch)

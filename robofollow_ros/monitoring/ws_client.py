@@ -22,6 +22,7 @@ SUBPROTOCOL = "foxglove.sdk.v1"
 _OP_MESSAGE_DATA = 1
 _OP_SERVICE_RESPONSE = 3
 _OP_CLIENT_SERVICE_REQUEST = 2
+_OP_FETCH_ASSET_RESPONSE = 4
 
 
 @dataclass
@@ -46,6 +47,7 @@ class FoxgloveProbe:
     _ws: Any = None
     _subs: dict[int, int] = field(default_factory=dict)
     _responses: dict[int, bytes] = field(default_factory=dict)
+    _assets: dict[int, tuple[bool, bytes]] = field(default_factory=dict)
     _decoders: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
     _next_call: int = 1
     _reader: asyncio.Task[None] | None = None
@@ -138,6 +140,17 @@ class FoxgloveProbe:
         result: dict[str, Any] = json.loads(self._responses.pop(call_id))
         return result
 
+    async def fetch_asset(self, uri: str, timeout: float = 10.0) -> bytes:
+        """The server's answer to a ``fetchAsset`` request (its ``assets`` capability); ``LookupError`` with the
+        server's message when it refuses."""
+        request_id, self._next_call = self._next_call, self._next_call + 1
+        await self._ws.send(json.dumps({"op": "fetchAsset", "uri": uri, "requestId": request_id}))
+        await self.wait_for(lambda: request_id in self._assets, timeout, f"asset {uri}")
+        ok, payload = self._assets.pop(request_id)
+        if not ok:
+            raise LookupError(payload.decode("utf-8", "replace"))
+        return payload
+
     async def _read(self) -> None:
         import websockets
 
@@ -179,6 +192,10 @@ class FoxgloveProbe:
         elif data[0] == _OP_SERVICE_RESPONSE:
             _service_id, call_id, enc_len = struct.unpack_from("<III", data, 1)
             self._responses[call_id] = data[13 + enc_len:]
+        elif data[0] == _OP_FETCH_ASSET_RESPONSE:  # request id, status (0 ok, 1 error), error text, data
+            request_id, status, error_len = struct.unpack_from("<IBI", data, 1)
+            error, payload = data[10:10 + error_len], data[10 + error_len:]
+            self._assets[request_id] = (status == 0, payload if status == 0 else error)
 
 
 def _ros2_decoder(channel: dict[str, Any]) -> Callable[[bytes], Any]:

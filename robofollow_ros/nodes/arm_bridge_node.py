@@ -1,13 +1,17 @@
 """arm_bridge_node: ``/robofollow/joint_command`` → the rig's arm drivers, through the safety filter.
 
-It is the only node that moves a real arm, so it trusts nothing: every command is checked for finite
-values, URDF joint limits, a per-step clamp and (optionally) a workspace box on the tool points; an
-e-stop topic and a watchdog make it hold the measured position. It also republishes the drivers'
-joint states as the contract's ``/joint_states`` (14 names, normalised grippers): one message once
-every arm has reported since the last one, stamped with the newest driver stamp (the drivers
-measured then; ``now`` only for a driver that leaves its stamps at zero). A reader of
-``/joint_states`` that matches late is sent the last one again at once: in the sim the trial waits
+It is the only node that moves a real arm, so it trusts nothing: every command is checked for finite values,
+URDF joint limits, a per-step clamp and (optionally) a workspace box on the tool points (the rig YAML's
+``workspace`` unless ``workspace_min``/``workspace_max`` are given); an e-stop topic and a watchdog make it
+hold the measured position. It also republishes the drivers' joint states as the contract's ``/joint_states``
+(14 names, normalised grippers): one message once every arm has reported since the last one, stamped with the
+newest driver stamp (the drivers measured then; ``now`` only for a driver that leaves its stamps at zero). A
+reader of ``/joint_states`` that matches late is sent the last one again at once: in the sim the trial waits
 for the stage monitor to hold the start state, which may have gone out before that reader matched.
+
+The drivers: ros2_control controllers, a JointState command topic, or an Interbotix xs_sdk per arm (Trossen's
+ALOHA: a ``JointGroupCommand`` for the six joints, then a ``JointSingleCommand`` for the gripper servo); the map
+(``rig/driver_config.py``) says which, and every one gets the same filtered command.
 
 In the ``sim`` and ``mock`` profiles the same node sits in front of drivers played by ``sim_node``
 and ``mock_hardware_node``, so a dry run goes through exactly this filter and mapping. Time is the
@@ -18,7 +22,8 @@ What leaves it (the rules live in ``rig/safety.py``, whose docstring gives the r
 carries messages and clocks to and from them):
 
 * every target lies within the URDF's joint limits, holds included, and a gripper's driver value within
-  the URDF's finger range (``driver_config.check_gripper_ranges`` refuses a map that could leave it);
+  the URDF's finger range (``driver_config.check_gripper_ranges`` refuses a map that could leave it; a
+  servo-angle gripper, ``measures: motor``, within its servo's turn instead);
 * an arm measured beyond a limit (by more than ``limit_tolerance_rad``) makes the bridge hold: at the
   measured position clipped into the limits when that is within one step, else that arm is sent
   nothing; each such hold is reported on the status topic (``outside_limits``: joint, value, limits) and
@@ -76,17 +81,24 @@ from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import ParameterSet, length, non_negative, one_of, positive
 from robofollow_ros.nodes.conversions import MessageError, stamp_ns, time_msg
 from robofollow_ros.nodes.driver_messages import (
-    COMMAND_TYPES,
     arm_from_state,
-    command_message,
+    command_channels,
+    command_messages,
     group_by_topic,
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.nodes.health_watch import TOPIC_BRIDGE_HALT
-from robofollow_ros.paths import share_path
-from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
+from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config, rig_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyDecision, SafetyFilter
-from robofollow_ros.robot.urdf_limits import read_joint_limits
+from robofollow_ros.robot.rig_config import load_rig_config
+from robofollow_ros.robot.urdf_limits import read_joint_limits, rig_joint_limits
+
+
+def rig_workspace(end: str) -> list[float]:
+    """The active rig's workspace box corner (``min`` or ``max``): the parameters' default, a module function so
+    that the parameter schema (``parameter_schema``) reads the same default without starting the node."""
+    rig = load_rig_config()
+    return [float(v) for v in (rig.workspace_min if end == "min" else rig.workspace_max)]
 
 
 class ArmBridgeNode(Node):
@@ -96,12 +108,13 @@ class ArmBridgeNode(Node):
         params = ParameterSet(self)
         driver_file = params.declare(
             "driver_config",
-            str(share_path("config", "rig", "arm_drivers.yaml")),
-            "YAML mapping of each arm onto its driver topics, joint names and gripper units",
-        )
+            "",
+            "YAML mapping of each arm onto its driver topics, joint names and gripper units (a path, or a preset "
+            "under config/rig/ by name: piper_ros2, aloha, ...; empty: the rig's driver map)",
+        ) or rig_driver_config()
         urdf = params.declare(
-            "urdf", str(share_path("urdf", "robofollow_rig.urdf")), "URDF whose joint limits bound every command"
-        )
+            "urdf", "", "URDF whose joint limits (under the contract's names) bound every command; empty: the "
+            "active rig's (--rig), its YAML's joint map applied")
         max_step = params.declare("max_step_rad", 0.05, "largest joint change per command, rad", positive)
         teleop_step = params.declare("teleop_max_step_rad", 0.0, "largest joint change per teleoperation command, "
                                      "rad, within max_step_rad (0: max_step_rad; the sim's max_step_rad spans a "
@@ -111,10 +124,11 @@ class ArmBridgeNode(Node):
         max_grip = params.declare("max_gripper_step", 0.2, "largest normalised gripper change per command", positive)
         timeout = params.declare("watchdog_timeout_s", 0.1, "hold when no command arrived for this long, s", positive)
         period = params.declare("watchdog_period_s", 0.02, "how often the watchdog checks, s", positive)
-        ws_min = params.declare(
-            "workspace_min", [-0.6, -0.6, 0.745], "workspace box lower corner (world, m)", length(3)
-        )
-        ws_max = params.declare("workspace_max", [0.6, 0.4, 1.4], "workspace box upper corner (world, m)", length(3))
+        rig = load_rig_config()  # the active rig (--rig): its joint map, its workspace box, its kinematics
+        ws_min = params.declare("workspace_min", rig_workspace("min"), "workspace box lower corner (world, m); "
+                                "default: the rig's (its YAML's workspace.min)", length(3))
+        ws_max = params.declare("workspace_max", rig_workspace("max"), "workspace box upper corner (world, m); "
+                                "default: the rig's (its YAML's workspace.max)", length(3))
         ws_check = params.declare("workspace_check", True, "check both TCPs stay in the box (forward kinematics)")
         tolerance = params.declare(
             "limit_tolerance_rad", 0.01, "a joint measured beyond its limit by more than this holds the arms, rad",
@@ -124,7 +138,7 @@ class ArmBridgeNode(Node):
             "clamp is taken around it, never around a backlog); every: each state, reliably (lock-step sim, where "
             "each state answers one command and a lost one would stall the trial)", one_of("latest", "every"))
 
-        limits = read_joint_limits(urdf)
+        limits = read_joint_limits(urdf) if urdf else rig_joint_limits(rig)
         self.drivers = load_driver_config(driver_file, limits).arms  # gripper ranges checked against the URDF
         config = SafetyConfig(
             joint_limits=limits,
@@ -139,7 +153,7 @@ class ArmBridgeNode(Node):
         if ws_check:
             from robofollow_ros.robot.kinematics import RigKinematics
 
-            kinematics = RigKinematics()
+            kinematics = RigKinematics(rig)
 
             def tool_points(arm: str, q: np.ndarray) -> np.ndarray:
                 return np.asarray(kinematics.tcp_poses(q)[arm].position)
@@ -147,7 +161,7 @@ class ArmBridgeNode(Node):
         self.safety = SafetyFilter(config, tool_points)
         self._measured = {arm: np.full(7, np.nan) for arm in ARMS}
         self._reported: dict[str, int | None] = {arm: None for arm in ARMS}  # driver stamp since last publish
-        self._driver_pubs = {arm: self._make_publisher(d) for arm, d in self.drivers.items()}
+        self._driver_pubs = {arm: self._make_publishers(d) for arm, d in self.drivers.items()}
         for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items():
             # The newest driver state only: the step clamp is taken around it, and a queue of old ones
             # (a loaded machine) would clamp against where the arm was seconds ago (tp.LATEST_STATE).
@@ -177,8 +191,9 @@ class ArmBridgeNode(Node):
         return self.get_clock().now().nanoseconds / 1e9
 
     # -- driver side -----------------------------------------------------------------------------
-    def _make_publisher(self, driver: ArmDriver) -> Any:
-        return self.create_publisher(COMMAND_TYPES[driver.kind], driver.command_topic, tp.STATE_STREAM)
+    def _make_publishers(self, driver: ArmDriver) -> list[Any]:
+        """One per command channel: an xs_sdk takes the joints and the gripper on two topics, in that order."""
+        return [self.create_publisher(kind, topic, tp.STATE_STREAM) for topic, kind in command_channels(driver)]
 
     def _on_driver_state(self, drivers: list[ArmDriver], msg: JointState) -> None:
         for driver in drivers:
@@ -212,9 +227,9 @@ class ArmBridgeNode(Node):
         q = decision.command
         now = self.get_clock().now().to_msg()
         for arm in decision.arms:  # an arm measured too far outside its limits is sent nothing
-            driver = self.drivers[arm]
-            self._driver_pubs[arm].publish(command_message(driver, q[ARM_SLICE[arm]], float(q[GRIPPER_INDEX[arm]]),
-                                                           now))
+            messages = command_messages(self.drivers[arm], q[ARM_SLICE[arm]], float(q[GRIPPER_INDEX[arm]]), now)
+            for publisher, message in zip(self._driver_pubs[arm], messages, strict=True):
+                publisher.publish(message)
         if decision.reasons:
             # One call site per severity: rclpy keys a throttled log by its call site and refuses a second
             # severity there.

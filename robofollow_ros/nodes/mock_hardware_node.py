@@ -1,9 +1,10 @@
 """mock_hardware_node: the rig's hardware without physics or a simulator (``use_mock_hardware``).
 
 What ros2_control's mock hardware is to a controller, this is to the rig graph: it answers each
-arm's driver commands (the topics and types of ``config/rig/arm_drivers.yaml``) with driver joint
-states that follow the command with a first-order lag (over the wall time that passed, however late
-the timer fires), publishes each camera's still picture of
+arm's driver commands (the topics and types of ``config/rig/arm_drivers.yaml``, or of a preset such as
+``aloha_interbotix``: an xs_sdk's group and gripper commands, answered with its joint states, fingers
+included) with driver joint states that follow the command with a first-order lag (over the wall time
+that passed, however late the timer fires), publishes each camera's still picture of
 the trial's layout (``rig.mock_view``) with its ``camera_info``, and reports the layout's objects
 where the layout puts them (``rig.layout_poses``) on ``/robofollow/objects`` and TF, as perception
 would. Wall-clock time, like the real rig. For a laptop without Vulkan, and for CI of the rig graph.
@@ -48,11 +49,10 @@ from robofollow_ros.nodes.conversions import (
     object_markers_msg,
     transform_msg,
 )
-from robofollow_ros.nodes.driver_messages import COMMAND_TYPES, arm_from_command, group_by_topic, state_message
+from robofollow_ros.nodes.driver_messages import command_channels, command_part, group_by_topic, state_message
 from robofollow_ros.nodes.graph_peers import PeerReport
-from robofollow_ros.paths import share_path
 from robofollow_ros.rig.displacement import displacement_error, parse_displacement
-from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
+from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config, rig_driver_config
 
 
 class MockHardwareNode(Node):
@@ -60,10 +60,9 @@ class MockHardwareNode(Node):
         super().__init__("mock_hardware_node", **kwargs)
         PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
-        driver_file = params.declare("driver_config", str(share_path("config", "rig", "arm_drivers.yaml")),
-                                     "the arm drivers to play: command and state topics, joint names, gripper units")
-        rig_file = params.declare("rig_config", "", "rig YAML: URDF, home pose, camera links (config/robot/rig.yaml "
-                                                    "when empty)")
+        driver_file = params.declare("driver_config", "", "the arm drivers to play: command and state topics, "
+                                     "joint names, gripper units (empty: the rig's driver map)") or rig_driver_config()
+        rig_file = params.declare("rig_config", "", "rig name or YAML (empty: $ROBOFOLLOW_RIG, else built-in)")
         state_hz = params.declare("state_hz", 100.0, "driver joint states per second", positive)
         self.time_constant_s = params.declare("time_constant_s", 0.05, "first-order lag of the joints behind the "
                                                                         "command, s", positive)
@@ -104,8 +103,8 @@ class MockHardwareNode(Node):
         self.states = {topic: (drivers, self.create_publisher(JointState, topic, tp.STATE_STREAM))
                        for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items()}
         for driver in self.drivers.values():
-            self.create_subscription(COMMAND_TYPES[driver.kind], driver.command_topic,
-                                     lambda m, d=driver: self._on_command(d, m), tp.STATE_STREAM)
+            for topic, kind in command_channels(driver):
+                self.create_subscription(kind, topic, lambda m, d=driver: self._on_command(d, m), tp.STATE_STREAM)
         self.images = {c: self.create_publisher(Image, camera_image_topic(c), 5) for c in CAMERA_NAMES}
         self.infos = {c: self.create_publisher(CameraInfo, camera_info_topic(c), 5) for c in CAMERA_NAMES}
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, 10)
@@ -118,12 +117,15 @@ class MockHardwareNode(Node):
     # -- drivers ---------------------------------------------------------------------------------
     def _on_command(self, driver: ArmDriver, msg: Any) -> None:
         try:
-            joints, gripper = arm_from_command(driver, msg)
+            joints, gripper = command_part(driver, msg)  # an xs_sdk's group or gripper command moves only those
         except MessageError as exc:
             self.get_logger().error(f"driver command rejected: {exc}", throttle_duration_sec=5.0)
             return
         with self._lock:
-            self._target[driver.arm] = np.array([*joints, gripper])
+            if joints is not None:
+                self._target[driver.arm][:6] = joints
+            if gripper is not None:
+                self._target[driver.arm][6] = gripper
         stall = float(self._params.get("stall_states_s"))
         if stall > 0:
             self._stall_until = time.monotonic() + stall

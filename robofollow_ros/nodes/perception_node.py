@@ -37,7 +37,6 @@ from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import Bounds, ParameterSet, one_of, positive
 from robofollow_ros.nodes.conversions import MessageError, image_array, object_frame, stamp_ns, time_msg, transform_msg
 from robofollow_ros.nodes.graph_peers import PeerReport
-from robofollow_ros.paths import share_path
 
 TOPIC_PERCEPTION_STATUS = "/robofollow/perception/status"
 TOPIC_HEAD_DEPTH = "/cameras/head/depth"
@@ -63,8 +62,13 @@ class PerceptionNode(Node):
         super().__init__("perception_node", **kwargs)
         PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
-        calibration = params.declare("calibration_dir", str(share_path("calibration", "sim")),
-                                     "directory with head.yaml (camera_info) and extrinsics.yaml")
+        calibration = params.declare("calibration_dir", "", "directory with head.yaml (camera_info) and "
+                                     "extrinsics.yaml; empty: the active rig's simulated cameras (calibration/sim "
+                                     "for the built-in rig)")
+        if not calibration:
+            from robofollow_ros.robot.calibration import rig_calibration_dir
+
+            calibration = str(rig_calibration_dir())
         self.use_depth = params.declare("use_depth", True, "pair pictures with /cameras/head/depth when it arrives")
         self.publish_tf = params.declare("publish_tf", True, "also publish world -> object/<name> on /tf")
         task = params.declare("task", "", "evaluation task id to expect before /robofollow/trial names one")

@@ -1,8 +1,9 @@
 """robot_state_node: the rig as data on the graph — what ``robot_state_publisher`` does, in-process.
 
-``/robot_description`` (the URDF text, latched), ``/tf_static`` (every fixed joint of the URDF and
-each camera's optical frame) and, for every measured ``/joint_states``, ``/tf`` with every moving
-joint's child link in its parent link, stamped with the joint state's stamp. Frame ids are the
+``/robot_description`` (the URDF text, latched; meshes by ``file://`` URL as RViz reads them, which
+foxglove_node's live view names by ``package://`` and serves: ``monitoring.rig_assets``), ``/tf_static``
+(every fixed joint of the URDF and each camera's optical frame) and, for every measured ``/joint_states``,
+``/tf`` with every moving joint's child link in its parent link, stamped with the joint state's stamp. Frame ids are the
 URDF's link names, so Foxglove's 3D panel and RViz show the arms move from the same file the
 simulator and the kinematics read. The grippers' normalised value drives every finger joint the
 rig config lists (``gripper_joints``), as the simulator does.
@@ -44,8 +45,7 @@ class RobotStateNode(Node):
         super().__init__("robot_state_node", **kwargs)
         PeerReport(self)  # says when it sees every node the trial manager awaits
         params = ParameterSet(self)
-        rig_file = params.declare("rig_config", "", "rig YAML naming the URDF and the gripper joints "
-                                                    "(config/robot/rig.yaml when empty)")
+        rig_file = params.declare("rig_config", "", "rig name or YAML (empty: $ROBOFOLLOW_RIG, else built-in)")
 
         from robofollow_ros.robot.kinematics import RigKinematics
         from robofollow_ros.robot.rig_config import load_rig_config
@@ -58,7 +58,7 @@ class RobotStateNode(Node):
         self.tf = self.create_publisher(TFMessage, TOPIC_TF, tp.STATE_STREAM)
         self.tf_static = self.create_publisher(TFMessage, TOPIC_TF_STATIC, TF_STATIC_QOS)
         self.create_subscription(JointState, TOPIC_JOINT_STATES, self._on_joints, tp.STATE_STREAM)
-        self.description.publish(String(data=self.kinematics.rig.urdf_path.read_text(encoding="utf-8")))
+        self.description.publish(String(data=self.kinematics.rig.robot_description()))
         self.tf_static.publish(TFMessage(transforms=self._static_transforms()))
 
     def _static_transforms(self) -> list[Any]:

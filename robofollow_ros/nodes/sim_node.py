@@ -1,7 +1,8 @@
 """sim_node: the SAPIEN world in place of the rig's hardware — arm drivers, cameras and ``/clock``.
 
 It plays the rig's drivers the ros2_control "mock hardware" way: it consumes each arm's driver
-command topic (JointTrajectory / Float64MultiArray / JointState, per ``config/rig/arm_drivers.yaml``,
+command topic (JointTrajectory / Float64MultiArray / JointState, or an xs_sdk's JointGroupCommand and
+JointSingleCommand paired into one row, per ``config/rig/arm_drivers.yaml``,
 the file the arm bridge uses) and publishes each arm's joint states on the drivers' state topics,
 in the drivers' joint names and gripper units. So ``/robofollow/joint_command`` goes through
 ``arm_bridge_node`` (safety filter and driver mapping) exactly as on the rig; ``robot_state_node``
@@ -85,16 +86,16 @@ from robofollow_ros.nodes.conversions import (
     transform_msg,
 )
 from robofollow_ros.nodes.driver_messages import (
-    COMMAND_TYPES,
     ArmPosition,
-    arm_from_command,
+    CommandPairs,
+    command_channels,
+    command_part,
     group_by_topic,
     state_message,
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
-from robofollow_ros.paths import share_path
 from robofollow_ros.rig.displacement import displacement_error, parse_displacement
-from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config
+from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config, rig_driver_config
 
 TOPIC_HEAD_DEPTH = "/cameras/head/depth"
 
@@ -131,9 +132,9 @@ class SimNode(Node):
             one_of("command", "timer"))
         step_hz = params.declare("step_hz", 25.0, "timer: control ticks per second (wall and sim time); a divisor "
                                  "of the physics rate, 250 Hz", _physics_divisor)
-        rig_file = params.declare("rig_config", "", "rig YAML (config/robot/rig.yaml when empty)")
-        driver_file = params.declare("driver_config", str(share_path("config", "rig", "arm_drivers.yaml")),
-                                     "the arm drivers to play: command and state topics, joint names, gripper units")
+        rig_file = params.declare("rig_config", "", "rig name or YAML (empty: $ROBOFOLLOW_RIG, else built-in)")
+        driver_file = params.declare("driver_config", "", "the arm drivers to play: command and state topics, "
+                                     "joint names, gripper units (empty: the rig's driver map)") or rig_driver_config()
         self.displace = params.declare(
             "displace_object", "", "drills and dry runs of the reset check: leave one object off its place, JSON "
             '{"object": NAME, "dx": M, "dy": M, "dyaw_deg": DEG} from its settled pose (empty: every object in '
@@ -165,14 +166,16 @@ class SimNode(Node):
         self._infos = self._camera_infos(rig, width, height)
         self._world_lock = threading.Lock()
         self._pending: dict[str, deque[ArmPosition]] = {arm: deque() for arm in ARMS}
+        #: Whole targets from the parts of a command that comes in two messages (an xs_sdk's group and gripper).
+        self._pairs = {arm: CommandPairs() for arm in ARMS}
 
         late_reader = PublisherEventCallbacks(matched=self._on_reader_matched)
         self.driver_states = {topic: (drivers, self.create_publisher(JointState, topic, tp.STATE_STREAM,
                                                                      event_callbacks=late_reader))
                               for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items()}
         for driver in self.drivers.values():
-            self.create_subscription(COMMAND_TYPES[driver.kind], driver.command_topic,
-                                     lambda m, d=driver: self._on_command(d, m), tp.STATE_STREAM)
+            for topic, kind in command_channels(driver):
+                self.create_subscription(kind, topic, lambda m, d=driver: self._on_command(d, m), tp.STATE_STREAM)
         self.tf = self.create_publisher(TFMessage, TOPIC_TF, tp.STATE_STREAM, event_callbacks=late_reader)
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, tp.STATE_STREAM, event_callbacks=late_reader)
         self.clock = self.create_publisher(Clock, tp.TOPIC_CLOCK, 10)
@@ -251,6 +254,7 @@ class SimNode(Node):
         self._place_displaced()
         for queue in self._pending.values():
             queue.clear()  # commands meant for the previous scene
+        self._pairs = {arm: CommandPairs() for arm in ARMS}
         self._latest.clear()
         self.now_ns += self.step_ns  # frame 0 of a trial is strictly later than anything before it
         self.next_camera_ns = self.now_ns
@@ -304,13 +308,17 @@ class SimNode(Node):
         return moved
 
     def _on_command(self, driver: ArmDriver, msg: Any) -> None:
-        """One arm's driver command; a row is executed once every arm has one waiting."""
+        """One arm's driver command; a row is executed once every arm has one waiting (an xs_sdk's command once
+        both its messages, the joints' and the gripper's, came)."""
         try:
-            target = arm_from_command(driver, msg)
+            part = command_part(driver, msg)
         except MessageError as exc:
             self.get_logger().error(f"driver command rejected: {exc}")
             return
         with self._world_lock:
+            target = self._pairs[driver.arm].add(part)
+            if target is None:
+                return  # the other half of the command is still on its way
             if self.step_mode == "timer":
                 self._latest[driver.arm] = target  # executed on the next tick
                 return

@@ -86,9 +86,9 @@ from robofollow_ros.nodes.trial_faults import (
 from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, empty_result
 from robofollow_ros.nodes.trial_redo import Redo, attempt_id, superseding
 from robofollow_ros.nodes.trial_services import TrialServices
-from robofollow_ros.paths import share_path
 from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S
 from robofollow_ros.rig.health import HALT, HealthFailure, HealthSettings, check_health, worst_class
+from robofollow_ros.robot.calibration import rig_calibration_dir
 
 #: How often a table that does not match the layout is shown again (view), and told again (terminal).
 RESET_VIEW_PERIOD_S = 0.5
@@ -241,7 +241,7 @@ class TrialManagerNode(TrialServices, Node):
         checks = tuple(_words(health))
         self.health = self._health_settings(checks, home_tolerance, limit_tolerance, driver_age, camera_hz)
         self.health_watch = HealthWatch(self, "cameras" in checks, camera_window,
-                                        calibration_dir or str(share_path("calibration", "sim")))
+                                        calibration_dir or str(rig_calibration_dir()))
         #: Why the run is halted ({"check", "reason", "action"}): the arms hold until the operator calls start.
         self.halted: dict[str, str] | None = None
         self._override = threading.Event()
@@ -318,10 +318,11 @@ class TrialManagerNode(TrialServices, Node):
     def _health_settings(checks: tuple[str, ...], home_tolerance: float, limit_tolerance: float, driver_age: float,
                          camera_hz: float) -> HealthSettings:
         from robofollow_ros.robot.kinematics import RigKinematics
-        from robofollow_ros.robot.urdf_limits import read_joint_limits
+        from robofollow_ros.robot.urdf_limits import rig_joint_limits
 
-        limits = read_joint_limits(share_path("urdf", "robofollow_rig.urdf")) if checks else {}
-        home = RigKinematics().home_vector() if checks else [0.0] * 14
+        kinematics = RigKinematics() if checks else None
+        limits = rig_joint_limits(kinematics.rig) if kinematics is not None else {}
+        home = kinematics.home_vector() if kinematics is not None else [0.0] * 14
         return HealthSettings(checks, {n: lim.lower for n, lim in limits.items()},
                               {n: lim.upper for n, lim in limits.items()}, [float(v) for v in home],
                               limit_tolerance, home_tolerance, driver_age, camera_hz)

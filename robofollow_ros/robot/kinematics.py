@@ -71,21 +71,21 @@ class RigKinematics:
         self._geometry = {arm: self._measure_arm(arm) for arm in ARMS}
 
     def _measure_arm(self, arm: str) -> ArmGeometry | None:
-        """Link lengths by FK at the zero pose, for the closed-form IK seed (None if the URDF differs)."""
-        names = {"base": f"{arm}_base", "shoulder": f"{arm}_link2", "elbow": f"{arm}_link3",
-                 "wrist": f"{arm}_link5"}
-        if any(n not in self.model.links for n in names.values()):
+        """Link lengths by FK at the zero pose, for the closed-form IK seed (the origins of joints 2, 3 and 5)."""
+        joints = [self.model.joints[j.name] for j in self.rig.arm_joints[arm]]
+        if any(j.kind == "prismatic" for j in joints):
             return None
         qpos = np.zeros(self.joint_map.dof)
-        at = {key: self.model.link_pose(qpos, n) for key, n in names.items()}
+        base_r, base_p = self.model.link_pose(qpos, joints[0].parent)
+        at = {key: self.model.link_pose(qpos, joints[k].child)[1] for key, k in
+              (("shoulder", 1), ("elbow", 2), ("wrist", 4))}
         tcp = self.model.link_pose(qpos, self.rig.tcp_links[arm])[1]
-        base_r, base_p = at["base"]
         return ArmGeometry(
             base_rotation=base_r, base_position=base_p,
-            shoulder=base_r.T @ (at["shoulder"][1] - base_p),
-            upper_arm=float(np.linalg.norm(at["elbow"][1] - at["shoulder"][1])),
-            forearm=float(np.linalg.norm(at["wrist"][1] - at["elbow"][1])),
-            tool=float(np.linalg.norm(tcp - at["wrist"][1])),
+            shoulder=base_r.T @ (at["shoulder"] - base_p),
+            upper_arm=float(np.linalg.norm(at["elbow"] - at["shoulder"])),
+            forearm=float(np.linalg.norm(at["wrist"] - at["elbow"])),
+            tool=float(np.linalg.norm(tcp - at["wrist"])),
         )
 
     def home_vector(self) -> np.ndarray:
@@ -134,17 +134,19 @@ class RigKinematics:
            rotation_tolerance: float = 1e-3) -> IkResult:
         """Arm joints putting ``arm``'s TCP at the pose, within joint limits (damped least squares).
 
-        Starts from ``seed`` (6 joints; default home), then from closed-form guesses and home; returns the best
-        attempt with ``success`` False when no attempt met the tolerances.
+        Works in the rig's own joint units and returns contract values. Starts from ``seed`` (6 joints; default
+        home), then from closed-form guesses and home; returns the best attempt with ``success`` False when no
+        attempt met the tolerances.
         """
         if arm not in ARMS:
             raise ValueError(f"arm: expected one of {ARMS}, got {arm!r}")
         target_p = np.asarray(position, dtype=np.float64).reshape(3)
         target_r = quat_to_matrix(np.asarray(quat_wxyz, dtype=np.float64).reshape(4))
-        home = np.asarray(self.rig.home[arm], dtype=np.float64)
-        seeds = [home] if seed is None else [np.asarray(seed, dtype=np.float64).reshape(6), home]
+        home = self.joint_map.arm_to_qpos(arm, np.asarray(self.rig.home[arm], dtype=np.float64))
+        seeds = [home] if seed is None else [
+            self.joint_map.arm_to_qpos(arm, np.asarray(seed, dtype=np.float64).reshape(6)), home]
         geometry = self._geometry[arm]
-        if geometry is not None:
+        if geometry is not None:  # closed-form guesses, in the rig's own joint units
             seeds[1:1] = geometry.seeds(target_p, np.asarray(quat_wxyz, dtype=np.float64).reshape(4))
         best: IkResult | None = None
         for start in seeds:
@@ -163,7 +165,7 @@ class RigKinematics:
         vector = self.home_vector()
         qpos = self.joint_map.to_qpos(vector)
         columns = self.joint_map.arm_qpos_index[arm]
-        lower, upper = self.joint_map.arm_limits(arm)
+        lower, upper = self.joint_map.lower[columns], self.joint_map.upper[columns]
         qpos[columns] = np.clip(start, lower, upper)
         link = self.rig.tcp_links[arm]
         damping = 1e-3
@@ -180,7 +182,7 @@ class RigKinematics:
             step = jac.T @ np.linalg.solve(jac @ jac.T + damping * np.eye(6), error)
             qpos[columns] = np.clip(qpos[columns] + step, lower, upper)
         ok = pos_err < position_tolerance and rot_err < rotation_tolerance
-        return IkResult(qpos[columns].copy(), bool(ok), pos_err, rot_err)
+        return IkResult(self.joint_map.arm_from_qpos(arm, qpos[columns]), bool(ok), pos_err, rot_err)
 
     def arm_vector(self, vector: np.ndarray, arm: str, joints: np.ndarray) -> np.ndarray:
         """A copy of ``vector`` with ``arm``'s six joints replaced (a convenience for building action rows)."""

@@ -212,13 +212,13 @@ class SimWorld:
         qpos = np.asarray(self.robot.qpos, dtype=np.float64)
         segments: dict[str, Segment] = {}
         for arm in ARMS:
-            start = qpos[self.joint_map.arm_qpos_index[arm]]
+            start = self.joint_map.arm_from_qpos(arm, qpos[self.joint_map.arm_qpos_index[arm]])
             segments[arm] = plan_segment(start, target[ARM_SLICE[arm]], float(self._command[GRIPPER_INDEX[arm]]),
                                          float(target[GRIPPER_INDEX[arm]]), self.rig.max_velocity,
                                          self.rig.max_acceleration, self.dt, self.rig.gripper_full_stroke_steps)
         steps = max(s.steps for s in segments.values())
         segments = {arm: pad_segment(s, steps) for arm, s in segments.items()}
-        joints, travel = self._joints, self.rig.gripper_travel
+        joints = self._joints
         index = self.joint_map
 
         def setpoint_at(k: int) -> np.ndarray:
@@ -230,12 +230,14 @@ class SimWorld:
 
         for k in range(steps):
             for arm, seg in segments.items():
+                positions = index.arm_to_qpos(arm, seg.positions[k])
+                velocities = index.arm_sign[arm] * seg.velocities[k]
                 for j, qi in enumerate(index.arm_qpos_index[arm]):
-                    joints[qi].set_drive_target(float(seg.positions[k, j]))
-                    joints[qi].set_drive_velocity_target(float(seg.velocities[k, j]))
-                finger = float(seg.gripper[k]) * travel
-                for qi in index.gripper_qpos_index[arm]:
-                    joints[qi].set_drive_target(finger)
+                    joints[qi].set_drive_target(float(positions[j]))
+                    joints[qi].set_drive_velocity_target(float(velocities[j]))
+                for qi, finger in zip(index.gripper_qpos_index[arm], index.fingers_at(arm, float(seg.gripper[k])),
+                                      strict=True):
+                    joints[qi].set_drive_target(float(finger))
             self._scene.step()
             self._stepped(partial(setpoint_at, k))
         self._command = target
@@ -255,7 +257,7 @@ class SimWorld:
         qpos = np.asarray(self.robot.qpos, dtype=np.float64)
         vector = self._command.copy()
         for arm in ARMS:
-            vector[ARM_SLICE[arm]] = qpos[self.joint_map.arm_qpos_index[arm]]
+            vector[ARM_SLICE[arm]] = self.joint_map.arm_from_qpos(arm, qpos[self.joint_map.arm_qpos_index[arm]])
         return vector
 
     def tcp_pose(self, arm: str) -> tuple[np.ndarray, np.ndarray]:

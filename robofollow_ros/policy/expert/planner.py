@@ -128,7 +128,7 @@ class ExpertPlanner:
             if lifted >= LIFTED_M:
                 return
             self.retries += 1
-            mb.grip(arm, skills.open_width(ctx.spec(name)))
+            mb.grip(arm, skills.open_width(ctx.spec(name), ctx.kin.rig.finger_half_gap))
             self.phases.extendleft([self._verify_phase(arm, name), self._grasp_phase(arm, name)])
         return phase
 

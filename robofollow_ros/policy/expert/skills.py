@@ -26,6 +26,8 @@ PLACE_APPROACH = 0.06
 RETREAT = 0.08
 #: Gripper opening when releasing: above the scorer's open threshold 0.7, narrow enough to spare neighbours.
 RELEASE_OPEN = 0.85
+#: How far each finger must clear a released object's side (m).
+RELEASE_CLEARANCE = 0.003
 #: Carry moves are cut into rows of at most this length so a friction grasp is not shaken loose.
 CARRY_ROW_M = 0.04
 
@@ -67,16 +69,18 @@ def grasp_yaw(ctx: SkillContext, name: str) -> float:
     return 0.0
 
 
-def open_width(obj: ObjectSpec) -> float:
-    """Open just wide enough (finger = g × 0.04 m) so fingers miss neighbours and bowl rims."""
-    return opening_for(half_width(obj))
+def open_width(obj: ObjectSpec, half_gap: tuple[float, float] = (0.0, 0.04)) -> float:
+    """Open just wide enough so fingers miss neighbours and bowl rims; ``half_gap`` is the rig's distance from
+    the TCP to each finger's inner face when closed and when open (``RigConfig.finger_half_gap``)."""
+    return opening_for(half_width(obj), half_gap)
 
 
-def opening_for(half: float) -> float:
+def opening_for(half: float, half_gap: tuple[float, float] = (0.0, 0.04)) -> float:
     """The pre-grasp opening for an object ``half`` metres wide on each side of the fingers' centre line."""
     # min/max, not np.clip: the same value, and OWDA's generator asks this ~300,000 times a suite (np.clip on a
     # scalar cost a fifth of the generation time)
-    return float(min(max((half + 0.014) / 0.04, 0.75), 1.0))
+    closed, wide = half_gap
+    return float(min(max((half + 0.014 - closed) / (wide - closed), 0.75), 1.0))
 
 
 def grasp(ctx: SkillContext, mb: MotionBuilder, arm: str, name: str) -> None:
@@ -86,9 +90,10 @@ def grasp(ctx: SkillContext, mb: MotionBuilder, arm: str, name: str) -> None:
     grasp_z = top_down_grasp_tcp_z(p[2] + obj.half_height)
     yaw = grasp_yaw(ctx, name)
     above = np.array([p[0], p[1], grasp_z + PRE_GRASP])
+    opening = open_width(obj, ctx.kin.rig.finger_half_gap)
     if mb.tcp(arm)[2] < above[2] - 0.02:  # after a failed grasp: rise before moving sideways
-        mb.move(arm, mb.tcp(arm) + np.array([0.0, 0.0, RETREAT]), 2, gripper=open_width(obj))
-    mb.transit(arm, above, yaw, 3, gripper=open_width(obj))
+        mb.move(arm, mb.tcp(arm) + np.array([0.0, 0.0, RETREAT]), 2, gripper=opening)
+    mb.transit(arm, above, yaw, 3, gripper=opening)
     mb.move(arm, np.array([p[0], p[1], grasp_z]), 3)
     mb.grip(arm, 0.0)
     mb.hold()
@@ -117,9 +122,16 @@ def carry(ctx: SkillContext, mb: MotionBuilder, arm: str, name: str, object_xy: 
 Release = Callable[[MotionBuilder, str, np.ndarray, ObjectSpec], None]
 
 
+def release_opening(obj: ObjectSpec, half_gap: tuple[float, float]) -> float:
+    """``RELEASE_OPEN``, or wider where the rig's fingers at that opening would still touch the object (3 mm
+    clear of it on each side): the ALOHA's fingers open 34.6 mm from the TCP, the built-in rig's 40 mm."""
+    closed, wide = half_gap
+    return float(min(1.0, max(RELEASE_OPEN, (half_width(obj) + RELEASE_CLEARANCE - closed) / (wide - closed))))
+
+
 def open_and_retreat(mb: MotionBuilder, arm: str, release_tcp: np.ndarray, obj: ObjectSpec) -> None:
-    """The oracle's release: open to ``RELEASE_OPEN`` at once and rise ``RETREAT``."""
-    mb.grip(arm, RELEASE_OPEN)
+    """The oracle's release: open to ``release_opening`` at once and rise ``RETREAT``."""
+    mb.grip(arm, release_opening(obj, mb.kin.rig.finger_half_gap))
     mb.move(arm, release_tcp + np.array([0.0, 0.0, RETREAT]), 2)
 
 
