@@ -1,4 +1,4 @@
-"""Room for the gripper: the world model's finger and palm boxes, checked against the rig in SAPIEN, its
+"""Room for the gripper: the world model's finger and palm boxes, checked against each rig in SAPIEN, its
 verdicts on hand-built tables, and what SAPIEN does where it says there is no room and where it says there is."""
 
 from __future__ import annotations
@@ -10,20 +10,21 @@ import pytest
 
 from robofollow_ros.decisions.anchors import Anchor, AnchorObject, CandidateAction
 from robofollow_ros.decisions.catalog import incomplete_order, with_relations
-from robofollow_ros.decisions.gripper import (
-    FINGER_BELOW_TCP_M,
-    FINGER_HALF_ACROSS_M,
-    FINGER_THICKNESS_M,
-    PALM_HALF_ACROSS_M,
-    PALM_HALF_ALONG_M,
-    inner_face,
-)
+from robofollow_ros.decisions.clearance import hand_at, push_sweep
+from robofollow_ros.decisions.gripper import Gripper, grasp_tcp_height
 from robofollow_ros.decisions.world import WorldState, cramped
+from robofollow_ros.robot.rig_config import RigConfig, load_rig_config
+from robofollow_ros.robot.rig_model import GripperGeometry
 
 PROV = {"source": "sim_layout", "scene": "test", "layout": "hand", "seed": 0}
 LARGE_CUBE = (0.03, 0.03, 0.06)
 BIG_BOWL = (0.048, 0.048, 0.04)
 BAR = (0.018, 0.028, 0.026)
+SMALL_CUBE = (0.02, 0.02, 0.04)
+#: Per rig, the links whose collision shapes are the palm: everything of the gripper above the fingers (the
+#: ALOHA's: the housing and the bar the fingers slide on, both on gripper_link, and the prop).
+PALM_LINKS = {"robofollow": ("left_palm",), "aloha": ("vx300s_left/gripper_link", "vx300s_left/gripper_prop_link")}
+CORNERS = np.array([[a, b, c] for a in (-1, 1) for b in (-1, 1) for c in (-1, 1)], dtype=np.float64)
 
 
 def _obj(name: str, shape: str, xy: tuple[float, float], extent: tuple[float, float, float], role: str = "object",
@@ -35,49 +36,110 @@ def _anchor(*objs: AnchorObject, actions: tuple[CandidateAction, ...] = ()) -> A
     return Anchor("t", "action_sequence" if actions else "object_centric", "test", objs, actions, PROV)
 
 
-def _tcp_frame_boxes(world, arm: str) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
-    """Min and max corner of each finger's and the palm's collision box, in the TCP frame (x approach, y opening)."""
+def _tcp_frame_boxes(rig: RigConfig, arm: str, openings: tuple[float, ...]) -> list[dict[str, np.ndarray]]:
+    """Per opening, the min and max corner of each finger link's and of the palm's collision shapes in the TCP frame
+    (x approach, y opening), the arm at zero and the fingers where the rig puts them: the rig's URDF in a
+    physics-only SAPIEN scene, each shape as PhysX has it (a box's corners, a mesh's convex hull's vertices)."""
     import sapien
 
-    tcp, q = world.tcp_pose(arm)
-    rot = sapien.Pose(q=q).to_transformation_matrix()[:3, :3]
-    out = {}
-    for link in world.robot.links:
-        if link.name in (f"{arm}_finger_a", f"{arm}_finger_b", f"{arm}_palm"):
-            (shape,) = link.collision_shapes
-            pose = link.entity_pose * shape.local_pose
-            corners = np.array([[a, b, c] for a in (-1, 1) for b in (-1, 1) for c in (-1, 1)]) * shape.half_size
-            world_corners = pose.p + corners @ sapien.Pose(q=pose.q).to_transformation_matrix()[:3, :3].T
-            local = (world_corners - tcp) @ rot
-            out[link.name.removeprefix(f"{arm}_")] = np.array([local.min(0), local.max(0)])
+    from robofollow_ros.sim.articulation import load_rig_articulation
+
+    scene = sapien.Scene([sapien.physx.PhysxCpuSystem()])
+    robot = load_rig_articulation(scene, rig, visuals=False)
+    model = robot.create_pinocchio_model()
+    joints = [j.name for j in robot.active_joints]
+    index = {link.name: i for i, link in enumerate(robot.links)}
+    parts = {robot.find_joint_by_name(f.name).child_link.name: (robot.find_joint_by_name(f.name).child_link,)
+             for f in rig.fingers[arm]}
+    parts["palm"] = tuple(robot.find_link_by_name(name) for name in PALM_LINKS[rig.name])
+    out = []
+    for opening in openings:
+        q = np.zeros(len(joints))
+        for finger in rig.fingers[arm]:
+            q[joints.index(finger.name)] = finger.position(opening)
+        model.compute_forward_kinematics(q)
+        tcp = model.get_link_pose(index[rig.tcp_links[arm]]).to_transformation_matrix()
+        boxes = {}
+        for part, links in parts.items():
+            points = []
+            for link in links:
+                for shape in link.collision_shapes:
+                    if isinstance(shape, sapien.physx.PhysxCollisionShapeBox):
+                        local = CORNERS * shape.half_size
+                    else:
+                        local = np.asarray(shape.get_vertices()) * np.asarray(shape.scale)
+                    pose = (model.get_link_pose(index[link.name]) * shape.local_pose).to_transformation_matrix()
+                    points.append(local @ pose[:3, :3].T + pose[:3, 3])
+            in_tcp = (np.concatenate(points) - tcp[:3, 3]) @ tcp[:3, :3]
+            boxes[part] = np.array([in_tcp.min(0), in_tcp.max(0)])
+        out.append(boxes)
     return out
 
 
-@pytest.mark.parametrize("opening", [0.0, 0.85, 1.0])
-def test_the_gripper_boxes_are_the_rigs(registry, opening: float) -> None:  # type: ignore[no-untyped-def]
-    from robofollow_ros.contract import GRIPPER_INDEX
-    from robofollow_ros.sim.world import SimWorld
+@pytest.mark.parametrize("rig_name", ["robofollow", "aloha"])
+def test_the_gripper_boxes_are_the_rigs(rig_name: str) -> None:
+    """Each rig YAML's ``gripper_geometry`` (the built-in rig's: the defaults) is where its collision shapes are."""
+    rig = load_rig_config(rig_name)
+    gripper = Gripper.of(rig)
+    g = rig.gripper_geometry
+    openings = (0.0, 0.85, 1.0)
+    for opening, boxes in zip(openings, _tcp_frame_boxes(rig, "left", openings), strict=True):
+        fingers = [part for part in boxes if part != "palm"]
+        assert len(fingers) == 2
+        for finger in fingers:
+            lo, hi = boxes[finger]
+            where = (rig_name, finger, opening)
+            assert hi[0] == pytest.approx(g.finger_below_tcp, abs=2e-4), where  # reaches this far below the TCP
+            inner = lo[1] if lo[1] + hi[1] > 0 else -hi[1]  # the face towards the TCP's centre line
+            assert inner == pytest.approx(gripper.inner_face(opening), abs=2e-4), where
+            assert hi[1] - lo[1] == pytest.approx(g.finger_thickness, abs=2e-4), where
+            assert (hi[2] - lo[2]) / 2 == pytest.approx(g.finger_half_across, abs=2e-4), where
+        lo, hi = boxes["palm"]
+        assert -hi[0] == pytest.approx(g.palm_above_tcp, abs=2e-4)  # the palm's lowest point, above the TCP
+        assert (hi[1] - lo[1]) / 2 == pytest.approx(g.palm_half_along, abs=2e-4)
+        assert (hi[2] - lo[2]) / 2 == pytest.approx(g.palm_half_across, abs=2e-4)
+        np.testing.assert_allclose(lo[1:] + hi[1:], 0.0, atol=4e-4)  # centred on the TCP's approach line
 
-    world = SimWorld(render=False)
-    try:
-        world.reset(registry.layout("scene2", "default"), 0)
-        row = world.joint_vector()
-        row[GRIPPER_INDEX["left"]] = opening
-        world.execute(row)
-        world.idle(60)
-        boxes = _tcp_frame_boxes(world, "left")
-    finally:
-        world.close()
-    for finger in ("finger_a", "finger_b"):
-        lo, hi = boxes[finger]
-        assert hi[0] == pytest.approx(FINGER_BELOW_TCP_M, abs=1e-3)  # reaches this far below the TCP
-        assert min(abs(lo[1]), abs(hi[1])) == pytest.approx(inner_face(opening), abs=1e-3)
-        assert hi[1] - lo[1] == pytest.approx(FINGER_THICKNESS_M, abs=1e-3)
-        assert (hi[2] - lo[2]) / 2 == pytest.approx(FINGER_HALF_ACROSS_M, abs=1e-3)
-    lo, hi = boxes["palm"]
-    assert hi[0] == pytest.approx(0.0, abs=1e-3)  # the palm's underside is at the TCP
-    assert (hi[1] - lo[1]) / 2 == pytest.approx(PALM_HALF_ALONG_M, abs=1e-3)
-    assert (hi[2] - lo[2]) / 2 == pytest.approx(PALM_HALF_ACROSS_M, abs=1e-3)
+
+def test_the_built_in_rigs_gripper_is_the_default_and_the_alohas_is_its_own() -> None:
+    assert load_rig_config("robofollow").gripper_geometry == GripperGeometry()
+    aloha = load_rig_config("aloha").gripper_geometry
+    assert aloha.palm_above_tcp > 0.03 and aloha.palm_half_along > GripperGeometry().palm_half_along
+
+
+def test_the_world_model_checks_room_for_the_active_rigs_gripper(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a small cube 4.5 cm farther than the grasped one and 4 cm to its right: the built-in rig's fingers (1.2 cm
+    # either side of their axis) pass its near edge (2.5 cm off the axis), the ALOHA's (3.05 cm: their carriages)
+    # land on it
+    grasped = _obj("cube", "cube", (0.0, -0.1), SMALL_CUBE)
+    beside = _obj("other_cube", "cube", (0.04, -0.055), SMALL_CUBE)
+    table = _anchor(grasped, beside)
+    monkeypatch.delenv("ROBOFOLLOW_RIG", raising=False)
+    assert WorldState.initial(table).gripper.geometry == GripperGeometry()
+    assert cramped(table) == []
+    monkeypatch.setenv("ROBOFOLLOW_RIG", "aloha")
+    state = WorldState.initial(table)
+    assert state.gripper.geometry == load_rig_config("aloha").gripper_geometry
+    assert state.take("other_cube").gripper is state.gripper  # read once per world, carried along
+    assert cramped(table) == ["the gripper would land on 'other_cube' (under the right finger) grasping 'cube'",
+                              "the gripper would land on 'cube' (under the left finger) grasping 'other_cube'"]
+
+
+def test_the_palm_and_the_fingers_sit_where_the_rig_has_them() -> None:
+    aloha = Gripper.of(load_rig_config("aloha"))
+    g = aloha.geometry
+    tcp = grasp_tcp_height(0.04)
+    parts = {p.what: p for p in hand_at(aloha, (0.0, 0.0), 0.02, 0.04)}
+    assert parts["palm"].bottom == pytest.approx(tcp + g.palm_above_tcp)  # the ALOHA's bar, 3.7 cm above its TCP
+    assert parts["palm"].half == (g.palm_half_along, g.palm_half_across)
+    # the oracle opens the ALOHA to its own finger_half_gap (0 ... 0.0346 m): (0.02 + 0.014) / 0.0346
+    centre = aloha.inner_face(0.034 / 0.0346) + g.finger_thickness / 2
+    assert parts["right finger"].xy[0] == pytest.approx(centre)
+    assert parts["right finger"].bottom == pytest.approx(tcp - g.finger_below_tcp)
+    fingers, palm = push_sweep(aloha, (0.0, 0.0), (1.0, 0.0), 0.06)
+    assert fingers.half == pytest.approx((0.03 + g.finger_inner_closed + g.finger_thickness, g.finger_half_across))
+    assert palm.bottom == pytest.approx(0.052 + g.palm_above_tcp)
+    assert Gripper.of(load_rig_config("aloha")).opening_with_inner_face(g.finger_inner_closed + g.finger_travel) == 1.0
 
 
 def test_a_finger_on_a_bowl_rim_makes_the_table_cramped() -> None:

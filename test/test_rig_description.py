@@ -18,6 +18,7 @@ from robofollow_ros.robot.kinematics import RigKinematics
 from robofollow_ros.robot.rig_config import DEFAULT_RIG_CONFIG, RigConfigError, load_rig_config
 from robofollow_ros.robot.rig_description import ENV_RIG, known_rigs
 from robofollow_ros.robot.rig_files import distribution_folder, find_package
+from robofollow_ros.robot.rig_model import GripperGeometry
 from robofollow_ros.robot.transforms import quat_to_matrix
 from robofollow_ros.robot.urdf_model import UrdfModel
 
@@ -28,6 +29,11 @@ GYM_ALOHA = distribution_folder("gym-aloha", "gym_aloha/assets")
 def _write(path: Path, data: dict) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
+
+
+#: the built-in rig's gripper, as a rig YAML's ``gripper_geometry`` block gives it
+GRIPPER = {"finger_inner_closed": 0.002, "finger_travel": 0.04, "finger_thickness": 0.01, "finger_half_across": 0.012,
+           "finger_below_tcp": 0.04, "palm_half_along": 0.05, "palm_half_across": 0.02, "palm_above_tcp": 0.0}
 
 
 def _builtin(**changes: object) -> dict:
@@ -159,6 +165,16 @@ def test_a_calibration_file_moves_the_head_camera_to_where_it_says(tmp_path: Pat
     ({"cameras": {"head": {"link": "head_camera"}, "left_wrist": {"link": "left_wrist_camera", "fovy": 1.0},
                   "right_wrist": {"link": "right_wrist_camera", "fovy": 1.0}}},
      "field 'cameras.head' needs a fovy"),
+    ({"gripper_geometry": {**GRIPPER, "palm_height": 0.1}},
+     "field 'gripper_geometry' has unknown keys ['palm_height']"),
+    ({"gripper_geometry": {k: v for k, v in GRIPPER.items() if k != "finger_travel"}},
+     "field 'gripper_geometry' misses ['finger_travel']"),
+    ({"gripper_geometry": {**GRIPPER, "finger_thickness": 0.0}},
+     "field 'gripper_geometry.finger_thickness' must be a finite number > 0, got 0.0"),
+    ({"gripper_geometry": {**GRIPPER, "finger_inner_closed": -0.02}},
+     "field 'gripper_geometry.finger_inner_closed' must leave each closed finger's outer face beyond the TCP"),
+    ({"gripper_geometry": {**GRIPPER, "palm_above_tcp": -0.05}},
+     "field 'gripper_geometry.palm_above_tcp' must put the palm above the fingertips"),
 ])
 def test_a_bad_rig_yaml_is_one_line_naming_the_file_field_and_value(tmp_path: Path, change: dict,
                                                                    expected: str) -> None:
@@ -167,6 +183,12 @@ def test_a_bad_rig_yaml_is_one_line_naming_the_file_field_and_value(tmp_path: Pa
         load_rig_config(path)
     message = str(error.value)
     assert expected in message and str(path) in message and "\n" not in message, message
+
+
+def test_a_gripper_geometry_replaces_the_built_in_rigs_figures(tmp_path: Path) -> None:
+    assert load_rig_config("robofollow").gripper_geometry == GripperGeometry()
+    rig = load_rig_config(_write(tmp_path / "rig.yaml", _builtin(gripper_geometry={**GRIPPER, "palm_above_tcp": 0.05})))
+    assert rig.gripper_geometry == GripperGeometry(**{**GRIPPER, "palm_above_tcp": 0.05})
 
 
 def test_a_missing_mesh_names_the_file_the_link_and_the_uri(tmp_path: Path) -> None:

@@ -2,12 +2,14 @@
 
 Geometry in the table frame, heights above the table top. An object is a ``Body``: its footprint (a disc
 for spheres, cylinders and bowls; a box along the table axes for cubes, bars and labels, or the disc
-around it once a push may have turned it) and the height of its top. The gripper parts are those of
-``gripper``; a top-down grasp or release has the fingers opening along the table's x axis (every anchor
-object stands at yaw 0, and the oracle turns the fingers to the object's yaw), the fingers open to the
-oracle's pre-grasp width and the TCP at the oracle's grasp height. While the hand comes straight down to
-that pose every part sweeps the column above it, so a part is blocked by every object whose footprint
-overlaps the part's and whose top is above the part's lowest point.
+around it once a push may have turned it) and the height of its top. The gripper parts are the rig's
+(``gripper.Gripper``, from the rig YAML's ``gripper_geometry``); a top-down grasp or release has the fingers
+opening along the table's x axis (every anchor object stands at yaw 0, and the oracle turns the fingers to the
+object's yaw), the fingers open to the oracle's pre-grasp width and the TCP at the oracle's grasp height.
+While the hand comes straight down to that pose every part sweeps the column above it, so a part is blocked
+by every object whose footprint overlaps the part's and whose top is above the part's lowest point (the
+palm's is ``palm_above_tcp`` above the TCP: 0 on the built-in rig, 3.7 cm on the ALOHA, whose fingers hang
+below a bar 15 cm wide).
 
 A push (the oracle's): the closed fingers start behind the object on the line to the target, come down to
 ``PUSH_TCP_M`` and slide along that line for the stroke; the swept fingers and palm must clear everything
@@ -23,17 +25,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from robofollow_ros.decisions.gripper import (
-    FINGER_BELOW_TCP_M,
-    FINGER_HALF_ACROSS_M,
-    FINGER_INNER_M,
-    FINGER_THICKNESS_M,
-    PALM_HALF_ACROSS_M,
-    PALM_HALF_ALONG_M,
-    grasp_opening,
-    grasp_tcp_height,
-    inner_face,
-)
+from robofollow_ros.decisions.gripper import Gripper, grasp_tcp_height
 
 #: the oracle's push: TCP height above the table while sliding, and the start behind the object's back face
 PUSH_TCP_M = 0.052
@@ -96,21 +88,23 @@ def blockers(parts: Iterable[Part], others: Iterable[Body]) -> list[str]:
     return out
 
 
-def hand_at(xy: tuple[float, float], half_width: float, top: float) -> list[Part]:
+def hand_at(gripper: Gripper, xy: tuple[float, float], half_width: float, top: float) -> list[Part]:
     """The open fingers and the palm of a top-down grasp (or release) of an object whose top is ``top`` at ``xy``."""
+    g = gripper.geometry
     tcp = grasp_tcp_height(top)
-    centre = inner_face(grasp_opening(half_width)) + FINGER_THICKNESS_M / 2
-    finger = (FINGER_THICKNESS_M / 2, FINGER_HALF_ACROSS_M)
-    return [Part("left finger", (xy[0] - centre, xy[1]), finger, 0.0, tcp - FINGER_BELOW_TCP_M),
-            Part("right finger", (xy[0] + centre, xy[1]), finger, 0.0, tcp - FINGER_BELOW_TCP_M),
-            Part("palm", xy, (PALM_HALF_ALONG_M, PALM_HALF_ACROSS_M), 0.0, tcp)]
+    centre = gripper.inner_face(gripper.grasp_opening(half_width)) + g.finger_thickness / 2
+    finger = gripper.finger_half
+    return [Part("left finger", (xy[0] - centre, xy[1]), finger, 0.0, tcp - g.finger_below_tcp),
+            Part("right finger", (xy[0] + centre, xy[1]), finger, 0.0, tcp - g.finger_below_tcp),
+            Part("palm", xy, gripper.palm_half, 0.0, tcp + g.palm_above_tcp)]
 
 
-def push_sweep(start: tuple[float, float], direction: tuple[float, float], stroke: float) -> list[Part]:
+def push_sweep(gripper: Gripper, start: tuple[float, float], direction: tuple[float, float],
+               stroke: float) -> list[Part]:
     """The closed fingers and the palm, swept from the push's start along ``direction`` for ``stroke`` metres."""
+    g = gripper.geometry
     yaw = math.atan2(direction[1], direction[0])
     mid = (start[0] + direction[0] * stroke / 2, start[1] + direction[1] * stroke / 2)
-    fingers_half = FINGER_INNER_M + FINGER_THICKNESS_M
-    return [Part("closed fingers", mid, (stroke / 2 + fingers_half, FINGER_HALF_ACROSS_M), yaw,
-                 PUSH_TCP_M - FINGER_BELOW_TCP_M),
-            Part("palm", mid, (stroke / 2 + PALM_HALF_ALONG_M, PALM_HALF_ACROSS_M), yaw, PUSH_TCP_M)]
+    return [Part("closed fingers", mid, (stroke / 2 + gripper.closed_fingers_half, g.finger_half_across), yaw,
+                 PUSH_TCP_M - g.finger_below_tcp),
+            Part("palm", mid, (stroke / 2 + g.palm_half_along, g.palm_half_across), yaw, PUSH_TCP_M + g.palm_above_tcp)]

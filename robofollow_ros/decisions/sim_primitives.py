@@ -50,10 +50,10 @@ SETTLE_ROWS = 25
 
 def settle_release(mb: MotionBuilder, arm: str, release_tcp: np.ndarray, obj: ObjectSpec) -> None:
     """Relax the squeeze, wait, open, wait for the object to come to rest, rise (see the module doc)."""
-    from robofollow_ros.decisions.gripper import opening_with_inner_face
+    from robofollow_ros.decisions.gripper import Gripper
     from robofollow_ros.policy.expert import skills
 
-    mb.grip(arm, opening_with_inner_face(skills.half_width(obj) - RELAX_SQUEEZE_M))
+    mb.grip(arm, Gripper.of(mb.kin.rig).opening_with_inner_face(skills.half_width(obj) - RELAX_SQUEEZE_M))
     mb.hold(RELAX_ROWS)
     mb.grip(arm, skills.RELEASE_OPEN)
     mb.hold(SETTLE_ROWS)

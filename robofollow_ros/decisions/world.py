@@ -14,21 +14,22 @@ Action-sequence primitives (each needs its subject *clear*: nothing rests on it)
 Object-centric decisions pick objects up and take them away: an object can be picked only when every
 object resting on it has been picked already, and never out of a container the instruction forbids
 touching.
-Every grasp, release and push also needs room for the gripper (``clearance``): the open fingers and the
-palm, coming straight down over the object (or over where it is set down), must not land on another
-object, and a push's swept fingers and palm must clear everything but the pushed object. That is where
-a push leaves its object beside its target: neither can be grasped there afterwards.
+Every grasp, release and push also needs room for the rig's gripper (``clearance``, ``gripper``): the open
+fingers and the palm, coming straight down over the object (or over where it is set down), must not land on
+another object, and a push's swept fingers and palm must clear everything but the pushed object. That is
+where a push leaves its object beside its target: neither can be grasped there afterwards.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from robofollow_ros.decisions.anchors import Anchor, CandidateAction
 from robofollow_ros.decisions.clearance import PUSH_BEHIND_M, Body, blockers, hand_at, push_sweep
+from robofollow_ros.decisions.gripper import Gripper, active_gripper
 
 #: "push X to Y" only where Y is this far from X, so the push makes visible progress without a collision
 PUSH_MIN_GAP_M = 0.10
@@ -69,10 +70,15 @@ class WorldState:
     taken: frozenset[str] = frozenset()
     #: objects a push has moved: they may have turned, so their footprint is the disc around them
     pushed: frozenset[str] = frozenset()
+    #: the gripper that needs room: the active rig's, read when the first state of a world is made (the states
+    #: ``after`` and ``take`` make carry it along)
+    gripper: Gripper = field(default_factory=active_gripper, compare=False, repr=False)
 
     @classmethod
-    def initial(cls, anchor: Anchor) -> WorldState:
-        return cls(anchor, {o.name: Placement(o.xy, o.on_top_of, o.in_container) for o in anchor.objects})
+    def initial(cls, anchor: Anchor, gripper: Gripper | None = None) -> WorldState:
+        """The anchor's own state; room is checked for ``gripper`` (default: the active rig's)."""
+        places = {o.name: Placement(o.xy, o.on_top_of, o.in_container) for o in anchor.objects}
+        return cls(anchor, places) if gripper is None else cls(anchor, places, gripper=gripper)
 
     def present(self) -> list[str]:
         return [o.name for o in self.anchor.objects if o.name not in self.taken]
@@ -125,7 +131,7 @@ class WorldState:
             bowl = self.anchor.object(at).shape == "bowl"
             xy, doing = self.places[at].xy, f"setting it down {'in' if bowl else 'on'} {at!r}"
             top, skip = self.top(at) + o.extent[2], {x}
-        hits = blockers(hand_at(xy, o.extent[0], top), self.bodies(skip))
+        hits = blockers(hand_at(self.gripper, xy, o.extent[0], top), self.bodies(skip))
         return [f"the gripper would land on {', '.join(hits)} {doing} {x!r}"] if hits else []
 
     def push_problems(self, x: str, t: str) -> list[str]:
@@ -138,7 +144,7 @@ class WorldState:
         u = ((x1 - x0) / gap, (y1 - y0) / gap)
         behind = (o.extent[0] * (abs(u[0]) + abs(u[1])) if o.shape == "cube" else o.extent[0]) + PUSH_BEHIND_M
         start = (x0 - u[0] * behind, y0 - u[1] * behind)
-        hits = blockers(push_sweep(start, u, push_stroke(gap)), self.bodies({x}))
+        hits = blockers(push_sweep(self.gripper, start, u, push_stroke(gap)), self.bodies({x}))
         return [f"the push would sweep the gripper into {', '.join(hits)}"] if hits else []
 
     def describe(self, name: str) -> str:

@@ -50,7 +50,7 @@ from robofollow_ros.robot.rig_compose import (
 )
 from robofollow_ros.robot.rig_fields import Fields
 from robofollow_ros.robot.rig_files import RigFileError, distribution_folder, resolve_uri
-from robofollow_ros.robot.rig_model import ArmJoint, FingerJoint, RigConfig, RigConfigError, RigFile
+from robofollow_ros.robot.rig_model import ArmJoint, FingerJoint, GripperGeometry, RigConfig, RigConfigError, RigFile
 from robofollow_ros.robot.transforms import quat_to_matrix
 from robofollow_ros.robot.urdf_model import UrdfError, UrdfModel
 from robofollow_ros.yamlio import read_yaml_mapping
@@ -157,6 +157,7 @@ def _load(source: Path) -> RigConfig:
         finger_half_gap=_half_gap(f),
         driver_config=_driver_config(f),
         workspace=_workspace(f),
+        gripper_geometry=_gripper_geometry(f),
     )
 
 
@@ -195,6 +196,31 @@ def _workspace(f: Fields) -> tuple[tuple[float, float, float], tuple[float, floa
     if not all(lo < hi for lo, hi in zip(low, high, strict=True)):
         raise f.error("workspace", "must have min < max on every axis", f.data["workspace"])
     return (low[0], low[1], low[2]), (high[0], high[1], high[2])
+
+
+def _gripper_geometry(f: Fields) -> GripperGeometry:
+    """``gripper_geometry: {finger_inner_closed, finger_travel, finger_thickness, finger_half_across,
+    finger_below_tcp, palm_half_along, palm_half_across, palm_above_tcp}`` (m, TCP frame): the fingers and palm
+    OWDA's world model checks room for; every field given, or none (the built-in rig's gripper)."""
+    from dataclasses import fields
+
+    if "gripper_geometry" not in f.data:
+        return GripperGeometry()
+    names = [field.name for field in fields(GripperGeometry)]
+    spec = f.keys(f.data["gripper_geometry"], "gripper_geometry", set(names))
+    missing = [name for name in names if name not in spec]
+    if missing:
+        raise f.error("gripper_geometry", f"misses {missing} (a rig gives all of {names})", spec)
+    signed = ("finger_inner_closed", "palm_above_tcp")  # offsets from the TCP; the rest are sizes
+    value = {name: (f.number if name in signed else f.positive)(spec[name], f"gripper_geometry.{name}")
+             for name in names}
+    if value["finger_inner_closed"] + value["finger_thickness"] <= 0.0:
+        raise f.error("gripper_geometry.finger_inner_closed", "must leave each closed finger's outer face beyond "
+                      "the TCP (finger_inner_closed + finger_thickness > 0)", spec["finger_inner_closed"])
+    if value["palm_above_tcp"] <= -value["finger_below_tcp"]:
+        raise f.error("gripper_geometry.palm_above_tcp", "must put the palm above the fingertips "
+                      "(palm_above_tcp > -finger_below_tcp)", spec["palm_above_tcp"])
+    return GripperGeometry(**value)
 
 
 def _tostring(root: Any) -> str:

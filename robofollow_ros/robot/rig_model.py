@@ -46,6 +46,33 @@ class FingerJoint:
 
 
 @dataclass(frozen=True)
+class GripperGeometry:
+    """The parallel gripper as OWDA's world model sees it (``decisions/clearance.py``), in metres, in the TCP frame
+    (approach, opening axis, across it). Each finger is a box and the palm (everything of the gripper above the
+    fingers: the housing, the bar the fingers slide on) is another; each part's box is where its collision shapes
+    are, over its whole height. YAML ``gripper_geometry: {...}``, every field given; without it, the built-in
+    rig's figures, measured on ``urdf/robofollow_rig.urdf`` (``test_owda_clearance`` measures each rig's in
+    SAPIEN)."""
+
+    #: From the TCP to each finger's inner face with the gripper closed, along the opening axis (< 0 where the
+    #: closed fingers' shapes cross the TCP's centre line)
+    finger_inner_closed: float = 0.002
+    #: How far each finger's inner face moves from closed to open
+    finger_travel: float = 0.04
+    #: Each finger's size along the opening axis
+    finger_thickness: float = 0.010
+    #: Half each finger's size across the opening axis
+    finger_half_across: float = 0.012
+    #: How far the fingertips reach beyond the TCP along the approach (down, in a top-down grasp)
+    finger_below_tcp: float = 0.04
+    #: Half the palm's size along the opening axis, and across it
+    palm_half_along: float = 0.05
+    palm_half_across: float = 0.02
+    #: How far the palm's lowest point is behind the TCP along the approach (above it, in a top-down grasp)
+    palm_above_tcp: float = 0.0
+
+
+@dataclass(frozen=True)
 class RigFile:
     """A file the rig was built from, for a run's provenance."""
 
@@ -80,6 +107,8 @@ class RigConfig:
     #: The box both TCPs must stay in (world frame, m: lower corner, upper corner): the arm bridge's default
     #: ``workspace_min``/``workspace_max``. YAML ``workspace: {min, max}``; without it, the built-in rig's box.
     workspace: tuple[Vec3, Vec3] = BUILT_IN_WORKSPACE
+    #: The gripper's fingers and palm as OWDA's world model checks room for them (YAML ``gripper_geometry``)
+    gripper_geometry: GripperGeometry = GripperGeometry()
 
     @property
     def workspace_min(self) -> Vec3:
