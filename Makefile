@@ -3,6 +3,10 @@
 #   make test   set up, then run the whole test suite (CI runs exactly this)
 PY := .venv/bin/python
 ROBOFOLLOW := .venv/bin/robofollow
+# The demo's options (robofollow demo --help): FOXGLOVE_PORT=N is --foxglove-port N (0 picks a free port),
+# DEMO_ARGS is passed as written, e.g. make demo FOXGLOVE_PORT=0 DEMO_ARGS="--per-group 1 --output /tmp/demo"
+FOXGLOVE_PORT ?=
+DEMO_ARGS ?=
 
 .PHONY: setup setup-tests setup-lerobot test demo lint bench clean
 
@@ -23,7 +27,7 @@ test: setup-tests
 	$(PY) -m pytest -q
 
 demo: setup
-	$(ROBOFOLLOW) demo
+	$(ROBOFOLLOW) demo$(if $(FOXGLOVE_PORT), --foxglove-port $(FOXGLOVE_PORT))$(if $(DEMO_ARGS), $(DEMO_ARGS))
 
 lint: setup
 	.venv/bin/ruff check robofollow_ros test bench model_server

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
+import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from robofollow_ros.benchmark import LEVELS, SCENES, Registry
 from robofollow_ros.child_process import child_command, child_env
+from robofollow_ros.evaluation.progress import Heartbeat, waited
 from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
 from robofollow_ros.rundir.atomic import read_json
 from robofollow_ros.rundir.layout import RESULTS_FILE
@@ -43,15 +46,19 @@ def dry_run_task_ids(registry: Registry, levels: Sequence[str] = DRY_RUN_LEVELS)
 
 
 @contextmanager
-def served_policy(policy: str, log: Path) -> Iterator[str]:
-    """``robofollow serve --policy POLICY --port 0`` in its own process; yields its ``tcp://`` SPEC."""
+def served_policy(policy: str, log: Path, stream: TextIO | None = None) -> Iterator[str]:
+    """``robofollow serve --policy POLICY --port 0`` in its own process; yields its ``tcp://`` SPEC. While it
+    starts, ``stream`` (if given) is told every few seconds."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as err:
         cmd = child_command("robofollow_ros.cli", ["serve", "--policy", policy, "--port", "0"])
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=child_env())
         try:
             assert proc.stdout is not None
-            line = _read_line(proc, SERVER_START_TIMEOUT_S)
+            since = time.monotonic()
+            with Heartbeat(lambda: f"… waiting for the policy server to listen, {waited(since)} (log: {log})",
+                           stream) if stream is not None else nullcontext():
+                line = _read_line(proc, SERVER_START_TIMEOUT_S)
             match = re.match(r"Policy server: (?P<host>[\w.]+):(?P<port>\d+)", line)
             if not match:
                 raise RuntimeError(f"policy server did not start: {line.strip() or 'no output'} (log: {log})")
@@ -92,7 +99,10 @@ def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render
     ``privileged`` (the served oracle needs it): both runs are started with ``--privileged``."""
     tasks = dry_run_task_ids(registry)
     ros_dir, headless_dir = output / "ros", output / "headless"
-    with served_policy(policy, output / "logs" / "policy_server.log") as spec:
+    if stream is not None:
+        stream.write(f"==> serving {policy} with robofollow serve, in its own process\n")
+        stream.flush()
+    with served_policy(policy, output / "logs" / "policy_server.log", stream) as spec:
         if stream is not None:
             stream.write(f"==> {policy} served at {spec}; robofollow bringup sim over {len(tasks)} trials\n")
             stream.flush()
@@ -100,17 +110,58 @@ def run_dry_run(output: Path, registry: Registry, policy: str = "oracle", render
             "bringup", "sim", "--policy", spec, "--tasks", ",".join(tasks), "--rounds", "1", "--output", str(ros_dir),
             "--exit-when-done", *([] if render else ["--no-render"]), *(["--privileged"] if privileged else []),
             *([] if foxglove_port is None else ["--foxglove-port", str(foxglove_port)])])
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stream or subprocess.DEVNULL, text=True,
-                              timeout=BRINGUP_TIMEOUT_S, env=child_env())
-    if done.returncode != 0:
-        raise RuntimeError(f"robofollow bringup sim exited {done.returncode}; see the log above")
+        returncode, table = _run_relayed(cmd, stream, BRINGUP_TIMEOUT_S)
+    if returncode != 0:
+        raise RuntimeError(f"robofollow bringup sim exited {returncode}; see the log above")
     if stream is not None:
         stream.write(f"==> headless reference: the same {len(tasks)} trials in-process\n")
     run_evaluation(EvalConfig(policy=policy, output=headless_dir, tasks=tuple(tasks), rounds=1, render=False,
                               privileged=privileged), stream=stream)
     compared, differences = compare_verdicts(read_json(ros_dir / RESULTS_FILE),
                                              read_json(headless_dir / RESULTS_FILE))
-    return DryRunOutcome(ros_dir, headless_dir, compared, differences, done.stdout.strip())
+    return DryRunOutcome(ros_dir, headless_dir, compared, differences, table.strip())
+
+
+#: A ROS log line's level and wall-clock stamp, left out where a heartbeat quotes the line.
+_ROS_LOG_PREFIX = re.compile(r"^\[\w+\] \[[\d.]+\] ")
+
+
+def _run_relayed(cmd: list[str], stream: TextIO | None, timeout: float) -> tuple[int, str]:
+    """Run ``cmd``: its stdout is returned, its stderr goes to ``stream`` line by line, and while it says nothing
+    a line every few seconds quotes its last one. The child cannot speak itself while one call holds its
+    interpreter (bringup's in-process sim_node taking its first picture: up to a minute on a CPU renderer)."""
+    if stream is None:
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=timeout,
+                              env=child_env())
+        return done.returncode, done.stdout
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+    last, since = ["it started"], [time.monotonic()]
+    beat = Heartbeat(lambda: f"… robofollow bringup: {waited(since[0])} since its last line: {last[0]}", stream)
+
+    def relay() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            with beat.lock:
+                stream.write(line)
+                stream.flush()
+            beat.touch()
+            last[0], since[0] = _ROS_LOG_PREFIX.sub("", line.strip())[:120], time.monotonic()
+
+    out: list[str] = []
+    threads = [threading.Thread(target=relay, daemon=True),
+               threading.Thread(target=lambda: out.append(proc.stdout.read() if proc.stdout else ""), daemon=True)]
+    with beat:
+        for thread in threads:
+            thread.start()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+        for thread in threads:
+            thread.join(timeout=30)
+    return proc.returncode, "".join(out)
 
 
 def compare_verdicts(ros: list[dict[str, Any]], headless: list[dict[str, Any]]) -> tuple[int, list[str]]:

@@ -96,7 +96,7 @@ def test_a_ticker_writes_a_line_every_few_seconds_with_rate_and_eta_and_the_last
     assert [line.split()[1] for line in lines] == [f"{n}/100" for n in range(8, 100, 8)] + ["100/100"]
     assert lines[0] == "step 8/100  4.0 steps/s  ETA 00:23  loss 0.125"
     assert lines[-1] == "step 100/100  4.0 steps/s  ETA 00:00  loss 0.010"
-    assert Ticker(5, "x", stream=io.StringIO()).every_s == 5.0  # a log's default: one line every 5 s
+    assert Ticker(5, "x", stream=io.StringIO()).every_s == 4.0  # a log's default: a line every 4 s (issue 35)
 
 
 def test_a_ticker_on_a_terminal_redraws_one_line_and_resumed_work_counts_its_own_rate() -> None:

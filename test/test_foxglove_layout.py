@@ -20,7 +20,7 @@ from mcap_ros2.decoder import DecoderFactory
 
 from robofollow_ros.contract import CAMERA_OPTICAL_FRAMES
 from robofollow_ros.monitoring import topics
-from robofollow_ros.monitoring.layout import CONTROLS, LAYOUT_PATH, TITLE_KEYS, build_layout
+from robofollow_ros.monitoring.layout import CONTROLS, LAYOUT_PATH, PLOT, TITLE_KEYS, build_layout
 from robofollow_ros.monitoring.robot import urdf_joints
 from robofollow_ros.monitoring.server import TRIAL_SERVICES
 from robofollow_ros.monitoring.stages import STAGE_SLOTS
@@ -92,6 +92,16 @@ def test_every_panel_id_type_and_config_key_is_one_the_app_knows(layout: dict[st
     kinds = [p.split("!")[0] for p in layout["configById"]]
     assert kinds.count("Image") == 3 and kinds.count("CallService") == len(TRIAL_SERVICES)
     assert {"3D", "Plot", "StateTransitions", "RawMessages", "RosOut", "Tab"} <= set(kinds)
+
+
+def test_the_legend_sits_beside_the_data_and_a_tab_holds_at_most_four_buttons(layout: dict[str, Any]) -> None:
+    """What test_lichtblick_layout measures at 1280 x 720, kept by the config: the plot's legend left of the
+    data (``floating`` draws it over the data), and at most four Call Service tiles a row (narrower, a
+    button's text wraps and the tile no longer shows it)."""
+    plot = layout["configById"][PLOT]
+    assert plot["showLegend"] and plot["legendDisplay"] == "left" and plot["sidebarDimension"] >= 200
+    tabs = layout["configById"][CONTROLS]["tabs"]
+    assert all(len(_leaves(tab["layout"])) <= 4 for tab in tabs), [_leaves(tab["layout"]) for tab in tabs]
 
 
 def test_every_frame_a_recording_names_has_its_axes_hidden(layout: dict[str, Any], registry: Any) -> None:

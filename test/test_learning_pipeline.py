@@ -146,4 +146,5 @@ def test_learned_policy_serves_over_tcp_with_the_same_actions(dataset: Path, tmp
 def test_bad_input_is_one_line_and_exit_2(dataset: Path, tmp_path: Path, make, fragment: str) -> None:  # type: ignore[no-untyped-def]
     proc = run(*make(dataset, tmp_path), check=False)
     assert proc.returncode == 2, proc.stderr
-    assert fragment in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    said = [line for line in proc.stderr.strip().splitlines() if not line.startswith("… ")]  # less progress lines
+    assert fragment in proc.stderr and len(said) == 1, proc.stderr

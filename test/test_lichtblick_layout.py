@@ -12,7 +12,16 @@ Live, with the ALOHA rig (meshes only, STL files where pip installed gym-aloha):
 websocket server (``?ds=foxglove-websocket``), fetches every mesh the description names through the server's
 asset handler (``monitoring.rig_assets``; counted there) and draws them: the 3-D panel with the meshes
 answered differs from the same panel while they were asked for but held back, by the arms' grey.
-Skipped, with the reason, where the build, playwright or Chromium is missing.
+The operator's view, live at 1280 x 720 (the layout's geometry, ``monitoring.layout``): the real
+``foxglove_node`` serves the app, a stub trial manager answers the trial services, and a Scene 4 sequence
+trial (three stages, the most any task has) runs on the node's topics. Measured from the panels' boxes and
+pixels: every state row (trial, each stage, completion) inside the states panel's visible box with its
+bar drawn; each of the plot's legend rows whole and beside the data, not over it; room for several log
+lines; the button strip one row of tiles per tab, at most a third of the height, every button whole and
+hit by a click; and a click on *stop* brings the trial manager's answer as a log line, whole inside the
+log's visible box (Lichtblick's own response box holds two rows of a half tile: ``{`` and ``"success"``).
+Skipped, with the reason, where the build, playwright or Chromium is missing (and the live test where
+rclpy is).
 """
 
 from __future__ import annotations
@@ -40,9 +49,10 @@ from PIL import Image
 
 from robofollow_ros.monitoring import rosmsg, topics
 from robofollow_ros.monitoring.channels import TrialChannels
-from robofollow_ros.monitoring.layout import CONTROL_TABS, CONTROLS, LAYOUT_PATH, TITLE_KEYS
+from robofollow_ros.monitoring.layout import CONTROL_TABS, CONTROLS, LAYOUT_PATH, LOG, PLOT, STATES, TITLE_KEYS
 from robofollow_ros.monitoring.rig_assets import RigAssets
-from robofollow_ros.monitoring.server import start_monitor_server
+from robofollow_ros.monitoring.server import TRIAL_SERVICES, start_monitor_server
+from robofollow_ros.monitoring.stages import STAGE_SLOTS, STAGE_VALUES, STATUS_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -68,6 +78,8 @@ CHROMIUM_ARGS = ["--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-s
 #: The default window: a 1280 x 720 screen, with the app's panel sidebar open as it opens.
 VIEWPORT = {"width": 1280, "height": 720}
 TASK = "L0_place_yellow_block_1_behind_red_cylinder"
+#: The live trial: a Scene 4 sequence, whose three stages fill every stage row.
+SEQUENCE = "L0_s41_seq_l_bowl_then_r_green_cylinder"
 #: What a panel shows instead of data (Lichtblick's empty states and topic problems).
 EMPTY = re.compile(r"waiting for|no messages|not available|no data|select a topic|no topic", re.IGNORECASE)
 #: Set to a folder to keep the screenshot and the console log (docs/images/lichtblick_view.png comes from it).
@@ -161,6 +173,107 @@ def _buttons(page: Any) -> list[dict[str, Any]]:
                 what: hit ? hit.tagName + ' ' + String(hit.className).slice(0, 60) : 'nothing'}; })""")
 
 
+def _every_button_on_every_tab(page: Any) -> None:
+    """On each tab of the strip: its Call Service buttons, in one row, each visible and what a click at its
+    centre hits."""
+    for index, (tab, names) in enumerate(CONTROL_TABS.items()):
+        if index:
+            tab_button = _panel(page, CONTROLS).get_by_test_id("toolbar-tab").nth(index)
+            assert tab in (tab_button.inner_text() + str(tab_button.evaluate(
+                "el => [...el.querySelectorAll('input')].map(i => i.value).join(' ')"))), tab
+            tab_button.click()
+            _panel(page, f"CallService!{names[0]}").wait_for(timeout=10_000)
+        buttons = _buttons(page)
+        assert sorted(b["text"] for b in buttons) == sorted(n.replace("_", " ") for n in names), tab
+        for button in buttons:
+            assert button["hit"] and button["inside"], f"tab {tab}: {button['text']!r} is covered ({button})"
+        tiles = [_box(page, f"CallService!{n}") for n in names]
+        assert len({round(t["y"]) for t in tiles}) == 1, f"tab {tab}: the tiles are not one row ({tiles})"
+        for n in names:
+            assert _panel(page, f"CallService!{n}").get_by_test_id("call-service-button").is_visible()
+    _panel(page, CONTROLS).get_by_test_id("toolbar-tab").nth(0).click()
+    _panel(page, f"CallService!{next(iter(CONTROL_TABS.values()))[0]}").wait_for(timeout=10_000)
+
+
+def _box(page: Any, panel_id: str) -> dict[str, float]:
+    """A panel's box on the page, px (its DOM element's bounding box)."""
+    box = _panel(page, panel_id).bounding_box()
+    assert box is not None, f"{panel_id} is not on the page"
+    return dict(box)
+
+
+def _boxes(page: Any) -> dict[str, dict[str, int]]:
+    """Every panel on the page: its box, px."""
+    return page.evaluate("""() => Object.fromEntries([...document.querySelectorAll(
+        '[data-testid^="panel-mouseenter-container "]')].map(e => { const r = e.getBoundingClientRect();
+        return [e.dataset.testid.split(' ')[1], {x: Math.round(r.x), y: Math.round(r.y), width: Math.round(r.width),
+                height: Math.round(r.height)}]; }))""")
+
+
+def _inside(inner: dict[str, float], outer: dict[str, float], slack: float = 0.5) -> bool:
+    return (inner["x"] >= outer["x"] - slack and inner["y"] >= outer["y"] - slack
+            and inner["x"] + inner["width"] <= outer["x"] + outer["width"] + slack
+            and inner["y"] + inner["height"] <= outer["y"] + outer["height"] + slack)
+
+
+def _state_rows(page: Any) -> list[dict[str, Any]]:
+    """The State Transitions rows: each row's label (DOM), its box and the label's, the panel's visible box
+    (below its title bar), and how many coloured pixels the row's bar band has (the bar and its state text
+    are drawn on a canvas, below the label)."""
+    panel = _panel(page, STATES)
+    rows = panel.evaluate("""root => { const f = e => { const r = e.getBoundingClientRect();
+        return {x: r.x, y: r.y, width: r.width, height: r.height}; };
+      const view = f(root); const bar = root.querySelector('[data-testid=mosaic-drag-handle]').getBoundingClientRect();
+      view.height -= bar.bottom - view.y; view.y = bar.bottom;
+      return [...root.querySelectorAll('[data-testid^=row-]')].map(row => {
+        const label = row.querySelector('.MuiButtonGroup-root') || row;
+        return {text: label.innerText.trim(), row: f(row), label: f(label), view}; }); }""")
+    picture = _pixels(page, panel)
+    origin = _box(page, STATES)
+    for row in rows:
+        top = int(row["label"]["y"] + row["label"]["height"] - origin["y"]) + 2
+        view_bottom = row["view"]["y"] + row["view"]["height"]
+        bottom = int(min(row["row"]["y"] + row["row"]["height"], view_bottom) - origin["y"])
+        band = picture[max(top, 0):max(bottom, 0)]
+        row["coloured"] = int(((band.max(axis=2) - band.min(axis=2)) > 60).sum()) if band.size else 0
+    return rows
+
+
+def _legend(page: Any) -> dict[str, Any]:
+    """The plot's legend rows (name and box, and whether the name is cut) and the data's canvas box."""
+    return _panel(page, PLOT).evaluate("""root => { const f = e => { const r = e.getBoundingClientRect();
+        return {x: r.x, y: r.y, width: r.width, height: r.height}; };
+      const names = [...root.querySelectorAll('[class*=plotName]')].map(e => {
+        const t = e.querySelector('.MuiTypography-root') || e;
+        return {text: t.innerText.trim(), box: f(e), cut: t.scrollWidth > t.clientWidth + 1}; });
+      return {names, canvas: f(root.querySelector('[data-testid=vertical-bar-wrapper] canvas')), panel: f(root)}; }""")
+
+
+def _log_view(page: Any) -> dict[str, Any]:
+    """The log's scrolled list (its visible box) and the height of one text line in it, px."""
+    return _panel(page, LOG).evaluate("""root => { const list = root.querySelector('[data-testid=virtualized-list]');
+      const view = [...list.querySelectorAll('*')].find(e => getComputedStyle(e).overflowY === 'auto') || list;
+      const r = view.getBoundingClientRect(); const text = view.querySelector('span') || view;
+      const line = parseFloat(getComputedStyle(text).lineHeight) || 1.4 * parseFloat(getComputedStyle(text).fontSize);
+      return {box: {x: r.x, y: r.y, width: r.width, height: r.height}, line}; }""")
+
+
+def _log_line(page: Any, text: str) -> dict[str, Any] | None:
+    """The log entry that holds ``text``: its box, the list's visible box, and whether a point inside it
+    is the entry itself (not something drawn over it); None while no entry holds it."""
+    return _panel(page, LOG).evaluate("""(root, text) => {
+      const list = root.querySelector('[data-testid=virtualized-list]');
+      const view = [...list.querySelectorAll('*')].find(e => getComputedStyle(e).overflowY === 'auto') || list;
+      const spans = [...view.querySelectorAll('span')].filter(s => s.textContent.includes(text));
+      if (!spans.length) return null;
+      const s = spans[spans.length - 1]; const f = e => { const r = e.getBoundingClientRect();
+        return {x: r.x, y: r.y, width: r.width, height: r.height}; };
+      const rects = [...s.getClientRects()]; const last = rects[rects.length - 1];
+      const hit = document.elementFromPoint(last.x + 2, last.y + last.height / 2);
+      return {text: s.textContent, box: f(s), view: f(view), hit: !!hit && (s.contains(hit) || hit.contains(s))}; }""",
+                                     text)
+
+
 def _import_layout(page: Any) -> None:
     """The committed layout through the app's own *Import layout from file…* (the OS picker stubbed)."""
     name = LAYOUT_PATH.name
@@ -233,20 +346,12 @@ def test_layout_in_lichtblick_shows_every_panel_with_data_and_reachable_buttons(
             assert measured["green"] < 0.005, f"frame axes drawn over the scene ({measured['green']:.2%} green)"
             assert measured["grey"] > 0.01, f"no robot drawn ({measured['grey']:.2%} grey)"
 
-            for index, (tab, names) in enumerate(CONTROL_TABS.items()):
-                if index:
-                    tab_button = _panel(page, CONTROLS).get_by_test_id("toolbar-tab").nth(index)
-                    assert tab in (tab_button.inner_text() + str(tab_button.evaluate(
-                        "el => [...el.querySelectorAll('input')].map(i => i.value).join(' ')"))), tab
-                    tab_button.click()
-                    _panel(page, f"CallService!{names[0]}").wait_for(timeout=10_000)
-                buttons = _buttons(page)
-                assert sorted(b["text"] for b in buttons) == sorted(n.replace("_", " ") for n in names), tab
-                for button in buttons:
-                    assert button["hit"] and button["inside"], f"tab {tab}: {button['text']!r} is covered ({button})"
-                for n in names:
-                    assert page.get_by_test_id(f"panel-mouseenter-container CallService!{n}") \
-                        .get_by_test_id("call-service-button").is_visible()
+            # The recorded trial's stage rows too (three stages): each label in the panel's visible box, its bar drawn.
+            rows = _state_rows(page)
+            assert [r["text"] for r in rows] == list(STATUS_NAMES)
+            for row in rows:
+                assert _inside(row["label"], row["view"]) and row["coloured"] > 30, f"state row {row['text']}: {row}"
+            _every_button_on_every_tab(page)
         finally:
             browser.close()
             if recording.poll() is None:
@@ -260,6 +365,144 @@ def test_layout_in_lichtblick_shows_every_panel_with_data_and_reachable_buttons(
     rejected = [text for kind, text in console if re.search(r"layout|config", text, re.IGNORECASE)
                 and re.search(r"invalid|unknown|unsupported|failed|reject", text, re.IGNORECASE)]
     assert not rejected, rejected[:5]
+
+
+@pytest.fixture()
+def operator_graph(tmp_path: Path) -> Iterator[tuple[Any, Any, list[str]]]:
+    """The real foxglove_node on an rclpy graph (its live server on a free port), a stub trial manager whose
+    Trigger services answer as the real one words it, and the test's publishers of the trial streams."""
+    pytest.importorskip("rclpy", reason="rclpy is not installed (the ROS 2 Python client)")
+    from rclpy.parameter import Parameter
+    from std_srvs.srv import Trigger
+
+    from robofollow_ros.nodes.foxglove_node import FoxgloveNode
+    from ros_harness import RosHarness
+
+    with RosHarness() as ros:
+        node = ros.add(FoxgloveNode(context=ros.context, parameter_overrides=[
+            Parameter("port", value=0), Parameter("record", value=False)]))
+        manager = ros.node("stub_trial_manager")
+        calls: list[str] = []
+
+        def handler(name: str) -> Any:
+            def handle(_req: Any, res: Any) -> Any:
+                calls.append(name)
+                res.success = True
+                res.message = (f"stopping trial {SEQUENCE}_r1_s7; paused after it" if name.endswith("/stop")
+                               else f"phase running; {name.rsplit('/', 1)[-1]} done")
+                return res
+            return handle
+
+        for service in TRIAL_SERVICES:
+            manager.create_service(Trigger, service, handler(service))
+        yield ros, node, calls
+
+
+def test_operator_view_live_at_1280x720_shows_every_stage_row_the_plot_the_log_and_the_answer(
+        served: str, operator_graph: tuple[Any, Any, list[str]], registry: Any) -> None:
+    from std_msgs.msg import String
+
+    from robofollow_ros.nodes import trial_protocol as tp
+    from robofollow_ros.scoring.frame import frame_from_dict
+    from robofollow_ros.scoring.monitor import StageMonitor
+    from robofollow_ros.scoring.synthetic import Puppet
+
+    ros, node, calls = operator_graph
+    task = registry.eval_task(SEQUENCE)
+    trial_id = f"{SEQUENCE}_r1_s7"
+    monitor = StageMonitor(task)
+    # Stage 1 (the left arm's pick) and stage 2 (the right arm's) done, stage 3 (both home) pending.
+    frames = [f.to_dict() for f in Puppet(task).pick("left", "red_cube_in_bowl").home("left")
+              .pick("right", "green_cylinder_top").frames]
+    start = time.monotonic()
+    phases: dict[str, float] = {}
+    console: list[tuple[str, str]] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_context(viewport=VIEWPORT).new_page()
+            page.on("console", lambda m: console.append((m.type, m.text)))
+            page.on("pageerror", lambda e: console.append(("pageerror", str(e))))
+            page.add_init_script(path=str(LICHTBLICK / "picker_stub.js"))
+            url = f"ws://127.0.0.1:{node.server.port}"
+            page.goto(f"{served}/?ds=foxglove-websocket&ds.url={urllib.parse.quote(url, safe='')}",
+                      wait_until="load", timeout=120_000)
+            page.get_by_test_id("AppMenuButton").wait_for(timeout=120_000)
+            _import_layout(page)
+            live = node.channels.live.channels
+            ros.wait_for(lambda: all(live[t].has_sinks() for t in (topics.STATUS, topics.STAGES, topics.ROSOUT)), 60,
+                         "the layout's panels to subscribe")
+            phases["layout imported, panels subscribed"] = time.monotonic() - start
+
+            publisher = ros.node("trial_streams")
+            trial_pub = publisher.create_publisher(String, topics.TRIAL, tp.LATCHED)
+            score_pub = publisher.create_publisher(String, topics.SCORE, tp.LATCHED)
+            trial_pub.publish(String(data=json.dumps({"id": trial_id, "task": SEQUENCE, "scene": task.scene,
+                                                      "level": "L0", "phase": "running",
+                                                      "instruction": task.instruction})))
+            ros.wait_for(lambda: node.session.trial_id == trial_id, 20, "the trial state")
+            # The scores in batches, each once the states panel has drawn the last (so the trial takes a few
+            # seconds, as a live one does, and each state change shows as its own stretch of bar).
+            for first in range(0, len(frames), 10):
+                drawn = _pixels(page, _panel(page, STATES))
+                for i, raw in enumerate(frames[first:first + 10], start=first):
+                    monitor.update(frame_from_dict(raw, i))
+                    score_pub.publish(String(data=json.dumps({**monitor.live(), "trial_id": trial_id})))
+                _until(lambda: _pixels(page, _panel(page, STATES)), lambda p, d=drawn: bool((p != d).any()), page,
+                       seconds=10)
+            live_score = monitor.live()
+            assert len(live_score["stages"]) == STAGE_SLOTS, "the trial fills every stage row"
+            assert [s["exec"] > 0 for s in live_score["stages"].values()] == [True, True, False]
+            rows = _until(lambda: _state_rows(page), lambda rs: len(rs) == len(STATUS_NAMES) and all(
+                r["coloured"] > 30 for r in rs), page, seconds=30)
+            phases["trial drawn"] = time.monotonic() - start
+
+            boxes = _boxes(page)
+            top_level = [b for pid, b in boxes.items() if not pid.startswith("CallService!")]
+            area = {"x": min(b["x"] for b in top_level), "y": min(b["y"] for b in top_level)}
+            area["width"] = max(b["x"] + b["width"] for b in top_level) - area["x"]
+            area["height"] = max(b["y"] + b["height"] for b in top_level) - area["y"]
+            # Every state row (trial, stages 1..3, completion) whole in the panel's visible box, its bar drawn.
+            assert [r["text"] for r in rows] == list(STATUS_NAMES)
+            for row in rows:
+                assert _inside(row["row"], row["view"]), f"state row {row['text']} cut: {row}"
+                assert row["coloured"] > 30, f"state row {row['text']}: no bar drawn ({row})"
+            # The plot: each legend row whole in the panel and left of the data, none cut; data at least 150 px square.
+            legend = _legend(page)
+            assert [n["text"] for n in legend["names"]] == list(STAGE_VALUES)
+            for name in legend["names"]:
+                assert _inside(name["box"], legend["panel"]) and not name["cut"], f"legend row {name}"
+                assert name["box"]["x"] + name["box"]["width"] <= legend["canvas"]["x"] + 1, f"over the data: {name}"
+            assert legend["canvas"]["width"] >= 150 and legend["canvas"]["height"] >= 200, legend["canvas"]
+            # The log: room for at least eight lines.
+            log_view = _log_view(page)
+            assert log_view["box"]["height"] >= 8 * log_view["line"], log_view
+            # The strip: at most a third of the layout's height.
+            assert boxes[CONTROLS]["height"] <= area["height"] / 3, (boxes[CONTROLS], area)
+
+            # A click on stop: the trial manager's answer, whole, in the log's visible box.
+            answer = f"/robofollow/trial/stop: stopping trial {trial_id}; paused after it"
+            _panel(page, "CallService!stop").get_by_test_id("call-service-button").click()
+            line = _until(lambda: _log_line(page, answer), lambda v: v is not None, page, seconds=30)
+            assert calls == ["/robofollow/trial/stop"] and line is not None, (calls, line)
+            assert _inside(line["box"], line["view"]) and line["hit"], f"the answer is cut or covered: {line}"
+            response = _panel(page, "CallService!stop").locator("textarea[placeholder=Response]")
+            assert "paused after it" in response.input_value(), "the Call Service panel got the answer too"
+            response_box = response.bounding_box()
+            phases["answer shown"] = time.monotonic() - start
+
+            _every_button_on_every_tab(page)
+            if SHOTS:
+                Path(SHOTS).mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(Path(SHOTS) / "lichtblick_live_view.png"))
+        finally:
+            browser.close()
+    sizes = {pid: (b["width"], b["height"]) for pid, b in boxes.items()}
+    print("seconds since start:", {k: round(v, 1) for k, v in phases.items()}, "layout area:",
+          (area["width"], area["height"]), "panels (w, h):", sizes, "log lines:",
+          round(log_view["box"]["height"] / log_view["line"], 1), "response box:", response_box)
+    errors = [text for kind, text in console if kind in ("error", "pageerror")]
+    assert not errors, errors[:5]
 
 
 class _HeldAssets(RigAssets):

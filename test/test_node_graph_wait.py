@@ -5,6 +5,7 @@ awaits one of the package's nodes without running it is refused before anything 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,41 @@ def test_the_wait_for_the_simulators_reset_is_told_while_it_lasts(tmp_path: Path
         ros.wait_for(lambda: any(line.startswith(told) for line in heard), timeout=30,
                      what="the second line about the reset under way")
     assert [line for line in heard if "waiting for sim_node's reset, 1 s so far" in line], heard
+
+
+def test_the_trial_under_way_is_told_while_it_runs(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A real-time trial runs on the wall clock, a minute or more, and nothing else is said until it ends: the
+    trial manager says it runs, with the live score, every TRIAL_TELL_PERIOD_S (issue 35). The test plays the
+    simulator's reset and the stage monitor's first frame, then holds the trial (no policy ends it)."""
+    from rcl_interfaces.msg import Log
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    from robofollow_ros.contract import TOPIC_SCORE, TOPIC_TRIAL
+    from robofollow_ros.nodes import trial_manager_node
+    from robofollow_ros.nodes import trial_protocol as tp
+
+    monkeypatch.setattr(trial_manager_node, "TRIAL_TELL_PERIOD_S", 1.0)
+    heard: list[str] = []
+    phases: list[dict] = []  # type: ignore[type-arg]
+    with RosHarness() as ros:
+        listener = ros.add(Node("rosout_listener", context=ros.context))
+        listener.create_subscription(Log, "/rosout", lambda m: heard.append(str(m.msg)), 100)
+        listener.create_subscription(String, TOPIC_TRIAL, lambda m: phases.append(json.loads(m.data)), tp.LATCHED)
+        sim = listener.create_publisher(String, tp.TOPIC_SIM_STATUS, tp.LATCHED)
+        score = listener.create_publisher(String, TOPIC_SCORE, tp.LATCHED)
+        ros.add(TrialManagerNode(context=ros.context, parameter_overrides=[
+            Parameter("trials", value="tasks=L0_pickup_red_cylinder"), Parameter("output", value=str(tmp_path / "r")),
+            Parameter("check_policy", value=False), Parameter("wait_for_nodes", value=["rosout_listener"])]))
+        trial = "L0_pickup_red_cylinder_r1_s1097"
+        ros.wait_for(lambda: any(p.get("phase") == tp.PHASE_RESETTING for p in phases), timeout=30, what="the reset")
+        sim.publish(String(data=json.dumps({"trial_id": trial, "state": "ready", "stamp_ns": 1})))
+        ros.wait_for(lambda: any(p.get("phase") in (tp.PHASE_STARTING, tp.PHASE_RUNNING) for p in phases),
+                     timeout=30, what="the start")
+        score.publish(String(data=json.dumps({"trial_id": trial, "final": False, "frames": 3, "intent": 0.5,
+                                              "exec": 0.25})))  # the live score (and the start, if it waits)
+        told = re.compile(rf"trial {trial}: running, \d+ s so far \(3 frames scored, IS 0\.50 ES 0\.25\)")
+        ros.wait_for(lambda: any(told.fullmatch(line) for line in heard), timeout=30,
+                     what="the line about the trial under way")
+        assert phases[-1].get("phase") == tp.PHASE_RUNNING  # said while it runs, not after
+        assert any(line.startswith(f"trial {trial}: running, 1 s so far") for line in heard), heard  # at once

@@ -2,6 +2,10 @@
 callback is busy: sim_node asked to reset a trial just before the signal, stage_monitor_node idle, and a node
 whose callback is busy for a minute (``busy_node``: the stop comes from the hard-exit watchdog of ``run_node``).
 
+policy_node is stopped while it waits for sim_node's render of the state it acts on: in the sim graph every node
+gets the signal at once, and a sim_node stopping never answers (the wait went on for the 5 s of the node's
+teardown join, issue 35). The whole graph under load: ``test_graph_stop``.
+
 Each node runs as its own process (``python -m robofollow_ros.nodes.<node>``, what the console script runs);
 "ready" is the node's own publisher seen on the graph from this test's participant. (sim_node's one long
 GIL-holding call, its renderer's first picture, is taken at start-up: measured by hand, docs/ros.md.)"""
@@ -15,11 +19,16 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from rclpy.task import Future
+from sensor_msgs.msg import JointState
 from std_msgs.msg import String
+from std_srvs.srv import Trigger
 
-from robofollow_ros.contract import TOPIC_TRIAL
+from robofollow_ros.contract import TOPIC_JOINT_STATES, TOPIC_TRIAL
 from robofollow_ros.nodes import trial_protocol as tp
+from robofollow_ros.nodes.conversions import joint_state_msg
 from ros_harness import RosHarness
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,3 +119,35 @@ def test_a_node_busy_in_a_callback_exits_within_two_seconds(tmp_path):
             process.kill()
     assert elapsed < STOP_BOUND_S, f"stopped {elapsed:.2f} s after SIGINT"
     assert code == 128 + signal.SIGINT and "still busy" in stderr and "Traceback" not in stderr, stderr
+
+
+def test_policy_node_waiting_for_a_render_that_never_comes_stops_within_two_seconds(tmp_path):
+    process = _start("policy_node", tmp_path, "request_images:=true")
+    never = Future()  # the render's answer: sim_node, stopped by the same Ctrl-C, gives none
+    try:
+        with RosHarness() as ros:
+            probe = ros.node("stop_probe")
+            asked: list[Trigger.Request] = []
+
+            async def render(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+                asked.append(request)
+                ros.notify()
+                await never
+                return response
+
+            probe.create_service(Trigger, tp.SERVICE_SIM_RENDER, render)
+            joints = probe.create_publisher(JointState, TOPIC_JOINT_STATES, tp.STATE_STREAM)
+            trial = probe.create_publisher(String, TOPIC_TRIAL, tp.LATCHED)
+            _ready(ros, probe, "policy_node", tp.TOPIC_POLICY_STATUS)
+            trial.publish(String(data=tp.encode({"id": "stop1", "phase": tp.PHASE_RUNNING, "task": TASK,
+                                                 "instruction": "pick it", "max_steps": 10, "actions_per_step": 1,
+                                                 "start_stamp_ns": 1000})))
+            ros.publish_until(lambda: joints.publish(joint_state_msg(np.zeros(14), 2000)), lambda: bool(asked),
+                              timeout=60, what="policy_node asking sim_node to render the trial's first state")
+            elapsed, code, stderr = _stop(process)
+            never.set_result(Trigger.Response())  # the pending callback ends before the harness closes
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert elapsed < STOP_BOUND_S, f"stopped {elapsed:.2f} s after SIGINT"
+    assert code == 0 and "Traceback" not in stderr, stderr  # a clean stop: the wait ended, nothing was busy

@@ -32,11 +32,14 @@ import yaml
 
 from robofollow_ros.bringup.profiles import TRIAL_MANAGER, Profile, ros_params_file
 from robofollow_ros.child_process import child_command, child_env
+from robofollow_ros.evaluation.progress import Heartbeat, waited
 from robofollow_ros.rig.keys import KeyReader
 
 #: After a node other than the trial manager died: how long the trial manager gets to notice (its alive
 #: watch's lease, 3 s), record the trial under way as a fault and end the run itself (seconds).
 RECORD_GRACE_S = 20.0
+#: A node process stopped with SIGTERM gets this long before SIGKILL (seconds), as ``ros2 launch`` gives.
+STOP_GRACE_S = 10.0
 
 
 class NodeStartError(RuntimeError):
@@ -143,7 +146,10 @@ def run_in_process(profile: Profile, stop: threading.Event,
 
         for node in nodes:
             executor.remove_node(node)
-        shutdown_executor(executor, timeout_sec=30.0)
+        since = time.monotonic()
+        with Heartbeat(lambda: f"… stopping the nodes: the callbacks under way finish first, {waited(since)}",
+                       sys.stderr):
+            shutdown_executor(executor, timeout_sec=30.0)
         for node in reversed(nodes):
             node.destroy_node()
         rclpy.shutdown(context=context)
@@ -217,9 +223,13 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
     finally:
         if reader is not None:
             reader.close()  # the terminal's own settings back
-        # The trial manager first, so that it marks the run before its peers leave the graph under it.
-        _stop_processes([p for n, p in procs.items() if n == TRIAL_MANAGER])
-        _stop_processes([p for n, p in procs.items() if n != TRIAL_MANAGER])
+        # The trial manager first, so that it marks the run before its peers leave the graph under it. A node
+        # busy in one long call (sim_node's first picture) exits only at the SIGKILL, 10 s on: told meanwhile.
+        since = time.monotonic()
+        with Heartbeat(lambda: f"… stopping the nodes: waiting for {_alive(procs)} to exit, {waited(since)} "
+                               f"(SIGKILL after {STOP_GRACE_S:g} s)", sys.stderr):
+            _stop_processes([p for n, p in procs.items() if n == TRIAL_MANAGER])
+            _stop_processes([p for n, p in procs.items() if n != TRIAL_MANAGER])
         os.unlink(params.name)
     closed = False
     killed = next((e for e in exits if e.executable == TRIAL_MANAGER), None)
@@ -254,8 +264,12 @@ def _forward_keys(manager: subprocess.Popen[bytes]) -> KeyReader:
     return KeyReader(sys.stdin, forward).start()
 
 
+def _alive(procs: dict[str, subprocess.Popen[bytes]]) -> str:
+    return ", ".join(name for name, proc in procs.items() if proc.poll() is None) or "the nodes"
+
+
 def _stop_processes(group: list[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM, then SIGKILL after 10 s, as ``ros2 launch`` escalates.
+    """SIGTERM, then SIGKILL after STOP_GRACE_S, as ``ros2 launch`` escalates.
 
     A node turns SIGTERM into a clean stop like SIGINT (``nodes._main.stop_on_signals``), and one still
     starting, before its handler is set, ends quietly instead of printing a KeyboardInterrupt traceback."""
@@ -264,7 +278,7 @@ def _stop_processes(group: list[subprocess.Popen[bytes]]) -> None:
             proc.send_signal(signal.SIGTERM)
     for proc in group:
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

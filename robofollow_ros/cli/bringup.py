@@ -218,7 +218,14 @@ def _bringup(args: argparse.Namespace) -> int:
     output = args.output or Path("results") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise CliError(f"--output: {output} exists and is not an empty directory")
-    profile = prepare(args, output)
+    # Seconds before the first node starts (the profile's parameters checked against the nodes' code, the policy
+    # reached): told if it lasts, so that a refusal here stays one line.
+    from robofollow_ros.evaluation.progress import Heartbeat, waited
+
+    policy, since = f"the policy {args.policy}" if args.policy else "the profile's policy", time.monotonic()
+    with Heartbeat(lambda: f"… checking the {args.rig} profile and reaching {policy} (connect + reset) before any "
+                           f"node starts, {waited(since)}", sys.stderr):
+        profile = prepare(args, output)
 
     stop = threading.Event()
     received: list[int] = []

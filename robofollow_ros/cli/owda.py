@@ -103,11 +103,14 @@ def _generate(args: argparse.Namespace) -> int:
     if args.per_anchor is not None and not args.anchors:
         raise CliError(f"--per-anchor: {args.per_anchor} applies only with --anchors (the default suite sets its own)")
     per_anchor = DEFAULT_PER_ANCHOR if args.per_anchor is None else args.per_anchor
+    anchors = [_anchor_file(p, "--anchors") for p in args.anchors] if args.anchors else []  # a bad file: one line
     progress = StageProgress("owda generate", sys.stderr)  # minutes for the default suite
+    what = (f"{per_anchor} families on each of {len(anchors)} anchor{'s' if len(anchors) > 1 else ''}" if anchors
+            else f"the default suite at seed {args.seed} (85 anchors, then their families; about 15 s on 2 cores)")
+    print(f"==> generating {what}", file=sys.stderr, flush=True)
     try:
         if args.anchors:
-            suite = generate_on_anchors([_anchor_file(p, "--anchors") for p in args.anchors], per_anchor, args.seed,
-                                        progress)
+            suite = generate_on_anchors(anchors, per_anchor, args.seed, progress)
         else:
             suite = generate_suite(args.seed, progress)
     except OwdaError as exc:  # a seed or anchor that cannot support the families: say so, write nothing
@@ -244,8 +247,11 @@ def _known_anchor(anchor_id: str, known: list[str]) -> None:
 
 
 def _execute(args: argparse.Namespace) -> int:
+    import time
+
     from robofollow_ros.decisions.errors import OwdaError
     from robofollow_ros.decisions.execute import execute_in_sim
+    from robofollow_ros.evaluation.progress import Heartbeat, waited
 
     if args.anchor_file is not None:
         anchors = {a.anchor_id: a for a in [_anchor_file(args.anchor_file, "--anchor-file")]}
@@ -256,10 +262,15 @@ def _execute(args: argparse.Namespace) -> int:
 
         # the id first (milliseconds), then the anchors up to it only: the suite's 85 take about 20 s
         _known_anchor(args.anchor, authored_anchor_ids(0))
-        anchors = {a.anchor_id: a for a in authored_anchors(0, until=args.anchor)}
+        since = time.monotonic()
+        with Heartbeat(lambda: f"… building the default suite's anchors up to {args.anchor} (all 85 take about "
+                               f"20 s), {waited(since)}", sys.stderr):
+            anchors = {a.anchor_id: a for a in authored_anchors(0, until=args.anchor)}
     _known_anchor(args.anchor, list(anchors))
+    since = time.monotonic()
     try:
-        report = execute_in_sim(anchors[args.anchor], args.instruction)
+        with Heartbeat(lambda: f"… deciding and running the decision in SAPIEN, {waited(since)}", sys.stderr):
+            report = execute_in_sim(anchors[args.anchor], args.instruction)
     except OwdaError as exc:
         raise _owda_error(exc) from None
     if args.json:

@@ -36,9 +36,19 @@ def register(subparsers: Any) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from robofollow_ros.datasets.reader import DatasetError
-    from robofollow_ros.learning.train import TrainConfig, train
-    from robofollow_ros.policy.learned.checkpoint import CheckpointError
+    import time
+
+    from robofollow_ros.datasets.reader import DatasetError, read_info
+    from robofollow_ros.evaluation.progress import Heartbeat, waited
+
+    try:
+        read_info(args.dataset)  # a foreign directory is one line at once, before torch loads
+    except DatasetError as exc:
+        raise CliError(str(exc)) from None
+    since = time.monotonic()
+    with Heartbeat(lambda: f"… importing torch, {waited(since)}", sys.stderr):  # seconds on a cold start
+        from robofollow_ros.learning.train import TrainConfig, train
+        from robofollow_ros.policy.learned.checkpoint import CheckpointError
 
     width, height = args.image_size
     try:

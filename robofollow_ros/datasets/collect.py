@@ -15,8 +15,10 @@ the rig's name (``--rig``; the rig's files with their SHA-256 are recorded there
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import shutil
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,7 +29,7 @@ from robofollow_ros.benchmark.seeds import md5_32
 from robofollow_ros.datasets import lerobot_v3 as v3
 from robofollow_ros.datasets.staging import load_staged, mark_failed, stage_episode, staging_root
 from robofollow_ros.datasets.video import VideoSettings
-from robofollow_ros.evaluation.progress import Progress
+from robofollow_ros.evaluation.progress import RENDERER_HINT, Heartbeat, Progress, waited
 from robofollow_ros.rundir import Identity, NotEmptyError, RunDirectory
 from robofollow_ros.rundir.layout import COLLECT_IDENTITY_KEY, DATASET_META_FILE
 
@@ -227,9 +229,18 @@ def _collect(config: CollectConfig, directory: RunDirectory, stream: TextIO | No
     todo = [] if finished else [k for k in keys if k.key not in done and k.key not in failed]
     already = len(keys) - len(todo)
     progress = Progress(len(keys), label="episodes", stream=stream, already_done=already)
-    for key, ok, outcome in _run(config, todo):
-        progress.advance(failed=not ok, note=f"{key.key[:52]} {outcome['frames']} frames"
-                                              f"{'' if ok else ' FAILED'}")
+    last = [time.monotonic()]  # when the last episode ended (or the first began)
+    if todo and stream is not None:
+        workers = min(config.workers, len(todo))
+        print(f"recording {len(todo)} episode{'s' if len(todo) != 1 else ''} in "
+              f"{'this process' if workers == 1 else f'{workers} worker processes'} (three cameras at "
+              f"{config.width}x{config.height}: {RENDERER_HINT})", file=stream, flush=True)
+    with progress.waiting(lambda: f"… recording the next episode, {waited(last[0])} so far ({progress.done}/"
+                                  f"{progress.total} done)") if stream is not None else contextlib.nullcontext():
+        for key, ok, outcome in _run(config, todo):
+            last[0] = time.monotonic()
+            progress.advance(failed=not ok, note=f"{key.key[:52]} {outcome['frames']} frames"
+                                                  f"{'' if ok else ' FAILED'}")
     done, failed = load_staged(staging)
     ordered = [done[k.key] for k in keys if k.key in done]
     failures = [failed[k.key] for k in keys if k.key in failed]
@@ -240,7 +251,12 @@ def _collect(config: CollectConfig, directory: RunDirectory, stream: TextIO | No
     if ordered:
         from robofollow_ros.datasets.writer import assemble
 
-        assemble(out, ordered, config.fps, config.video, extra_meta=meta)
+        if stream is not None:
+            print(f"writing the dataset: {len(ordered)} episodes (videos joined, statistics)", file=stream, flush=True)
+        since = time.monotonic()
+        with Heartbeat(lambda: f"… writing the dataset, {waited(since)}", stream) if stream is not None else \
+                contextlib.nullcontext():
+            assemble(out, ordered, config.fps, config.video, extra_meta=meta)
         shutil.rmtree(staging, ignore_errors=True)
     written = len(ordered)
     frames = sum(ep.length for ep in ordered)

@@ -133,6 +133,10 @@ class LocalPool:
                     return slot.info
         raise WorkerStartError(START_DIED, "no worker could start")
 
+    def running(self) -> list[tuple[TrialKey, float]]:
+        """The trials under way and when each began (``time.monotonic``): what a progress line waits for."""
+        return [(slot.key, slot.started) for slot in list(self._slots) if slot.key is not None]
+
     def results(self, keys: Sequence[TrialKey]) -> Iterator[TrialOutcome]:
         pending = collections.deque(keys)
         for _ in range(min(self.workers, len(pending)) - len(self._slots)):

@@ -186,6 +186,10 @@ class RayPool:
                                                    "(does the cluster have a free CPU for each worker?)")
         return dict(self._idle[0][1].get("info") or {})
 
+    def running(self) -> list[tuple[TrialKey, float]]:
+        """The trials under way and when each was handed to its actor (``time.monotonic``)."""
+        return [(key, started) for _, _, key, started in list(self._inflight.values())]
+
     def results(self, keys: Sequence[TrialKey]) -> Iterator[TrialOutcome]:
         pending = collections.deque(keys)
         losses: collections.Counter[TrialKey] = collections.Counter()

@@ -20,8 +20,10 @@ start leaves nothing behind, and the corrected command is not refused for a half
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,7 +31,7 @@ from typing import Any, Protocol, TextIO
 
 from robofollow_ros.benchmark import EvalTask, default_registry
 from robofollow_ros.evaluation.episode import EpisodeSettings
-from robofollow_ros.evaluation.progress import Progress
+from robofollow_ros.evaluation.progress import RENDERER_HINT, Heartbeat, Progress, waited
 from robofollow_ros.evaluation.provenance import RunSettings, official_arguments
 from robofollow_ros.evaluation.results import RunWriter
 from robofollow_ros.evaluation.selection import TrialKey, limit_differs_from_official, select_tasks, trial_keys
@@ -184,6 +186,11 @@ class InlinePool:
         self.spec = spec
         self.replaced = 0
         self._worker: TrialWorker | None = None
+        self._current: tuple[TrialKey, float] | None = None
+
+    def running(self) -> list[tuple[TrialKey, float]]:
+        current = self._current
+        return [current] if current is not None else []
 
     def start(self, trials: int) -> dict[str, Any]:
         """Build the worker (its policy, a remote one reached); returns what it reports (``TrialWorker.info``)."""
@@ -200,7 +207,11 @@ class InlinePool:
         self.start(len(keys))
         assert self._worker is not None
         for key in keys:
-            outcome = self._worker.run(key)
+            self._current = (key, time.monotonic())
+            try:
+                outcome = self._worker.run(key)
+            finally:
+                self._current = None
             if outcome.retire:  # a stuck call cannot be stopped in-process: leave it, build a new policy
                 self._worker.renew_policy()
                 self.replaced += 1
@@ -260,11 +271,43 @@ def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutco
         backend.close()
 
 
+def starting_line(config: EvalConfig, trials: int) -> str:
+    """What the wait for the first result is, said before it (a rendered run's first trial can take a minute)."""
+    if config.backend == "inline":
+        where = "in this process"
+    elif config.backend == "ray":
+        where = "on Ray workers"
+    else:
+        n = min(config.workers, trials)
+        where = f"in {n} worker process{'es' if n > 1 else ''}"
+    rendered = f" (rendered: {RENDERER_HINT})" if config.render else ""
+    return f"running {trials} trial{'s' if trials != 1 else ''} of {config.policy} {where}{rendered}"
+
+
+def _waiting_for(backend: Backend, progress: Progress | None = None) -> str:
+    """The heartbeat's line: the trials under way (the first ones, and how long each has run)."""
+    running = sorted(getattr(backend, "running", list)(), key=lambda r: r[1])
+    done = f"; {progress.done}/{progress.total} trials done" if progress is not None else ""
+    if not running:
+        return f"… waiting for a worker (the simulator and the policy){done}"
+    shown = ", ".join(f"{key.trial_id} ({waited(since)})" for key, since in running[:3])
+    more = f" and {len(running) - 3} more" if len(running) > 3 else ""
+    return f"… running {shown}{more}{done}"
+
+
 def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Sequence[TrialKey],
          done: set[tuple[str, int]], backend: Backend, stream: TextIO | None) -> RunOutcome:
     # The first worker is built before the run directory is: a policy that cannot be built (SPEC, kwargs,
     # the factory raising) or reached leaves nothing behind. A resume with nothing left starts none.
-    info = backend.start(len(keys) - len(done)) if len(done) < len(keys) else {}
+    info: dict[str, Any] = {}
+    if len(done) < len(keys):
+        # Told only if it lasts (a refusal here is one line), then what the trials wait for, before they do.
+        started = time.monotonic()
+        with Heartbeat(lambda: f"… starting the workers (the simulator and the policy), {waited(started)}",
+                       stream) if stream is not None else contextlib.nullcontext():
+            info = backend.start(len(keys) - len(done))
+        if stream is not None:
+            print(starting_line(config, len(keys) - len(done)), file=stream, flush=True)
     writer = open_writer(config, tasks, len(keys), info.get("server_metadata"))
     failed: list[tuple[str, str]] = []
     with writer:
@@ -275,7 +318,8 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
         progress = Progress(len(keys), stream=stream, already_done=len(keys) - len(todo))
         try:
             # --record: the workers write MCAP files into the run directory; a full disk there is exit 5 too
-            with writer.output_errors():
+            with writer.output_errors(), (progress.waiting(lambda: _waiting_for(backend, progress))
+                                          if stream is not None else contextlib.nullcontext()):
                 for outcome in backend.results(todo):
                     key, result = outcome.key, outcome.result
                     if writer.recorded(key.task_id, key.round):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 
 from robofollow_ros.datasets.reader import DatasetError, LoadedDataset, load_dataset, read_info
-from robofollow_ros.evaluation.progress import Ticker
+from robofollow_ros.evaluation.progress import Heartbeat, Ticker, waited
 from robofollow_ros.learning.batches import Batches
 from robofollow_ros.policy.learned.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from robofollow_ros.policy.learned.model import ChunkPolicyNet, ModelConfig
@@ -89,7 +90,10 @@ def train(config: TrainConfig, stream: TextIO | None = None) -> dict[str, Any]:
     if not config.resume and Path(config.output).exists():
         raise CheckpointError(f"--output: {config.output} exists (add --resume to continue that training)")
     stream.write(f"loading {config.dataset} ...\n")
-    data: LoadedDataset = load_dataset(config.dataset, (config.image_width, config.image_height))
+    stream.flush()
+    since = time.monotonic()
+    with Heartbeat(lambda: f"… loading {config.dataset} (decoding its videos), {waited(since)}", stream):
+        data: LoadedDataset = load_dataset(config.dataset, (config.image_width, config.image_height))
     if previous is not None:
         _check_resume(config, previous, data.fingerprint)
     model_config = ModelConfig(image_width=config.image_width, image_height=config.image_height, chunk=config.chunk)
@@ -121,25 +125,26 @@ def train(config: TrainConfig, stream: TextIO | None = None) -> dict[str, Any]:
         write_loss_report(Path(config.output), losses)
 
     model.train()
-    while step < config.steps:
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(config, step)
-        images, tokens, state, target = batches.sample(config.batch, generator)
-        loss = torch.nn.functional.l1_loss(model(images, tokens, state), target)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        step += 1
-        recent.append(loss.item())
-        if step % LOSS_EVERY == 0 or step == config.steps:
-            losses.append([step, float(np.mean(recent))])
-            recent.clear()
-        # a line every few seconds (or redrawn on a terminal), however long a step takes: with slow steps a
-        # line every LOSS_EVERY steps left minutes of silence, with fast ones it flooded the log
-        ticker.tick(step, note=f"loss {float(np.mean(recent)) if recent else losses[-1][1]:.4f}")
-        if step % config.checkpoint_every == 0 or step == config.steps:
-            checkpoint()
+    with ticker.keep_alive():  # a line every few seconds, also while one step outlasts them
+        while step < config.steps:
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(config, step)
+            images, tokens, state, target = batches.sample(config.batch, generator)
+            loss = torch.nn.functional.l1_loss(model(images, tokens, state), target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            step += 1
+            recent.append(loss.item())
+            if step % LOSS_EVERY == 0 or step == config.steps:
+                losses.append([step, float(np.mean(recent))])
+                recent.clear()
+            # a line every few seconds (or redrawn on a terminal), however long a step takes: with slow steps a
+            # line every LOSS_EVERY steps left minutes of silence, with fast ones it flooded the log
+            ticker.tick(step, note=f"loss {float(np.mean(recent)) if recent else losses[-1][1]:.4f}")
+            if step % config.checkpoint_every == 0 or step == config.steps:
+                checkpoint()
     if previous is not None and step == previous["step"]:
         stream.write(f"{config.output} already at step {step}; nothing to do\n")
     return {"checkpoint": str(config.output), "step": step, "final_loss": losses[-1][1] if losses else None,

@@ -13,9 +13,12 @@ is set under both apps' keys; the 3-D panel hides frame axes per frame (``transf
 read by both; Foxglove 2.x also reads ``scene.transforms.visible``, Lichtblick does not), the frames
 being the rig URDF's links, the cameras' optical frames and every registry object's ``object/<name>``;
 State Transitions colours (``customStates``) are Foxglove's, Lichtblick draws its own colours with the
-same state names; and the trial buttons sit in a tab panel, a row of horizontal Call Service tiles
-per tab, tall enough for Lichtblick, which always draws the request and response editors above the
-button (Foxglove hides them with ``editingMode: false``).
+same state names; the plot's legend sits left of the data; and the trial buttons sit in a tab panel, a
+row of horizontal Call Service tiles per tab, tall enough for Lichtblick, which always draws the
+request and response editors above the button (Foxglove hides them with ``editingMode: false``).
+Lichtblick's response editor is two text rows of a tile's half-width, where the pretty-printed answer
+shows ``{`` and ``"success": ...``: the answer is read in the log instead, where ``foxglove_node`` writes
+every answer of the trial manager as ``<service>: <message>`` (a warning when it did not succeed).
 """
 
 from __future__ import annotations
@@ -40,13 +43,28 @@ DETAILS = "RawMessages!status"
 LOG = "RosOut!log"
 BUTTONS = {service: f"CallService!{service.rsplit('/', 1)[-1]}" for service in TRIAL_SERVICES}
 CONTROLS = "Tab!controls"
-#: Height of everything above the tab strip, in percent of the layout: at 1280 x 720 with the app's
-#: panel sidebar open, the strip's Call Service tiles get the ~170 px Lichtblick needs (measured there).
-CONTROLS_PERCENT = 66
-#: The trial buttons by tab (service base names): the run, holding and redoing a trial, teleoperation.
-CONTROL_TABS = {"trial": ("start", "stop", "next", "confirm_reset", "override_reset"),
+#: Geometry, in percent, for 1280 x 720 in Lichtblick 1.24 with its panel sidebar open as it opens:
+#: 960 x 676 px for the layout live, 960 x 598 above a recording's playback bar (measured there;
+#: ``test_lichtblick_layout`` asserts what each panel shows). The left column (``LEFT_PERCENT`` of the
+#: width) holds the state rows over the plot: the app draws 64 px per State Transitions row, so five rows
+#: need ~400 px (``STATES_PERCENT``) and the plot's eight legend rows of 30 px need ~270 px. The right
+#: part holds the 3-D view and the cameras (``VIEWS_PERCENT``), the details and the log, and the trial
+#: buttons (``CONTROLS_PERCENT``): a Lichtblick Call Service tile always draws request and response
+#: editors of two text rows above its button, ~155 px in all with its title bar, and the tab bar adds 30:
+#: 31 % is ~185 px on a recording, ~210 px live; less cuts the buttons.
+LEFT_PERCENT = 36
+STATES_PERCENT = 59
+VIEWS_PERCENT = 36
+CONTROLS_PERCENT = 31
+#: Width asked for the plot's legend, px: beside the data (``legendDisplay: left``), not over it; the
+#: app shrinks it with the panel (~130 px at 960 px).
+LEGEND_WIDTH = 240
+#: The trial buttons by tab (service base names), at most four per tab so that each button's text fits
+#: its tile: running a trial (and confirming the operator's reset), holding and redoing one, and the
+#: operator taking over (a start without a verified reset, teleoperation).
+CONTROL_TABS = {"trial": ("start", "stop", "next", "confirm_reset"),
                 "hold / redo": ("pause", "resume", "abort", "redo"),
-                "teleop": ("take_over", "hand_back")}
+                "override / teleop": ("override_reset", "take_over", "hand_back")}
 #: The panel title keys: Foxglove's, and Lichtblick's (which does not read Foxglove's).
 TITLE_KEYS = ("foxglovePanelTitle", "lichtblickPanelTitle")
 #: Colours of the enumerated states (green done, amber partly, red failed, grey waiting).
@@ -112,8 +130,8 @@ def _plot() -> dict[str, Any]:
     series = [{"value": f"{topics.STAGES}.data[{i}]", "enabled": True, "timestampMethod": "receiveTime",
                "label": label} for i, label in enumerate(STAGE_VALUES)]
     return {"paths": series, "minYValue": 0, "maxYValue": 1, "showXAxisLabels": True, "showYAxisLabels": True,
-            "showLegend": True, "legendDisplay": "floating", "showPlotValuesInLegend": True, "isSynced": True,
-            "xAxisVal": "timestamp", "sidebarDimension": 240}
+            "showLegend": True, "legendDisplay": "left", "showPlotValuesInLegend": False, "isSynced": True,
+            "xAxisVal": "timestamp", "sidebarDimension": LEGEND_WIDTH}
 
 
 def _states() -> dict[str, Any]:
@@ -156,8 +174,8 @@ def _split(direction: str, *items: tuple[Any, float]) -> Any:
 
 
 def build_layout() -> dict[str, Any]:
-    """3-D rig and scene, three cameras, IS/ES plot, stage states, details and log; the trial buttons
-    in a full-width tab strip at the bottom (a Lichtblick Call Service tile needs ~170 px of height)."""
+    """Stage states over the IS/ES plot on the left; on the right the 3-D rig and scene beside the three
+    cameras, the details beside the log, and the trial buttons' tab strip at the bottom."""
     config: dict[str, Any] = {
         THREE_D: _titled(_three_d(), "rig and scene"), PLOT: _titled(_plot(), "IS / ES (stage names: status)"),
         STATES: _titled(_states(), "trial and stage states"),
@@ -167,13 +185,15 @@ def build_layout() -> dict[str, Any]:
         CONTROLS: _controls()}
     config.update({panel: _titled(_image(camera), f"{camera} camera") for camera, panel in IMAGES.items()})
     config.update({panel: _button(service) for service, panel in BUTTONS.items()})
-    left = _split("column", (THREE_D, 48), (PLOT, 24), (STATES, 28))
+    left = _split("column", (STATES, STATES_PERCENT), (PLOT, 100 - STATES_PERCENT))
     cameras = _split("column", (IMAGES["head"], 1), (_split("row", (IMAGES["left_wrist"], 1),
                                                              (IMAGES["right_wrist"], 1)), 1))
-    right = _split("column", (cameras, 56), (DETAILS, 22), (LOG, 22))
+    views = _split("row", (THREE_D, 45), (cameras, 55))
+    text = _split("row", (DETAILS, 38), (LOG, 62))
+    right = _split("column", (views, VIEWS_PERCENT), (text, 100 - VIEWS_PERCENT - CONTROLS_PERCENT),
+                   (CONTROLS, CONTROLS_PERCENT))
     return {"configById": config, "globalVariables": {}, "userNodes": {}, "playbackConfig": {"speed": 1},
-            "layout": _split("column", (_split("row", (left, 58), (right, 42)), CONTROLS_PERCENT),
-                             (CONTROLS, 100 - CONTROLS_PERCENT))}
+            "layout": _split("row", (left, LEFT_PERCENT), (right, 100 - LEFT_PERCENT))}
 
 
 def main(argv: list[str] | None = None) -> int:

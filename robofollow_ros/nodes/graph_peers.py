@@ -37,6 +37,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, LivelinessPolicy, QoSProf
 from std_msgs.msg import String
 
 from robofollow_ros.contract import TOPIC_TRIAL
+from robofollow_ros.evaluation.progress import QUIET_S
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes.catalog import NODE_ENTRY_POINTS
 from robofollow_ros.nodes.trial_records import graph_ready
@@ -113,7 +114,8 @@ class GraphWait:
     and each awaited node of the package must report seeing the others (:class:`PeerReports`). A node
     that never comes (it crashed at start, a profile awaits a node it does not run, a rig driver is
     not started) must not leave the operator looking at a silent graph: the missing names are logged
-    every 10 s, and after ``timeout_s`` (0: no limit) the run is given up with one line naming them.
+    every :data:`~robofollow_ros.evaluation.progress.QUIET_S`, and after ``timeout_s`` (0: no limit) the run is
+    given up with one line naming them.
     """
 
     def __init__(self, node: Node, awaiting: list[str], timeout_s: float) -> None:
@@ -146,9 +148,12 @@ class GraphWait:
             return (f"the graph is incomplete after {self._timeout_s:g} s; waiting for: {', '.join(self.missing())} "
                     f"(wait_for_nodes of {self._node.get_name()})")
         if waited >= self._next_log:
-            self._next_log = waited + 10.0
-            if waited >= 5.0:
-                self._node.get_logger().info(f"waiting for {', '.join(self.missing())}")
+            self._next_log = waited + QUIET_S
+            if waited >= QUIET_S:
+                missing = self.missing()
+                why = "; a rendering sim_node takes its first picture before it joins: up to a minute on a CPU" \
+                    if any(m.startswith("sim_node") for m in missing) else ""
+                self._node.get_logger().info(f"waiting for {', '.join(missing)} ({waited:.0f} s so far{why})")
         return None
 
 

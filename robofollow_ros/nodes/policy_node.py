@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,11 @@ _finite = Bounds(rule="must be a finite number")
 _threshold = Bounds(low=-1, integer=True, rule="must be an integer >= -1 (-1: actions_per_step // 2)")
 _unit = Bounds(low=0, high=1, rule="must be in 0..1")
 _count = Bounds(low=0, integer=True, rule="must be an integer >= 0")
+
+#: How often the trial thread's waits on another node look whether the node is stopping (s).
+STOP_POLL_S = 0.05
+#: Longest wait in ``destroy_node`` for the trial thread to end (s): every node stops within 2 s of SIGINT.
+STOP_JOIN_S = 0.5
 
 
 def _json_object(value: Any) -> str | None:
@@ -297,7 +303,7 @@ class PolicyNode(Node):
                 break
             if lockstep and self.request_images:
                 error = self._render(state.stamp_ns, cancelled)
-                if error is not None:
+                if error is not None or cancelled.is_set():  # a stop ended the wait for the pictures
                     break
             if self._held_by_operator(cancelled) and not lockstep:
                 state = self.cache.latest(self.privileged) or state  # the arm held meanwhile: act on where it is
@@ -425,14 +431,16 @@ class PolicyNode(Node):
 
         A sim without rendering answers "rendering is off": the observation then has no pictures,
         as ``robofollow eval --no-render`` gives none."""
-        if not self.render_client.wait_for_service(timeout_sec=self.state_timeout_s):
-            return f"no {tp.SERVICE_SIM_RENDER} service within {self.state_timeout_s} s"
+        if not self._wait_unless_stopped(self.render_client.service_is_ready, cancelled):
+            return None if self._stopped(cancelled) else (f"no {tp.SERVICE_SIM_RENDER} service within "
+                                                          f"{self.state_timeout_s} s")
         answered = threading.Event()
         future = self.render_client.call_async(Trigger.Request())
         future.add_done_callback(lambda _f: answered.set())
-        reply: Any = future.result() if answered.wait(self.state_timeout_s) else None
+        reply: Any = future.result() if self._wait_unless_stopped(answered.is_set, cancelled) else None
         if reply is None:
-            return f"{tp.SERVICE_SIM_RENDER} did not answer within {self.state_timeout_s} s"
+            return None if self._stopped(cancelled) else (f"{tp.SERVICE_SIM_RENDER} did not answer within "
+                                                          f"{self.state_timeout_s} s")
         if not reply.success:
             return None
         if reply.message != str(stamp_ns):
@@ -440,6 +448,22 @@ class PolicyNode(Node):
         if not self.cache.wait_images(stamp_ns, CAMERA_NAMES, self.state_timeout_s, cancelled):
             return None if cancelled.is_set() else f"camera pictures at {stamp_ns} ns did not arrive"
         return None
+
+    def _stopped(self, cancelled: threading.Event) -> bool:
+        return cancelled.is_set() or self._node_closing.is_set()
+
+    def _wait_unless_stopped(self, done: Callable[[], bool], cancelled: threading.Event) -> bool:
+        """Wait up to ``state_timeout_s`` for ``done()``, ending at once when the trial is cancelled or the node
+        closes; True when it is done. A stop signal must not wait for sim_node's render: stopped at the same
+        moment, it never answers (policy_node waited 5 s more for it, its teardown's join, after a Ctrl-C)."""
+        deadline = time.monotonic() + self.state_timeout_s
+        while not self._stopped(cancelled):  # checked first: a closing node's client is not asked again
+            if done():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self._node_closing.wait(STOP_POLL_S)  # the node's close wakes it at once
+        return False
 
     def _observation(self, trial: dict[str, Any], state: RobotState, start: int) -> dict[str, Any]:
         images = self.cache.images(start)
@@ -487,11 +511,13 @@ class PolicyNode(Node):
     def destroy_node(self) -> None:
         if hasattr(self, "_node_closing"):  # not when __init__ failed half-way (a rejected parameter)
             self._node_closing.set()
+            self._abandon.set()  # before the cancel: a cancelled trial that is not abandoned waits for its call
             self._cancel.set()
-            self._abandon.set()
             self.cache.wake()
             if self._worker is not None:
-                self._worker.join(timeout=5.0)
+                # Every wait of the trial thread ends on these events within STOP_POLL_S; should it still be busy
+                # (a callback of the policy's own), it is left to end with the process.
+                self._worker.join(timeout=STOP_JOIN_S)
         if hasattr(self, "policy"):
             close_guarded(self.policy)
         super().destroy_node()

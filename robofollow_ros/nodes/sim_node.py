@@ -162,7 +162,6 @@ class SimNode(Node):
         self.next_camera_ns = 0
         self.trial_id: str | None = None
         self.rows = 0
-        self._rendered = False  # the first render builds the renderer: said when a reset will do it
         self._infos = self._camera_infos(rig, width, height)
         self._world_lock = threading.Lock()
         self._pending: dict[str, deque[ArmPosition]] = {arm: deque() for arm in ARMS}
@@ -204,6 +203,9 @@ class SimNode(Node):
         reset, no signal handler could run meanwhile, so a sim node stopped then outlived launch's 5 s
         grace; here it is paid once at start-up, and every reset after renders in a fraction of a second.
         ``scratch`` is a world of its own: the node's world stays without a trial until the first reset."""
+        # said before, not after: the call below holds the GIL, so nothing in this process can speak meanwhile
+        self.get_logger().info("building the renderer: the first picture takes up to a minute on a CPU renderer "
+                               "(once per process)")
         started = time.monotonic()
         scratch.reset(self.registry.eval_tasks()[0], 0)
         scratch.render_images()
@@ -236,10 +238,6 @@ class SimNode(Node):
         if trial.get("phase") != tp.PHASE_RESETTING or trial.get("id") == self.trial_id:
             return
         self.trial_id = str(trial.get("id"))
-        first_pictures = self.render and not self._rendered
-        if first_pictures:
-            self.get_logger().info(f"trial {self.trial_id}: resetting the scene and rendering its first pictures; "
-                                   "the first render builds the renderer (a minute or two on a CPU renderer)")
         started = time.monotonic()
         try:
             task = self.registry.eval_task(str(trial.get("task")))
@@ -396,7 +394,6 @@ class SimNode(Node):
 
     def _publish_cameras(self, ns: int) -> None:
         pictures = self.world.render_images()
-        self._rendered = True
         for camera, images in pictures.items():
             frame = CAMERA_OPTICAL_FRAMES[camera]
             self.images[camera].publish(image_msg(images["rgb"], ns, frame))

@@ -64,10 +64,11 @@ from robofollow_ros.contract import (
     TOPIC_SCORE,
     TOPIC_TRIAL,
 )
+from robofollow_ros.evaluation.progress import QUIET_S
 from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.exit_status import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
 from robofollow_ros.nodes import trial_protocol as tp
-from robofollow_ros.nodes._main import build_node, stop_on_signals
+from robofollow_ros.nodes._main import build_node, leave_after_stop, stop_on_signals
 from robofollow_ros.nodes._params import Bounds, ParameterSet, non_negative, one_of, positive
 from robofollow_ros.nodes.graph_peers import AliveWatch, GraphWait
 from robofollow_ros.nodes.health_watch import HealthWatch
@@ -93,11 +94,22 @@ from robofollow_ros.robot.calibration import rig_calibration_dir
 #: How often a table that does not match the layout is shown again (view), and told again (terminal).
 RESET_VIEW_PERIOD_S = 0.5
 RESET_TELL_PERIOD_S = 10.0
-#: How often the wait for the simulator's reset is told (its first reset builds the renderer: minutes on a CPU).
-SIM_RESET_TELL_PERIOD_S = 10.0
+#: How often the wait for the simulator's reset is told.
+SIM_RESET_TELL_PERIOD_S = QUIET_S
+#: How often a trial under way is told (a real-time trial runs on the wall clock: a minute or more), and the
+#: waits after it (the last row, the final score).
+TRIAL_TELL_PERIOD_S = QUIET_S
 
 
 _non_negative = non_negative
+
+#: The phases of a trial under way that _tell_trial tells, and what each waits for.
+_TOLD_PHASES = {
+    tp.PHASE_STARTING: "waiting for the stage monitor's first frame",
+    tp.PHASE_RUNNING: "running",
+    tp.PHASE_STOPPING: "stopping (waiting for policy_node's last row)",
+    tp.PHASE_SCORING: "waiting for the stage monitor's final score",
+}
 
 
 def _not_empty(value: Any) -> str | None:
@@ -128,6 +140,11 @@ _seconds = Bounds(low=0, low_open=True, rule="must be a positive number of secon
 
 
 class TrialManagerNode(TrialServices, Node):
+    #: Set by a stop signal to this node's process (``main``). ``ros2 launch`` signals every node at once: a peer
+    #: that leaves the graph after it left because of the same Ctrl-C, and the run is "interrupted", not ended by
+    #: that node (a peer that stops within 0.1 s left before this node's spin loop saw its own signal).
+    stop_signal: threading.Event | None = None
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("trial_manager_node", **kwargs)
         params = ParameterSet(self)
@@ -249,6 +266,8 @@ class TrialManagerNode(TrialServices, Node):
         self._reset_record: dict[str, Any] | None = None
         self._reset_said = ("", 0.0, 0.0)  # the last summary told, when told, when shown
         self._sim_reset_told = (0.0, 0)  # the reset phase's start and the tens of seconds told of it
+        self._trial_told = (0.0, 0)  # the same for the phases of a trial under way (_tell_trial)
+        self._live: dict[str, Any] = {}  # the stage monitor's latest live score of the trial under way
         self._health_record: dict[str, Any] | None = None
         self._failures_after: list[HealthFailure] = []
         # -- the operator's pause, redo and marks ----------------------------------------------------------
@@ -538,6 +557,8 @@ class TrialManagerNode(TrialServices, Node):
         score = self._decoded(msg, TOPIC_SCORE)
         if score is None or score.get("trial_id") != self.trial.get("id"):
             return
+        if not score.get("final"):
+            self._live = score
         if self.phase == tp.PHASE_STARTING and not score.get("final") and int(score.get("frames", 0)) >= 1:
             self._run(int(self.trial["start_stamp_ns"]))  # the scorer holds frame 0: the rows may come
             return
@@ -572,7 +593,7 @@ class TrialManagerNode(TrialServices, Node):
 
     def _on_node_lost(self, name: str, how: str) -> None:
         """A node of the graph died: the trial under way is recorded as a fault, and the run ends."""
-        if self.finished.is_set():
+        if self.finished.is_set() or (self.stop_signal is not None and self.stop_signal.is_set()):
             return
         reason = f"{name} {how}"
         if self.index >= 0 and self.phase not in (tp.PHASE_DONE, tp.PHASE_IDLE):
@@ -704,6 +725,8 @@ class TrialManagerNode(TrialServices, Node):
             return  # a trial the operator paused waits, its bounds standing still
         if self.phase == tp.PHASE_RESETTING and not self.rig_mode:
             self._tell_sim_reset(waited)
+        elif self.phase in _TOLD_PHASES:
+            self._tell_trial(waited)
         if self.phase in (tp.PHASE_IDLE, tp.PHASE_DONE) and not self.paused and not self.safety.estop and \
                 self.halted is None:
             if self.phase == tp.PHASE_IDLE and self.policy_gate.state != "ok":
@@ -726,15 +749,27 @@ class TrialManagerNode(TrialServices, Node):
             self._record_fault(overrun)
 
     def _tell_sim_reset(self, waited: float) -> None:
-        """A line every SIM_RESET_TELL_PERIOD_S while sim_node resets, so the wait before a trial is never silent:
-        the first reset with cameras renders the first pictures, which builds the renderer (a minute or two on
-        a CPU renderer, about a second after)."""
+        """A line every SIM_RESET_TELL_PERIOD_S while sim_node resets, so the wait before a trial is never silent
+        (a reset takes about a second; sim_node builds its renderer at start, before the graph is up)."""
         told = int(waited // SIM_RESET_TELL_PERIOD_S)
         if told > 0 and self._sim_reset_told != (self._phase_since, told):
             self._sim_reset_told = (self._phase_since, told)
             self.get_logger().info(f"trial {self.trial.get('id')}: waiting for sim_node's reset, "
-                                   f"{told * SIM_RESET_TELL_PERIOD_S:.0f} s so far (the first one with cameras "
-                                   "builds the renderer: a minute or two on a CPU)")
+                                   f"{told * SIM_RESET_TELL_PERIOD_S:.0f} s so far (it rebuilds and settles the "
+                                   "scene)")
+
+    def _tell_trial(self, waited: float) -> None:
+        """A line every TRIAL_TELL_PERIOD_S while a trial starts, runs, stops or is scored: a real-time trial runs
+        on the wall clock (a minute or more), and nothing else is said until it ends."""
+        told = int(waited // TRIAL_TELL_PERIOD_S)
+        if told <= 0 or self._trial_told == (self._phase_since, told):
+            return
+        self._trial_told = (self._phase_since, told)
+        live = self._live if self._live.get("trial_id") == self.trial.get("id") else {}
+        scored = (f" ({int(live.get('frames', 0))} frames scored, IS {float(live.get('intent', 0.0)):.2f} "
+                  f"ES {float(live.get('exec', 0.0)):.2f})") if live else ""
+        self.get_logger().info(f"trial {self.trial.get('id')}: {_TOLD_PHASES[self.phase]}, "
+                               f"{told * TRIAL_TELL_PERIOD_S:.0f} s so far{scored}")
 
     def summary(self) -> dict[str, Any]:
         return self.records.summary()
@@ -753,9 +788,11 @@ class TrialManagerNode(TrialServices, Node):
 def main(args: list[str] | None = None) -> None:
     """Run until the trials end, then exit with the run's status (the launch files shut down with it)."""
     code = EXIT_OK
+    stopped = False
     try:
         with stop_on_signals() as stop, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
             node = build_node(TrialManagerNode)
+            node.stop_signal = stop
             try:
                 while rclpy.ok() and not node.finished.is_set() and not stop.is_set():
                     rclpy.spin_once(node, timeout_sec=0.1)
@@ -764,8 +801,11 @@ def main(args: list[str] | None = None) -> None:
             finally:
                 stop.noticed()
                 node.destroy_node()
+            stopped = stop.is_set()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass  # Ctrl-C (SIGINT/SIGTERM): run.json says "interrupted"; a clean exit, as every node's
+    if stopped:  # run.json written and the store closed (destroy_node): leave now, as every node does
+        leave_after_stop(code)
     sys.exit(code)
 
 

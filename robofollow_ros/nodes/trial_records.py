@@ -17,6 +17,7 @@ from typing import Any
 
 from robofollow_ros.benchmark import EvalTask
 from robofollow_ros.contract import TOPIC_JOINT_COMMAND, TOPIC_JOINT_STATES, TOPIC_TRIAL
+from robofollow_ros.evaluation.progress import QUIET_S
 from robofollow_ros.evaluation.selection import TrialKey
 
 #: Awaited nodes that never read /robofollow/trial, and the input they must be seen on instead (the arm
@@ -118,13 +119,23 @@ class PolicyGate:
         self.state = "waiting" if enabled else "ok"
         self.reason = ""
         self._since = 0.0
+        self._told = time.monotonic()  # when the wait was last told (or began)
 
     def poll(self, graph_ready: bool) -> None:
+        now = time.monotonic()
         if self.state == "waiting" and graph_ready and self._client.service_is_ready():
-            self.state, self._since = "pending", time.monotonic()
+            self.state, self._since = "pending", now
             self._client.call_async(self._request()).add_done_callback(self._answered)
-        elif self.state == "pending" and time.monotonic() - self._since > self._timeout_s:
+        elif self.state == "pending" and now - self._since > self._timeout_s:
             self.state, self.reason = "failed", f"{self._service}: no answer within {self._timeout_s} s"
+        elif not graph_ready:
+            self._told = now  # the graph wait tells its own
+        elif now - self._told >= QUIET_S:
+            # the first trial waits for this: a remote model's first reset can take minutes (weights loading)
+            self._told = now
+            what = "policy_node to reach its policy (connect + reset)" if self.state == "pending" else \
+                f"policy_node's {self._service} service"
+            self._logger.info(f"waiting for {what} before the first trial")
 
     def _answered(self, future: Any) -> None:
         reply = future.result()
