@@ -306,9 +306,9 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
         with Heartbeat(lambda: f"… starting the workers (the simulator and the policy), {waited(started)}",
                        stream) if stream is not None else contextlib.nullcontext():
             info = backend.start(len(keys) - len(done))
-        if stream is not None:
-            print(starting_line(config, len(keys) - len(done)), file=stream, flush=True)
     writer = open_writer(config, tasks, len(keys), info.get("server_metadata"))
+    if stream is not None and len(done) < len(keys):  # after the run directory: a refused one is one line
+        print(starting_line(config, len(keys) - len(done)), file=stream, flush=True)
     failed: list[tuple[str, str]] = []
     with writer:
         todo = [k for k in keys if not writer.recorded(k.task_id, k.round)]
