@@ -7,9 +7,18 @@ import time
 
 import pytest
 
-# A domain of our own, unless the caller (make test) chose one: parallel test runs on one machine
-# must not hear each other's topics. Set before any test imports rclpy.
-os.environ.setdefault("ROS_DOMAIN_ID", str(1 + (os.getpid() * 7919 + time.time_ns() // 1000) % 200))
+
+def _own_domain() -> str:
+    """A DDS domain of this process's own: parallel test runs on one machine must not hear each other's topics.
+    pytest-xdist's workers share one run id, so they take neighbouring domains (gw0, gw1, …) of one base."""
+    run_id, worker = os.environ.get("PYTEST_XDIST_TESTRUNUID"), os.environ.get("PYTEST_XDIST_WORKER", "")
+    if run_id and worker.startswith("gw") and worker[2:].isdigit():
+        return str(1 + (int(run_id[:8], 16) % 50) * 4 + int(worker[2:]) % 4)
+    return str(1 + (os.getpid() * 7919 + time.time_ns() // 1000) % 200)
+
+
+# Unless the caller chose one. Set before any test imports rclpy.
+os.environ.setdefault("ROS_DOMAIN_ID", _own_domain())
 
 
 @pytest.fixture(scope="session")

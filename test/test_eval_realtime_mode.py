@@ -36,7 +36,8 @@ from robofollow_ros.scoring.synthetic import Puppet
 from robofollow_ros.sim import world as sim_world
 from test_cli_tasks import ROBOFOLLOW
 
-pytestmark = pytest.mark.timeout(120)
+# exclusive: wall-clock bounds, run alone after the parallel phase (make test)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.exclusive]
 
 EASY = "L0_pickup_yellow_block_1_left"
 REALTIME = ExecutionSettings(mode="realtime", control_hz=25)

@@ -41,7 +41,8 @@ GRAPH_NODES = {
     "mock": {"mock_hardware_node", "arm_bridge_node", "robot_state_node", "policy_node", "stage_monitor_node",
              "trial_manager_node", "foxglove_node"},
 }
-pytestmark = pytest.mark.timeout(150)
+# exclusive: wall-clock bounds, run alone after the parallel phase (make test)
+pytestmark = [pytest.mark.timeout(150), pytest.mark.exclusive]
 
 
 def _children(pid: int) -> list[int]:

@@ -402,6 +402,7 @@ def stepped() -> Stepped:
     return Stepped()
 
 
+@pytest.mark.exclusive  # counts starved control ticks in real time: run alone (make test)
 def test_realtime_rate_mode_keeps_rows_flowing_while_a_predict_is_in_flight_and_merges_the_overlap(robot):
     """30 rows a chunk at 50 Hz, the next one requested with 15 rows (300 ms) still queued, a 100 ms model (a
     3x margin, so that a loaded CI machine does not starve the arm; each row overlaps two chunks at most):

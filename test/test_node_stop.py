@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: The convention this file checks: launch's grace is 5 s; every node stops well inside it.
 STOP_BOUND_S = 2.0
 TASK = "L0_pickup_red_cylinder"
-pytestmark = pytest.mark.timeout(180)
+# exclusive: wall-clock bounds, run alone after the parallel phase (make test)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.exclusive]
 
 
 def _start(module: str, tmp_path: Path, *params: str) -> subprocess.Popen[str]:

@@ -247,6 +247,7 @@ def test_a_large_frame_goes_out_in_several_sendmsg_calls_to_a_slow_reader() -> N
         assert a.gettimeout() == 20  # restored after the partial sends
 
 
+@pytest.mark.exclusive  # a 2 s wall-clock bound: run alone (make test)
 def test_the_socket_timeout_bounds_the_whole_frame() -> None:
     a, b = socket.socketpair()
     with a, b:

@@ -96,6 +96,7 @@ def announcers(address: tuple[str, int], count: int, deliver: bytes = b"{") -> I
 
 
 # ------------------------------------------------------------------------ 1. TCP memory as bytes arrive
+@pytest.mark.exclusive  # a 2 s bound on a waiting client: run alone (make test)
 def test_slow_announcers_of_128_mib_hold_no_budget_and_stall_no_one() -> None:
     """The measured defect: four 5-byte headers announcing 128 MiB reserved the whole 512 MiB
     budget and every other client waited for the frame deadline (60 s by default)."""
@@ -116,6 +117,7 @@ def test_slow_announcers_of_128_mib_hold_no_budget_and_stall_no_one() -> None:
     assert server.memory.used == 0
 
 
+@pytest.mark.exclusive  # a 2 s bound on an ordinary request: run alone (make test)
 def test_delivered_but_stalled_large_frames_cannot_crowd_out_ordinary_requests() -> None:
     """Peers that deliver megabytes of 128 MiB frames and stall hold what they delivered, within the
     budget's share for large frames; an ordinary request still finds room at once."""

@@ -248,6 +248,13 @@ class PolicyNode(Node):
             # rows. It is not joined here, where waiting would hold up this node's callbacks.
             if self._node_closing.is_set():
                 return
+            if not all(isinstance(trial.get(k), int) for k in ("max_steps", "actions_per_step")):
+                # Not our trial manager's message (another graph on this domain, an old version): never a crash
+                # in a thread; the trial manager's own bound ends a trial nobody runs.
+                self.get_logger().error(f"{TOPIC_TRIAL}: a running trial without integer max_steps/actions_per_step "
+                                        f"(max_steps={trial.get('max_steps')!r}, actions_per_step="
+                                        f"{trial.get('actions_per_step')!r}): ignored", throttle_duration_sec=5.0)
+                return
             self._trial_id = str(trial["id"])
             self._cancel, self._abandon = threading.Event(), threading.Event()
             worker = threading.Thread(target=self._run_trial, args=(trial, self._cancel, self._abandon),

@@ -102,7 +102,8 @@ _SHOWN_CHARS = 100
 
 
 def show(recorded: Any, now: Any) -> str:
-    """``<recorded> in the run, <now> now``; two long lists are told apart by their length and first difference."""
+    """``<recorded> in the run, <now> now``; two long lists are told apart by their length and first difference,
+    two long objects by the keys that differ."""
     if isinstance(recorded, list) and isinstance(now, list) and (
             len(_value(recorded, cut=False)) > _SHOWN_CHARS or len(_value(now, cut=False)) > _SHOWN_CHARS):
         first = next((i for i, (a, b) in enumerate(zip(recorded, now, strict=False)) if a != b),
@@ -110,6 +111,12 @@ def show(recorded: Any, now: Any) -> str:
         where = (f"first difference at #{first + 1}: {_value(_at(recorded, first))} in the run, "
                  f"{_value(_at(now, first))} now")
         return f"({where}) with {len(recorded)} entries in the run, {len(now)} now"
+    if isinstance(recorded, Mapping) and isinstance(now, Mapping) and (
+            len(_value(recorded, cut=False)) > _SHOWN_CHARS or len(_value(now, cut=False)) > _SHOWN_CHARS):
+        keys = sorted(k for k in set(recorded) | set(now) if recorded.get(k, _ABSENT) != now.get(k, _ABSENT))
+        recorded_part = ", ".join(f"{json.dumps(k)}: {_value(recorded.get(k, _ABSENT))}" for k in keys)
+        now_part = ", ".join(f"{json.dumps(k)}: {_value(now.get(k, _ABSENT))}" for k in keys)
+        return f"(only the keys that differ) {{{recorded_part}}} in the run, {{{now_part}}} now"
     return f"{_value(recorded)} in the run, {_value(now)} now"
 
 
