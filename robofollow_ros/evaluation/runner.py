@@ -44,7 +44,7 @@ from robofollow_ros.evaluation.trial_worker import (
 )
 from robofollow_ros.evaluation.worker_errors import START_OTHER, WorkerStartError, start_failure
 from robofollow_ros.monitoring.rates import CONTROL_HZ
-from robofollow_ros.policy.spec import check_privileged
+from robofollow_ros.policy.spec import check_privileged, check_render
 from robofollow_ros.rundir.layout import RECORDINGS_DIR, VIDEOS_DIR
 
 BACKENDS = ("local", "ray", "inline")
@@ -108,6 +108,7 @@ class EvalConfig:
         if self.record_hz is not None and self.record_hz not in CONTROL_HZ:
             raise ValueError(f"--record-rate: {self.record_hz} Hz is not one of {', '.join(map(str, CONTROL_HZ))}")
         check_privileged(self.policy, self.privileged)  # a PolicySpecError is a ValueError
+        check_render(self.policy, self.render)
         if self.settings.execution.realtime and self.stepper != "direct":
             raise ValueError(f"--stepper {self.stepper}: --execution realtime executes one row per control tick "
                              "(the direct stepper); leave --stepper out")

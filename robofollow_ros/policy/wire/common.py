@@ -65,6 +65,19 @@ class RemotePolicyError(PolicyError, RuntimeError):
         self.remote_traceback = remote_traceback
 
 
+def server_reason(text: str, limit: int = 300) -> str:
+    """One line of a server's error text that says why: the exception line that ends a Python
+    traceback (openpi's and RoboArena's servers send ``traceback.format_exc()``), else the text's
+    first non-empty line; cut to ``limit`` characters. The whole text stays with the error."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return "(no reason given)"
+    traced = lines[0].startswith("Traceback (most recent call last)")
+    reason = lines[-1] if traced else lines[0]
+    reason = reason.replace(f" ({DEBUG_HINT})", "")
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
 def describe_error(exc: BaseException, debug: bool) -> tuple[str, str]:
     """``(error, traceback)`` for an error reply. The traceback is one line unless ``debug``."""
     error = str(exc) or type(exc).__name__
