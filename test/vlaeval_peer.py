@@ -2,13 +2,15 @@
 robofollow_ros) by test_protocol_vlaeval.py. Not a test double: everything protocol-side here is
 vla-eval's (``PredictModelServer`` + ``serve_async``; ``Connection``; ``specs.check_specs``).
 
-``python vlaeval_peer.py model-server [--action-spec joints|eef] [--protocol-version N]``
+``python vlaeval_peer.py model-server [--action-spec joints|eef] [--protocol-version N] [--chunk-size N]``
     A vla-eval model server built on vla-eval's ``PredictModelServer`` serving a trivial model on a
     free loopback port; prints ``PORT <n>`` once listening, runs until killed. The model's chunk is
     known: ``CHUNK`` rows, row i = state + 0.01 (i + 1); the action payload also carries ``echo``
     (what the model received: task_description, image dtype/shape/sum per camera, the state keys).
     ``--action-spec eef`` declares vla-eval's end-effector delta spec (position/rotation/gripper);
     ``--protocol-version N`` sets vla-eval's own ``PROTOCOL_VERSION`` constant before serving.
+    ``--chunk-size N`` builds the server as vla-eval's own model servers do (pi0 10, oft 10, groot 16,
+    xvla 30): ``PredictModelServer(chunk_size=N)`` buffers the chunk and answers one action per call.
 
 ``python vlaeval_peer.py client PORT OUT_NPZ STEPS INSTRUCTION``
     vla-eval's ``Connection`` (what its orchestrator uses) against a model server: hello, the spec
@@ -70,7 +72,8 @@ def model_server(args: list[str]) -> None:
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            port = await tg.start(serve_async, KnownChunk(), "127.0.0.1", 0)
+            chunk_size = int(options["--chunk-size"]) if "--chunk-size" in options else None
+            port = await tg.start(serve_async, KnownChunk(chunk_size=chunk_size), "127.0.0.1", 0)
             print(f"PORT {port}", flush=True)
 
     anyio.run(main)
