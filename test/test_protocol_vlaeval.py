@@ -112,6 +112,9 @@ def test_our_client_gets_the_known_chunk_from_vlaevals_predict_model_server() ->
             np.testing.assert_allclose(actions, expected, rtol=0, atol=1e-6)
             echo = policy.last_reply["echo"]
             assert echo["task_description"] == "stack the cups" and echo["step"] == 0
+            # vla-eval's task keys (its RoboTwin benchmark: name = task id, suite, episode_idx, instruction);
+            # no name: the task id is privileged, never sent to a policy
+            assert echo["task"] == {"suite": "robofollow", "episode_idx": 0, "instruction": "stack the cups"}
             assert echo["state_keys"] == ["joint_state", "state"]
             for camera in ("head_camera", "left_camera", "right_camera"):  # png on the wire: lossless
                 image = obs["observation"][camera]["rgb"]
@@ -120,7 +123,7 @@ def test_our_client_gets_the_known_chunk_from_vlaevals_predict_model_server() ->
             assert policy.last_reply["echo"]["step"] == 1
             policy.reset()  # episode_end; the next predict starts a new episode on the same connection
             policy.predict(obs)
-            assert policy.last_reply["echo"]["step"] == 0
+            assert policy.last_reply["echo"]["step"] == 0 and policy.last_reply["echo"]["task"]["episode_idx"] == 1
             assert policy.episodes == 2 and policy.connections_opened == 1
         finally:
             policy.close()

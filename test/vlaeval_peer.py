@@ -6,7 +6,8 @@ vla-eval's (``PredictModelServer`` + ``serve_async``; ``Connection``; ``specs.ch
     A vla-eval model server built on vla-eval's ``PredictModelServer`` serving a trivial model on a
     free loopback port; prints ``PORT <n>`` once listening, runs until killed. The model's chunk is
     known: ``CHUNK`` rows, row i = state + 0.01 (i + 1); the action payload also carries ``echo``
-    (what the model received: task_description, image dtype/shape/sum per camera, the state keys).
+    (what the model received: task_description, image dtype/shape/sum per camera, the state keys, and
+    the ``task`` of the session's ``episode_start``).
     ``--action-spec eef`` declares vla-eval's end-effector delta spec (position/rotation/gripper);
     ``--protocol-version N`` sets vla-eval's own ``PROTOCOL_VERSION`` constant before serving.
     ``--chunk-size N`` builds the server as vla-eval's own model servers do (pi0 10, oft 10, groot 16,
@@ -52,11 +53,18 @@ def model_server(args: list[str]) -> None:
     eef = options.get("--action-spec", "joints") == "eef"
 
     class KnownChunk(PredictModelServer):
+        tasks: dict[str, object] = {}  # noqa: RUF012 - the episode_start task of each session, echoed back
+
+        async def on_episode_start(self, config, ctx):  # type: ignore[no-untyped-def]
+            self.tasks[ctx.session_id] = config.get("task")
+            await super().on_episode_start(config, ctx)
+
         def predict(self, obs, ctx):  # type: ignore[no-untyped-def]
             state = np.asarray(obs.get("state", obs.get("joint_state")), dtype=np.float32)
             chunk = state[None, :] + 0.01 * np.arange(1, CHUNK + 1, dtype=np.float32)[:, None]
             echo = {"task_description": obs.get("task_description"), "state_keys": sorted(
-                k for k in ("state", "joint_state") if k in obs), "step": ctx.step, "images": {
+                k for k in ("state", "joint_state") if k in obs), "step": ctx.step,
+                "task": self.tasks.get(ctx.session_id), "images": {
                 name: [str(image.dtype), list(image.shape), int(image.astype(np.int64).sum())]
                 for name, image in obs.get("images", {}).items()}}
             return {"actions": chunk, "echo": echo}

@@ -3,7 +3,8 @@
 Protocol facts (vla-eval 0.8.0, ``connection.py`` and ``model_servers/serve.py``): the client opens a
 websocket and sends ``hello`` (``harness_version``, ``protocol_version``); the server answers ``hello``
 with its ``model_server`` name, ``observation_params`` and, usually, ``action_spec`` /
-``observation_spec``. An episode is ``episode_start`` ``{"task": {...}}``, then one ``observation``
+``observation_spec``. An episode is ``episode_start`` ``{"task": {"suite", "episode_idx", "instruction"}}``
+(vla-eval's own task keys, less the privileged task id and seed), then one ``observation``
 per step, each answered by an ``action`` carrying the observation's ``seq`` (or an ``error`` with
 it), then ``episode_end``. One connection serves many episodes; the server keeps per-connection
 state. No message waits for a reply except ``hello`` and ``observation``: a failed
@@ -108,7 +109,10 @@ class VlaEvalPolicy:
         start = time.perf_counter()
         try:
             if self._episode_seq is None:
-                task = {"name": self.instruction, "instruction": self.instruction, "benchmark": "robofollow"}
+                # vla-eval's task keys (benchmarks/robotwin: name, suite, seed, episode_idx, instruction);
+                # its model servers read suite (cogact's chunk_size_map). No name or seed: the task id and
+                # layout are privileged (the observation contract), and the instruction is no task name.
+                task = {"suite": "robofollow", "episode_idx": self.episodes, "instruction": self.instruction}
                 self._episode_seq = self._send(EPISODE_START, {"task": task})
                 self.episodes += 1
             seq = self._send(OBSERVATION, payload)
