@@ -5,12 +5,19 @@ session header and no reset). The rule is ``policy/wire/episodes.py``.
 
 End to end: the memorizer served, driven by each peer's own client inside our evaluator over
 ``--rounds 2``, gives the verdicts of the memorizer in process; with ``episode_per="signals"`` (the old
-behaviour) round 2 continues round 1 and does not."""
+behaviour) round 2 continues round 1 and does not. The protocols whose clients do say when an episode
+starts are held to the same: vla-eval (its own ``Connection``, in ``.venv-vlaeval``), GR00T (its
+``PolicyClient`` transcribed) and RoboFollow TCP (the official ``remote_policy.py``'s wire, spec section f)."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import logging
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +32,10 @@ from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
 from robofollow_ros.policy.spec import load_policy
 from robofollow_ros.policy.wire.act.server import ActPolicyServer
 from robofollow_ros.policy.wire.episodes import START_POSE_TOL, EpisodeStarts
+from robofollow_ros.policy.wire.gr00t.server import Gr00tPolicyServer
 from robofollow_ros.policy.wire.openpi.server import OpenpiPolicyServer
+from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
+from robofollow_ros.policy.wire.vlaeval.server import VlaEvalPolicyServer
 
 pytestmark = [pytest.mark.timeout(600),  # openpi-client's own connect() call, not ours:
               pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager:DeprecationWarning")]
@@ -115,6 +125,119 @@ class OpenvlaOftPeer:
         return np.asarray(json_numpy.loads(reply.text))
 
 
+class VlaEvalPeer:
+    """What an evaluator gets with vla-eval's own ``Connection`` (``vlaeval_peer.py relay``, in .venv-vlaeval):
+    one connection for every episode, ``start_episode`` before an episode's first observation and
+    ``end_episode`` after its last (vla-eval's ``SyncEpisodeRunner``), RoboTwin-style observations."""
+
+    ROOT = Path(__file__).resolve().parents[1]
+
+    def __init__(self, port: int) -> None:
+        self.proc = subprocess.Popen([str(self.ROOT / ".venv-vlaeval" / "bin" / "python"),
+                                      str(self.ROOT / "test" / "vlaeval_peer.py"), "relay", str(port)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.instruction, self.open, self.episodes = "", False, 0
+
+    def _call(self, *command: Any) -> list[Any]:
+        import msgpack
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        body = msgpack.packb(list(command))
+        self.proc.stdin.write(len(body).to_bytes(4, "big") + body)
+        self.proc.stdin.flush()
+        reply = msgpack.unpackb(self.proc.stdout.read(int.from_bytes(self.proc.stdout.read(4), "big")))
+        assert reply[0] != "error", reply[1]
+        return list(reply)
+
+    @staticmethod
+    def _npy(array: np.ndarray) -> bytes:
+        out = io.BytesIO()
+        np.save(out, np.asarray(array), allow_pickle=False)
+        return out.getvalue()
+
+    def reset(self) -> None:
+        if self.open:
+            self._call("end")
+        self.open = False
+
+    def set_instruction(self, text: str) -> None:
+        self.instruction = text
+
+    def predict(self, obs: dict[str, Any]) -> np.ndarray:
+        if not self.open:
+            self._call("start", {"name": "robofollow", "suite": "robofollow", "episode_idx": self.episodes,
+                                 "instruction": self.instruction})
+            self.open, self.episodes = True, self.episodes + 1
+        images = {camera: self._npy(obs["observation"][camera]["rgb"])
+                  for camera in ("head_camera", "left_camera", "right_camera")}
+        reply = self._call("act", images, self._npy(obs["joint_action"]["vector"]), self.instruction)
+        return np.load(io.BytesIO(reply[1]), allow_pickle=False)
+
+    def close(self) -> None:
+        self.reset()
+        self._call_close()
+
+    def _call_close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()  # the relay reads EOF as close
+        assert self.proc.wait(30) == 0
+
+
+class TcpPeer:
+    """The official ``remote_policy.py`` client as the RoboFollow spec (section f) states its wire: a 4-byte
+    big-endian length and JSON, arrays as ``__numpy_array__`` objects (base64), ``{"cmd", "obs"}`` requests
+    for reset / set_instruction / predict, ``{"res"}`` replies; one connection for every episode."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+        self.instruction = ""
+
+    @staticmethod
+    def _encode(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return {"__numpy_array__": True, "data": base64.b64encode(np.ascontiguousarray(value).tobytes()).decode(),
+                    "dtype": value.dtype.name, "shape": list(value.shape)}
+        if isinstance(value, dict):
+            return {k: TcpPeer._encode(v) for k, v in value.items()}
+        return value
+
+    def _call(self, cmd: str, obs: Any) -> Any:
+        body = json.dumps({"cmd": cmd, "obs": self._encode(obs)}).encode()
+        self.sock.sendall(len(body).to_bytes(4, "big"))
+        self.sock.sendall(body)
+        size = int.from_bytes(self._read(4), "big")
+        reply = json.loads(self._read(size))
+        assert "res" in reply, reply.get("error")
+        res = reply["res"]
+        if isinstance(res, dict) and res.get("__numpy_array__"):
+            return np.frombuffer(base64.b64decode(res["data"]), dtype=res["dtype"]).reshape(res["shape"])
+        return res
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            assert chunk, "the server closed the connection"
+            data += chunk
+        return data
+
+    def reset(self) -> None:
+        self._call("reset", None)
+
+    def set_instruction(self, text: str) -> None:
+        self.instruction = text
+        self._call("set_instruction", text)
+
+    def predict(self, obs: dict[str, Any]) -> np.ndarray:
+        payload = {"observation": {camera: {"rgb": np.asarray(obs["observation"][camera]["rgb"])}
+                                   for camera in ("head_camera", "right_camera", "left_camera")},
+                   "joint_action": {"vector": np.asarray(obs["joint_action"]["vector"])},
+                   "instruction": self.instruction}
+        return np.asarray(self._call("predict", payload))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def _scored(path: Path) -> list[dict[str, Any]]:
     return [{k: r.get(k) for k in COMPARED} for r in json.loads((path / "results.json").read_text())]
 
@@ -129,7 +252,8 @@ def in_process(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]
 
 
 def _peer_run(out: Path, peer: str, port: int) -> list[dict[str, Any]]:
-    run_evaluation(EvalConfig(policy=f"test_served_episodes:{peer}", policy_kwargs={"port": port}, output=out,
+    spec = peer if ":" in peer else f"test_served_episodes:{peer}"
+    run_evaluation(EvalConfig(policy=spec, policy_kwargs={"port": port}, output=out,
                               tasks=(TASK,), rounds=2, render=True, backend="inline"))
     return _scored(out)
 
@@ -145,6 +269,17 @@ def test_a_peers_client_over_two_rounds_scores_as_in_process(server_class: Any, 
         assert len(warnings) == 1 and "start pose" in warnings[0]
 
 
+@pytest.mark.parametrize("server_class, peer", [
+    (VlaEvalPolicyServer, "VlaEvalPeer"), (Gr00tPolicyServer, "test_protocol_gr00t:Gr00tPeerPolicy"),
+    (RoboFollowTcpServer, "TcpPeer")], ids=["vla-eval", "gr00t", "tcp"])
+def test_clients_that_say_when_episodes_start_score_two_rounds_as_in_process(
+        server_class: Any, peer: str, in_process: list[dict[str, Any]], tmp_path: Path) -> None:
+    if server_class is VlaEvalPolicyServer and not (VlaEvalPeer.ROOT / ".venv-vlaeval" / "bin" / "python").exists():
+        subprocess.run(["bash", str(VlaEvalPeer.ROOT / "tools" / "setup_vlaeval_env.sh")], check=True, timeout=600)
+    with server_class(lambda: load_policy("memorizer"), port=0).start() as server:
+        assert _peer_run(tmp_path / "peer", peer, server.address[1]) == in_process
+
+
 def test_without_the_start_pose_rule_round_2_continues_round_1(in_process: list[dict[str, Any]],
                                                                tmp_path: Path) -> None:
     """The control: the rule is what makes round 2 score (before it, the same round 2 scored IS 0.0)."""
@@ -154,9 +289,6 @@ def test_without_the_start_pose_rule_round_2_continues_round_1(in_process: list[
 
 
 def test_episode_per_is_refused_where_the_client_says_when_episodes_start() -> None:
-    import subprocess
-    import sys
-
     from robofollow_ros.exit_status import EXIT_BAD_INPUT
 
     done = subprocess.run([sys.executable, "-m", "robofollow_ros.cli", "serve", "--protocol", "vla-eval", "--policy",

@@ -20,6 +20,14 @@ vla-eval's (``PredictModelServer`` + ``serve_async``; ``Connection``; ``specs.ch
     STEPS RoboTwin-style observations (random 240×320 images, ``joint_state``, task_description),
     sent png-encoded as vla-eval sends them. Prints one JSON line (hello, spec warnings, actions) and
     saves what it sent to OUT_NPZ for the test to compare with what our policy received.
+
+``python vlaeval_peer.py relay PORT``
+    vla-eval's ``Connection`` held open for every episode, as its orchestrator holds one per shard, driven
+    over stdin/stdout by a test's policy (``test_served_episodes.VlaEvalPeer``): frames of a 4-byte
+    big-endian length and a msgpack list, arrays as ``np.save`` bytes. ``["start", task]`` →
+    ``start_episode({"task": task})``, ``["act", images, joint_state, text]`` → ``act(...)`` as vla-eval's
+    RoboTwin benchmark builds the observation (answered ``["actions", npy]``), ``["end"]`` →
+    ``end_episode``, ``["close"]`` → close and exit. Every command is answered; ``["error", text]`` on failure.
 """
 
 from __future__ import annotations
@@ -124,8 +132,58 @@ def client(port: str, out: str, steps: str, instruction: str) -> None:
     print(json.dumps(result), flush=True)
 
 
+def relay(port: str) -> None:
+    import io
+
+    import msgpack
+    from vla_eval.connection import Connection
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+
+    def array(data: bytes) -> np.ndarray:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+
+    def read() -> list:
+        head = stdin.read(4)
+        return msgpack.unpackb(stdin.read(int.from_bytes(head, "big"))) if len(head) == 4 else ["close"]
+
+    def write(message: list) -> None:
+        body = msgpack.packb(message)
+        stdout.write(len(body).to_bytes(4, "big") + body)
+        stdout.flush()
+
+    async def main() -> None:
+        conn = Connection(f"ws://127.0.0.1:{port}", timeout=60.0, max_retries=1)
+        await conn.connect(benchmark="robotwin")
+        while True:
+            command = await anyio.to_thread.run_sync(read)  # the event loop keeps answering pings meanwhile
+            try:
+                if command[0] == "close":
+                    await conn.close()
+                    return
+                if command[0] == "start":
+                    await conn.start_episode({"task": command[1]})
+                    write(["ok"])
+                elif command[0] == "end":
+                    await conn.end_episode({"success": False})
+                    write(["ok"])
+                else:
+                    images = {cam: array(data) for cam, data in command[1].items()}
+                    reply = await conn.act({"images": images, "joint_state": array(command[2]),
+                                            "task_description": command[3]})
+                    out = io.BytesIO()
+                    np.save(out, np.asarray(reply["actions"], dtype=np.float32), allow_pickle=False)
+                    write(["actions", out.getvalue()])
+            except Exception as exc:  # the test reads the reason
+                write(["error", f"{type(exc).__name__}: {exc}"])
+
+    anyio.run(main)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "model-server":
         model_server(sys.argv[2:])
+    elif sys.argv[1] == "relay":
+        relay(sys.argv[2])
     else:
         client(*sys.argv[2:6])
