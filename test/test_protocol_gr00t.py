@@ -428,7 +428,7 @@ def test_our_modality_config_is_what_gr00t_clients_build_their_class_from(
     """N1.6/N1.7 clients get a ``ModalityConfig`` per modality (``as_json`` a map), N1.5 clients (known by their
     flat ``get_action``) JSON text; the action horizon is known before the first ``get_action``: the served
     policy's declared ``chunk_size``, else the operator's ``action_horizon``."""
-    with Gr00tPolicyServer(lambda: load_policy("memorizer", {"chunk_size": 7}), port=0).start() as server:
+    with Gr00tPolicyServer(lambda: load_policy("hold", {"chunk_size": 7}), port=0).start() as server:
         config = connect(server.address[1]).call("get_modality_config")  # before any get_action
         assert set(config) == {"video", "state", "action", "language"}
         assert all(isinstance(c, Gr00tModalityConfig) for c in config.values())

@@ -29,7 +29,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from robofollow_ros import __version__
 from robofollow_ros.policy.interface import Observation, PolicyError
-from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.common import WireFormatError, remote_error
 from robofollow_ros.policy.wire.vlaeval.codec import (
     ACTION,
     EPISODE_END,
@@ -119,13 +119,13 @@ class VlaEvalPolicy:
             kind, reply, reply_seq = self._receive(ws, start + self.timeout_s, "action")
             if kind == ERROR and reply_seq == self._episode_seq and reply_seq != seq:
                 self._drop()  # the observation's answer is still on its way: start the next call afresh
-                raise RemotePolicyError(f"vla-eval server {self.uri}: episode_start failed: {_error_text(reply)}")
+                raise remote_error(f"vla-eval server {self.uri}: episode_start failed: ", _error_text(reply))
         except (OSError, ConnectionClosed) as exc:  # TimeoutError is an OSError
             self._drop()
             raise ConnectionError(f"vla-eval server {self.uri}: predict failed ({exc}); not retried") from exc
         client_ms = 1000 * (time.perf_counter() - start)
         if kind == ERROR:
-            raise RemotePolicyError(f"vla-eval server {self.uri}: {_error_text(reply)}")
+            raise remote_error(f"vla-eval server {self.uri}: ", _error_text(reply))
         if kind != ACTION or reply_seq != seq:
             self._drop()  # out of step: the next call starts over on a fresh connection
             raise WireFormatError(f"vla-eval server {self.uri}: expected the action for seq {seq}, got {kind} "
