@@ -32,9 +32,12 @@ def digest_row(obs: dict[str, Any], instruction: str, resets: int, predicts: int
 class DigestPolicy:
     """Row 0: the joint vector it received; row 1: :func:`digest_row`; ``chunk - 2`` more rows of row 0."""
 
-    def __init__(self, chunk: int = 4, close_marker: str | None = None) -> None:
+    def __init__(self, chunk: int = 4, close_marker: str | None = None, close_mode: str | None = None) -> None:
         self.chunk = chunk
         self.close_marker = close_marker
+        #: ``"block"``: close() writes "closing" to ``close_marker`` and never returns (vla-eval's
+        #: ``Connection`` retrying a vanished server); ``"raise"``: close() raises.
+        self.close_mode = close_mode
         self.instruction = ""
         self.resets = self.predicts = 0
 
@@ -52,6 +55,12 @@ class DigestPolicy:
         return np.stack(rows + [joints] * (self.chunk - 2)).astype(np.float32)
 
     def close(self) -> None:
+        if self.close_mode == "block":
+            if self.close_marker:
+                Path(self.close_marker).write_text("closing")
+            time.sleep(600)
+        if self.close_mode == "raise":
+            raise RuntimeError("could not release the model's device\nsecond line of the reason")
         if self.close_marker:
             Path(self.close_marker).write_text("closed")
 

@@ -207,6 +207,41 @@ def test_a_second_sigterm_leaves_a_hung_torch_call_without_aborting(command: lis
     assert time.monotonic() - began < 10
 
 
+def test_a_blocking_close_is_left_behind_at_the_grace_and_the_exit_is_0(tmp_path: Path) -> None:
+    marker = tmp_path / "close"
+    with serving(MODEL_SERVER, "--policy", "model_server_doubles:digest", "--grace", "2", "--kwargs",
+                 f'{{"close_marker": "{marker}", "close_mode": "block"}}') as (proc, _port):
+        began = time.monotonic()
+        status, err = stop(proc)
+    assert status == 0, err[-2000:]
+    assert marker.read_text() == "closing" and "leaving without waiting for model-server-close" in err
+    assert time.monotonic() - began < 15  # the grace (2 s) and the process' start-up margin, not the 600 s close
+    assert "Traceback" not in err
+
+
+def test_a_second_signal_during_a_blocking_close_exits_at_once(tmp_path: Path) -> None:
+    marker = tmp_path / "close"
+    with serving(MODEL_SERVER, "--policy", "model_server_doubles:digest", "--grace", "300", "--kwargs",
+                 f'{{"close_marker": "{marker}", "close_mode": "block"}}') as (proc, _port):
+        proc.send_signal(signal.SIGTERM)
+        wait_for(marker)  # close() has started (and blocks)
+        began = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert time.monotonic() - began < 10 and "leaving without waiting for model-server-close" in err
+
+
+@pytest.mark.parametrize("protocol", ["robofollow", "openpi"])
+def test_a_raising_close_is_one_line_and_the_exit_is_0(protocol: str) -> None:
+    with serving(MODEL_SERVER, "--protocol", protocol, "--policy", "model_server_doubles:digest", "--kwargs",
+                 '{"close_mode": "raise"}') as (proc, _port):
+        status, err = stop(proc)
+    assert status == 0, err[-2000:]
+    assert "policy close() failed: RuntimeError: could not release the model's device\n" in err
+    assert "Traceback" not in err and "second line" not in err
+
+
 @pytest.mark.parametrize(("flag", "value", "expected"), [
     ("--idle-timeout", "-1", "expected a finite number > 0"),
     ("--frame-timeout", "nan", "expected a finite number > 0"),

@@ -73,6 +73,15 @@ def test_double_encoding_round_trips_and_the_error_string_is_a_failure() -> None
             client.predict(make_observation(seed=1))
 
 
+@pytest.mark.parametrize("empty", [[], np.zeros((0, ACTION_DIM), np.float32)], ids=["list", "rows"])
+def test_an_empty_reply_is_called_empty_not_zero_columns(empty: Any) -> None:
+    with StubActServer(lambda p: (200, empty)) as stub:
+        client = load_policy(f"act+http://127.0.0.1:{stub.port}", {"timeout_s": 10})
+        with pytest.raises(WireFormatError, match=r"reply: empty \(shape \((0,|0, 14)\)\)") as info:
+            client.predict(make_observation())
+    assert "columns" not in str(info.value)
+
+
 def test_xvla_preset_refuses_ee6d_and_with_joints_speaks_xvla_fields_and_errors() -> None:
     with pytest.raises(ValueError, match="EE6D"):
         load_policy("act+http://127.0.0.1:8000?preset=xvla&domain_id=3", {})

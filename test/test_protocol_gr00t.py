@@ -4,12 +4,15 @@ Isaac-GR00T is not on PyPI (it installs from its repository with torch, flash-at
 its ``PolicyServer`` / ``PolicyClient`` cannot run here. The peers below are test doubles written in
 this file from the protocol facts of ``gr00t/policy/server_client.py`` (N1.6) and
 ``gr00t/eval/service.py`` (N1.5): a REP server and a REQ client with GR00T's ``MsgSerializer``
-(``np.save`` bytes under ``__ndarray_class__``, ``np.load(allow_pickle=False)``). The N1.7 array
-form is written and read by msgpack-numpy itself (PyPI, the peer's own codec).
+(``np.save`` bytes under ``__ndarray_class__``, ``np.load(allow_pickle=False)``; a ``ModalityConfig`` as
+``__ModalityConfig_class__`` whose ``as_json`` is the dataclass as a map in N1.6/N1.7 and JSON text in N1.5,
+decoded by calling the class with it). The msgpack-numpy array form is written and read by msgpack-numpy
+itself (PyPI, the peer's own codec).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -43,7 +46,42 @@ ALOHA_LANGUAGE = "annotation.human.action.task_description"
 
 
 # ------------------------------------------------------------------ GR00T's MsgSerializer (N1.6), as a test double
+@dataclasses.dataclass
+class Gr00tModalityConfig:
+    """GR00T's ``ModalityConfig`` (``gr00t/data/types.py``), as its client builds it from ``as_json``: an
+    unknown field is a ``TypeError``; ``delta_indices`` must be a list, ``modality_keys`` a non-empty
+    one, and ``action_configs`` (enum names) one per key."""
+
+    delta_indices: list[int]
+    modality_keys: list[str]
+    sin_cos_embedding_keys: list[str] | None = None
+    mean_std_embedding_keys: list[str] | None = None
+    action_configs: list[dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.delta_indices, list):
+            raise ValueError(f"delta_indices must be a non-None list, got {self.delta_indices!r}")
+        if not isinstance(self.modality_keys, list) or not self.modality_keys:
+            raise ValueError(f"modality_keys must be a non-empty list, got {self.modality_keys!r}")
+        if self.action_configs is not None:
+            assert len(self.action_configs) == len(self.modality_keys)
+            for config in self.action_configs:  # ActionRepresentation[...] etc.: looked up by name
+                assert config["rep"] in ("RELATIVE", "DELTA", "ABSOLUTE"), config
+                assert config["type"] in ("EEF", "NON_EEF") and config["format"] in (
+                    "DEFAULT", "XYZ_ROT6D", "XYZ_ROTVEC"), config
+
+
+@dataclasses.dataclass
+class Gr00tN15ModalityConfig:
+    """N1.5's pydantic ``ModalityConfig`` (``gr00t/data/dataset.py``), built from ``json.loads(as_json)``."""
+
+    delta_indices: list[int]
+    modality_keys: list[str]
+
+
 def gr00t_encode(obj: Any) -> Any:
+    if isinstance(obj, Gr00tModalityConfig):
+        return {"__ModalityConfig_class__": True, "as_json": dataclasses.asdict(obj)}
     if isinstance(obj, np.ndarray):
         out = io.BytesIO()
         np.save(out, obj, allow_pickle=False)
@@ -52,6 +90,8 @@ def gr00t_encode(obj: Any) -> Any:
 
 
 def gr00t_decode(obj: Any) -> Any:
+    if isinstance(obj, dict) and "__ModalityConfig_class__" in obj:
+        return Gr00tModalityConfig(**obj["as_json"])  # N1.6 / N1.7: as_json is a map
     if isinstance(obj, dict) and "__ndarray_class__" in obj:
         return np.load(io.BytesIO(obj["as_npy"]), allow_pickle=False)
     return obj
@@ -59,17 +99,27 @@ def gr00t_decode(obj: Any) -> Any:
 
 CODECS: dict[str, tuple[Callable[[Any], bytes], Callable[[bytes], Any]]] = {
     "npy": (lambda m: msgpack.packb(m, default=gr00t_encode), lambda b: msgpack.unpackb(b, object_hook=gr00t_decode)),
-    "msgpack-numpy": (lambda m: msgpack.packb(m, default=msgpack_numpy.encode),
-                      lambda b: msgpack.unpackb(b, object_hook=msgpack_numpy.decode)),
+    "msgpack-numpy": (lambda m: msgpack.packb(m, default=lambda o: gr00t_encode(o) if isinstance(
+                          o, Gr00tModalityConfig) else msgpack_numpy.encode(o)),
+                      lambda b: msgpack.unpackb(b, object_hook=lambda o: gr00t_decode(o) if "__ModalityConfig_class__"
+                                               in o else msgpack_numpy.decode(o))),
+    "n1.5": (lambda m: msgpack.packb(m, default=gr00t_encode), lambda b: msgpack.unpackb(b, object_hook=n15_decode)),
 }
 
 
-def modality(state_keys: list[str], language: str, horizon: int = 5) -> dict[str, Any]:
-    def config(keys: list[str], delta: list[int]) -> dict[str, Any]:
-        return {"__ModalityConfig_class__": True, "as_json": {"delta_indices": delta, "modality_keys": keys}}
-    return {"video": config(["head", "left_wrist", "right_wrist"], [0]), "state": config(state_keys, [0]),
-            "action": config(state_keys, list(range(horizon))),
-            "language": config([language], [0])}
+def n15_decode(obj: Any) -> Any:
+    """N1.5's ``decode_custom_classes``: ``as_json`` is JSON text."""
+    if "__ModalityConfig_class__" in obj:
+        return Gr00tN15ModalityConfig(**json.loads(obj["as_json"]))
+    return gr00t_decode(obj)
+
+
+def modality(state_keys: list[str], language: str, horizon: int = 5) -> dict[str, Gr00tModalityConfig]:
+    """What a GR00T N1.6 server's policy answers to ``get_modality_config`` (encoded by ``gr00t_encode``)."""
+    return {"video": Gr00tModalityConfig([0], ["head", "left_wrist", "right_wrist"]),
+            "state": Gr00tModalityConfig([0], state_keys),
+            "action": Gr00tModalityConfig(list(range(horizon)), state_keys),
+            "language": Gr00tModalityConfig([0], [language])}
 
 
 class StubGr00tServer:
@@ -351,7 +401,7 @@ def test_our_server_answers_a_gr00t_client_and_refuses_kill(connect: Callable[..
     with Gr00tPolicyServer(factory, port=0).start() as server:
         client = connect(server.address[1])
         assert client.call("ping") == {"status": "ok", "message": "Server is running"}
-        assert client.call("get_modality_config")["state"]["modality_keys"] == list(WIDTHS)
+        assert client.call("get_modality_config")["state"].modality_keys == list(WIDTHS)
         assert client.call("reset", {"options": None}) == {}
         vector = np.linspace(-1, 1, 14).astype(np.float32)
         action, info = client.call("get_action", {"observation": gr00t_observation(vector, "open the drawer"),
@@ -363,7 +413,7 @@ def test_our_server_answers_a_gr00t_client_and_refuses_kill(connect: Callable[..
         assert "kill" in client.call("kill")["error"] and "refused" in client.call("kill")["error"]
         assert client.call("shutdown")["error"].startswith("Unknown endpoint: 'shutdown'")
         assert client.call("ping")["status"] == "ok"  # still serving
-        n15 = connect(server.address[1], form="msgpack-numpy")  # N1.5 flat request, N1.7 arrays
+        n15 = connect(server.address[1], form="msgpack-numpy")  # N1.5 flat request, msgpack-numpy arrays
         flat = gr00t_observation(vector, "close the drawer")
         request = {f"{m}.{k}": v for m in ("video", "state") for k, v in flat[m].items()}
         request["annotation.human.action.task_description"] = ["close the drawer"]
@@ -371,6 +421,31 @@ def test_our_server_answers_a_gr00t_client_and_refuses_kill(connect: Callable[..
         assert sorted(reply) == sorted(f"action.{k}" for k in WIDTHS)
         assert reply["action.left_arm"].shape == (1, 4, 6)  # batched as the request was
         assert len(policies) == 2  # one session per client
+
+
+def test_our_modality_config_is_what_gr00t_clients_build_their_class_from(
+        connect: Callable[..., Gr00tStyleClient]) -> None:
+    """N1.6/N1.7 clients get a ``ModalityConfig`` per modality (``as_json`` a map), N1.5 clients (known by their
+    flat ``get_action``) JSON text; the action horizon is known before the first ``get_action``: the served
+    policy's declared ``chunk_size``, else the operator's ``action_horizon``."""
+    with Gr00tPolicyServer(lambda: load_policy("hold", {"chunk_size": 7}), port=0).start() as server:
+        config = connect(server.address[1]).call("get_modality_config")  # before any get_action
+        assert set(config) == {"video", "state", "action", "language"}
+        assert all(isinstance(c, Gr00tModalityConfig) for c in config.values())
+        assert config["action"].delta_indices == list(range(7)) and config["action"].modality_keys == list(WIDTHS)
+        assert [c["rep"] for c in config["action"].action_configs] == ["ABSOLUTE"] * 4
+        assert config["video"].delta_indices == [0] and config["language"].modality_keys == [ALOHA_LANGUAGE]
+    with Gr00tPolicyServer(EchoPolicy, port=0, action_horizon=4).start() as server:
+        n15 = connect(server.address[1], form="n1.5")
+        flat = gr00t_observation(np.zeros(14, np.float32), "open the drawer")
+        request = {f"{m}.{k}": v for m in ("video", "state") for k, v in flat[m].items()}
+        request[ALOHA_LANGUAGE] = ["open the drawer"]
+        assert sorted(n15.call("get_action", request)) == sorted(f"action.{k}" for k in WIDTHS)
+        config = n15.call("get_modality_config")
+        assert config["action"] == Gr00tN15ModalityConfig(list(range(4)), list(WIDTHS))
+        assert connect(server.address[1]).call("get_modality_config")["action"].delta_indices == list(range(4))
+    with pytest.raises(ValueError, match="action_horizon: 0 is not"):
+        Gr00tPolicyServer(EchoPolicy, port=0, action_horizon=0)
 
 
 def test_our_server_checks_the_api_token(connect: Callable[..., Gr00tStyleClient]) -> None:

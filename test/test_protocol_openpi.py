@@ -211,8 +211,13 @@ def test_our_client_matches_hold_in_process() -> None:
 def test_our_client_raises_the_remote_error_and_reconnects_lazily() -> None:
     with OpenpiPolicyServer(FaultyPolicy("raise"), port=0).start() as server:
         client = OpenpiWebsocketPolicy("127.0.0.1", server.address[1], timeout_s=20)
-        with pytest.raises(RemotePolicyError, match="predict failed"):
+        with pytest.raises(RemotePolicyError, match="predict failed") as info:
             client.predict(make_observation())
+        # the first line (what the console shows) names the server's own reason, without the debug hint
+        first = str(info.value).splitlines()[0]
+        assert first == (f"openpi server ws://127.0.0.1:{server.address[1]}: predict failed: "
+                         "PolicyError: drill: the model failed on purpose")
+        assert "withheld" not in first
         with pytest.raises(RemotePolicyError):
             client.predict(make_observation())
         assert client.connections_opened == 2

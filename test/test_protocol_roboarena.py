@@ -41,25 +41,31 @@ CAMERAS = {"cam_high": "head_camera", "cam_left_wrist": "left_camera", "cam_righ
 
 class AlohaPolicy:
     """A RoboArena ``BasePolicy`` (``infer(obs)``, ``reset(reset_info)``) around one of our policies, fed
-    openpi's ALOHA keys; an episode starts at the first ``infer`` of a session it has not seen."""
+    openpi's ALOHA keys; an episode starts at the first ``infer`` of a session it has not seen.
 
-    def __init__(self, policy: Any, actions: np.ndarray | None = None) -> None:
-        self.policy, self.fixed = policy, actions
+    ``infer`` returns what RoboArena's own policies return: a bare ``(N, D)`` ndarray (its ``DummyPolicy``
+    returns ``np.zeros((1, 8))``; ``scripts/test_policy_server.py`` asserts a 2-D ndarray), or with
+    ``reply="dict"`` openpi's ``{"actions": ...}`` (what RoboArena's evaluator client indexes)."""
+
+    def __init__(self, policy: Any, actions: np.ndarray | None = None, reply: str = "bare") -> None:
+        self.policy, self.fixed, self.reply = policy, actions, reply
         self.session: Any = object()
         self.requests: list[dict[str, Any]] = []
         self.resets: list[dict[str, Any]] = []
 
-    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+    def infer(self, obs: dict[str, Any]) -> Any:
         self.requests.append(obs)
         if self.fixed is not None:
-            return {"actions": self.fixed}
-        if obs.get("session_id") != self.session:
-            self.session = obs.get("session_id")
-            self.policy.reset()
-            self.policy.set_instruction(obs["prompt"])
-        cameras = {CAMERAS[k]: {"rgb": np.asarray(v).transpose(1, 2, 0)} for k, v in obs["images"].items()}
-        return {"actions": np.asarray(self.policy.predict({"observation": cameras, "instruction": obs["prompt"],
-                                                           "joint_action": {"vector": obs["state"]}}), np.float32)}
+            actions = self.fixed
+        else:
+            if obs.get("session_id") != self.session:
+                self.session = obs.get("session_id")
+                self.policy.reset()
+                self.policy.set_instruction(obs["prompt"])
+            cameras = {CAMERAS[k]: {"rgb": np.asarray(v).transpose(1, 2, 0)} for k, v in obs["images"].items()}
+            actions = np.asarray(self.policy.predict({"observation": cameras, "instruction": obs["prompt"],
+                                                      "joint_action": {"vector": obs["state"]}}), np.float32)
+        return {"actions": actions} if self.reply == "dict" else actions
 
     def reset(self, reset_info: dict[str, Any]) -> None:
         self.resets.append(reset_info)
@@ -192,12 +198,39 @@ def test_handshakes_we_cannot_honour_are_refused_in_one_line(config: dict[str, A
         assert server.policy.requests == []
 
 
-def test_a_droid_reply_is_refused_saying_why() -> None:
-    with RoboArenaStub(AlohaPolicy(RecordingPolicy(), actions=np.zeros((10, 8), np.float32))) as server:
+@pytest.mark.parametrize("reply", ["bare", "dict"])
+def test_both_reply_forms_give_the_chunk(reply: str) -> None:
+    chunk = np.arange(3 * 14, dtype=np.float32).reshape(3, 14)
+    with RoboArenaStub(AlohaPolicy(RecordingPolicy(), actions=chunk, reply=reply)) as server:
         client = arena(server.port)
-        with pytest.raises(WireFormatError, match=r"shape \(10, 8\).*DROID"):
-            client.predict(make_observation())
+        np.testing.assert_array_equal(client.predict(make_observation()), chunk)
         client.close()
+
+
+@pytest.mark.parametrize("reply", ["bare", "dict"])
+def test_a_droid_reply_is_refused_in_one_line_naming_the_shape(reply: str) -> None:
+    # RoboArena's DummyPolicy: np.zeros((1, 8), dtype=np.float32)
+    with RoboArenaStub(AlohaPolicy(RecordingPolicy(), actions=np.zeros((1, 8), np.float32), reply=reply)) as server:
+        client = arena(server.port)
+        with pytest.raises(WireFormatError, match=r"^roboarena server .*shape \(1, 8\).*DROID") as info:
+            client.predict(make_observation())
+        assert "\n" not in str(info.value) and "openpi server" not in str(info.value)
+        client.close()
+
+
+def test_a_server_failure_names_roboarena_and_its_reason_in_the_first_line() -> None:
+    class Failing(AlohaPolicy):
+        def infer(self, obs: dict[str, Any]) -> Any:
+            raise ValueError("checkpoint expects observation/joint_position")
+
+    with RoboArenaStub(Failing(RecordingPolicy())) as server:
+        client = arena(server.port)
+        with pytest.raises(RemotePolicyError) as info:
+            client.predict(make_observation())
+    first = str(info.value).splitlines()[0]
+    assert first.startswith(f"roboarena server ws://127.0.0.1:{server.port}: predict failed: ")
+    assert first.endswith("ValueError: checkpoint expects observation/joint_position")
+    assert "Traceback" in info.value.remote_traceback  # the whole text is kept for results.json
 
 
 def test_a_reset_answered_otherwise_is_an_error() -> None:

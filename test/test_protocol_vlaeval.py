@@ -112,6 +112,9 @@ def test_our_client_gets_the_known_chunk_from_vlaevals_predict_model_server() ->
             np.testing.assert_allclose(actions, expected, rtol=0, atol=1e-6)
             echo = policy.last_reply["echo"]
             assert echo["task_description"] == "stack the cups" and echo["step"] == 0
+            # vla-eval's task keys (its RoboTwin benchmark: name = task id, suite, episode_idx, instruction);
+            # no name: the task id is privileged, never sent to a policy
+            assert echo["task"] == {"suite": "robofollow", "episode_idx": 0, "instruction": "stack the cups"}
             assert echo["state_keys"] == ["joint_state", "state"]
             for camera in ("head_camera", "left_camera", "right_camera"):  # png on the wire: lossless
                 image = obs["observation"][camera]["rgb"]
@@ -120,7 +123,7 @@ def test_our_client_gets_the_known_chunk_from_vlaevals_predict_model_server() ->
             assert policy.last_reply["echo"]["step"] == 1
             policy.reset()  # episode_end; the next predict starts a new episode on the same connection
             policy.predict(obs)
-            assert policy.last_reply["echo"]["step"] == 0
+            assert policy.last_reply["echo"]["step"] == 0 and policy.last_reply["echo"]["task"]["episode_idx"] == 1
             assert policy.episodes == 2 and policy.connections_opened == 1
         finally:
             policy.close()
@@ -193,6 +196,45 @@ def test_eval_over_vlaeval_gives_the_in_process_memorizers_verdicts(tmp_path: Pa
     assert scored(json.loads((tmp_path / "remote" / "results.json").read_text())) == local
     run = json.loads((tmp_path / "remote" / "run.json").read_text())
     assert '"model_server": "robofollow"' in json.dumps(run)  # the server's hello is recorded
+
+
+def test_a_chunked_vlaeval_server_answers_one_action_per_call_and_a_rows_budget_counts_rows(tmp_path: Path) -> None:
+    """vla-eval's own model servers set ``chunk_size`` (pi0 10, oft 10, groot 16): ``PredictModelServer``
+    buffers the chunk and answers one action per call. A calls budget then runs max_steps rows (and says
+    so); ``--budget rows`` runs max_steps x actions_per_step rows, as a chunked policy's trial."""
+    with vlaeval_model_server("--chunk-size", str(CHUNK)) as port:
+        policy = client(port)
+        try:
+            policy.reset()
+            first, second = make_observation(seed=3), make_observation(seed=4)
+            state = first["joint_action"]["vector"].astype(np.float32)
+            a, b = policy.predict(first), policy.predict(second)
+            assert a.shape == b.shape == (1, 14)  # one action per call
+            # the second answer is the *first* observation's chunk, row 2: the server buffered it
+            np.testing.assert_allclose(a[0], state + 0.01, rtol=0, atol=1e-6)
+            np.testing.assert_allclose(b[0], state + 0.02, rtol=0, atol=1e-6)
+        finally:
+            policy.close()
+        runs = {}
+        for budget in ("calls", "rows"):
+            out = tmp_path / budget
+            done = subprocess.run([*ROBOFOLLOW, "eval", "--policy", f"vla-eval://127.0.0.1:{port}", "--tasks", TASKS[0],
+                                   "--rounds", "1", "--no-render", "--max-steps", "2", "--actions-per-step", "5",
+                                   "--budget", budget, "--output", str(out)],
+                                  capture_output=True, text=True, timeout=300,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+            assert done.returncode == 0, done.stderr[-3000:]
+            (result,) = json.loads((out / "results.json").read_text())
+            runs[budget] = (result["policy_steps"], result["rows_executed"], json.loads((out / "run.json").read_text()),
+                            done.stderr)
+    calls, rows = runs["calls"], runs["rows"]
+    assert calls[:2] == (2, 2) and rows[:2] == (10, 10)
+    assert calls[2]["step_budget"] == {"unit": "calls", "limit": 2, "official": True}
+    assert rows[2]["step_budget"] == {"unit": "rows", "limit": 10, "official": False}
+    assert calls[2]["budget_used"] == {"calls": 2, "rows": 2} and rows[2]["budget_used"] == {"calls": 10, "rows": 10}
+    assert rows[2]["execution"] == {"mode": "lockstep", "budget": "rows"}
+    assert "got one row per policy call" in calls[3] and "--budget rows" in calls[3]
+    assert "one row per policy call" not in rows[3]
 
 
 # ------------------------------------------------------------------- refusals: codec, specs, server

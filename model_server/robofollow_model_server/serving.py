@@ -9,8 +9,11 @@ back, and CPython ends such threads with ``pthread_exit``; its forced unwind thr
 stops accepting, closes every connection, waits (at most ``grace_s``) for the threads that are
 inside the policy, closes the policy, and only then lets Python exit. A call still running after
 the grace period (a hung model) cannot be joined: then the process leaves with ``os._exit`` after
-flushing its output, before finalization can touch that thread. A second SIGINT/SIGTERM skips the
-wait.
+flushing its output, before finalization can touch that thread. The policy's ``close()`` runs in a
+thread of its own under the same grace deadline (a ``close`` that blocks, such as a client retrying a
+vanished server, is left behind the same way) and behind an exception guard (a ``close`` that raises
+is one line on stderr, not a traceback). A second SIGINT/SIGTERM skips the wait at once, in either
+phase. The exit status is 0 in every case.
 """
 
 from __future__ import annotations
@@ -128,6 +131,22 @@ class Server(Protocol):
     def stop(self, grace_s: float) -> None: ...
 
 
+def _wait(thread: threading.Thread, deadline: float, hurry: threading.Event) -> None:
+    """Join ``thread`` until it ends, the grace ``deadline`` passes or a second signal (``hurry``) comes."""
+    while thread.is_alive() and not hurry.is_set() and time.monotonic() < deadline:
+        thread.join(0.2)
+
+
+def _close_guarded(host: PolicyHost) -> None:
+    """``host.close()``; a policy whose ``close()`` raises is said in one line (the exit status stays 0:
+    the server did stop, and nothing a client was promised is lost)."""
+    try:
+        host.close()
+    except Exception as exc:  # the policy's own close: any failure is reported, never a traceback
+        text = (str(exc) or type(exc).__name__).splitlines()[0][:300]
+        print(f"policy close() failed: {type(exc).__name__}: {text}", file=sys.stderr, flush=True)
+
+
 def run_until_signal(server: Server, host: PolicyHost, *, protocol: str, spec: str,
                      grace_s: float = DEFAULT_GRACE_S) -> int:
     """Serve until SIGINT/SIGTERM, then shut down cleanly (module docstring); returns the exit status."""
@@ -149,14 +168,15 @@ def run_until_signal(server: Server, host: PolicyHost, *, protocol: str, spec: s
             pass
         print("stopping: closing connections, waiting for a policy call in progress (a second signal stops "
               "waiting)", file=sys.stderr, flush=True)
+        deadline = time.monotonic() + grace_s  # one grace for stopping and closing together
         stopper = threading.Thread(target=server.stop, args=(grace_s,), name=f"{THREAD_PREFIX}stop",
                                    daemon=True)
         stopper.start()
-        deadline = time.monotonic() + grace_s
-        while stopper.is_alive() and not hurry.is_set() and time.monotonic() < deadline:
-            stopper.join(0.2)
+        _wait(stopper, deadline, hurry)
         if not stopper.is_alive():
-            host.close()
+            closer = threading.Thread(target=_close_guarded, args=(host,), name=f"{THREAD_PREFIX}close", daemon=True)
+            closer.start()
+            _wait(closer, deadline, hurry)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -52,6 +52,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-steps", type=STEPS, default=10, help="policy calls per trial (default 10)")
     p.add_argument("--actions-per-step", type=integer(1, MAX_ACTIONS_PER_STEP), default=50,
                    help="rows executed per call (default 50)")
+    p.add_argument("--budget", choices=("calls", "rows"), default="calls",
+                   help="what a trial's budget counts: calls = --max-steps policy calls (default; the official "
+                        "evaluator's, comparable with published numbers); rows = --max-steps x --actions-per-step "
+                        "executed rows, whatever each call returns (servers answering one action per call, e.g. "
+                        "vla-eval's chunked model servers); run.json records the unit, results.json calls and rows")
     render = p.add_mutually_exclusive_group()
     render.add_argument("--render", dest="render", action="store_true", help="render the three cameras (default)")
     render.add_argument("--no-render", dest="render", action="store_false", help="physics only, no images")
@@ -142,8 +147,14 @@ def _execution(args: argparse.Namespace) -> Any:
     if args.execution == "lockstep" and given:
         flags = ", ".join("--" + ("fixed-threshold" if k == "adapt_threshold" else k.replace("_", "-")) for k in given)
         raise CliError(f"{flags}: only with --execution realtime")
-    given.setdefault("control_hz", DEFAULT_CONTROL_HZ)
-    return ExecutionSettings(mode=args.execution, **given) if args.execution == "realtime" else ExecutionSettings()
+    budget = getattr(args, "budget", "calls")
+    if args.execution == "realtime":
+        if budget != "calls":
+            raise CliError("--budget rows: --execution realtime already counts control ticks "
+                           "(--max-steps x --actions-per-step); leave --budget out")
+        given.setdefault("control_hz", DEFAULT_CONTROL_HZ)
+        return ExecutionSettings(mode=args.execution, **given)
+    return ExecutionSettings(budget=budget)
 
 
 def _workers(args: argparse.Namespace) -> int:

@@ -88,8 +88,28 @@ def register(subparsers: Any) -> None:
                         "policy with predict_batch (default 1: no batching)")
     p.add_argument("--batch-wait-ms", type=number(0, 10_000, unit="ms"), default=5.0, metavar="MS",
                    help="longest a request waits for others to join its batch (default 5)")
+    p.add_argument("--episode-per", choices=("auto", "signals"),
+                   help="openpi and act, whose clients send no episode message: when a connection's (or session's) "
+                        "episode starts. auto (default): its first request, a new instruction, /reset (act), or the "
+                        "joints back at the episode's start pose; signals: all but the start-pose rule")
     p.add_argument("--debug", action="store_true", help="include full server tracebacks in error replies")
     p.set_defaults(func=_serve)
+
+
+#: Protocols whose clients send no episode message: ``--episode-per`` says when their episodes start.
+EPISODE_RULE_PROTOCOLS = ("openpi", "act")
+
+
+def _episode_rule(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"episode_per": ...}`` for openpi and act; ``--episode-per`` elsewhere is refused (their clients say
+    when an episode starts: robofollow ``reset``, vla-eval ``episode_start``, GR00T ``reset``)."""
+    rule = getattr(args, "episode_per", None)
+    if args.protocol in EPISODE_RULE_PROTOCOLS:
+        return {"episode_per": rule or "auto"}
+    if rule is not None:
+        raise CliError(f"--episode-per: only with --protocol {' or '.join(EPISODE_RULE_PROTOCOLS)} "
+                       f"({args.protocol} clients say when an episode starts)")
+    return {}
 
 
 def _parse_kwargs(text: str) -> dict[str, Any]:
@@ -141,6 +161,7 @@ def _sessions(args: argparse.Namespace, kwargs: dict[str, Any]) -> tuple[Any, An
 
 def _serve(args: argparse.Namespace) -> int:
     kwargs = _parse_kwargs(args.kwargs)
+    episode_rule = _episode_rule(args)  # refused before the policy is built
     sessions, shared = _sessions(args, kwargs)
     limits = {"debug": args.debug, "idle_timeout_s": args.idle_timeout, "frame_timeout_s": args.frame_timeout,
               "max_connections": args.max_connections}
@@ -148,7 +169,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         module, _, name = SERVERS[args.protocol][0].partition(":")
         server_class = getattr(importlib.import_module(module), name)
-        server = server_class(sessions, args.host, args.port, metadata={"policy": args.policy}, **limits)
+        server = server_class(sessions, args.host, args.port, metadata={"policy": args.policy}, **limits,
+                              **episode_rule)
     except OSError as exc:
         sessions.close()
         if shared is not None:

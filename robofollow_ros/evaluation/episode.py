@@ -1,7 +1,10 @@
 """One trial, exactly as RoboFollow runs it, scored online by the same StageMonitor the ROS graph uses.
 
 Order per trial: fresh world (layout, seed) → ``policy.reset()`` → ``set_instruction`` → frame 0 →
-up to ``max_steps`` × (``predict`` → execute the first ``actions_per_step`` rows, one frame each).
+up to ``max_steps`` × (``predict`` → execute the first ``actions_per_step`` rows, one frame each): the
+official budget in calls. With ``--budget rows`` the trial instead runs until ``max_steps ×
+actions_per_step`` rows have executed (the last chunk cut to what is left), however many rows each call
+returns. Every entry says both: ``policy_steps`` (calls) and ``rows_executed``.
 A policy that raises, calls ``sys.exit``, overruns its timeout (``policy.guard``) or returns a bad
 chunk fails *this* trial with the reason recorded; it never takes the run down.
 
@@ -139,20 +142,25 @@ def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, setting
     """Run and score one trial; returns the results.json entry (``policy_error`` set on failure)."""
     trial = ScoredTrial(world, policy, task, seed, frames_out, observer)
     error, detail = trial.start_policy()
-    steps = 0
-    for _ in range(settings.max_steps if error is None else 0):
+    steps = rows = 0
+    by_rows = settings.execution.budget == "rows"
+    row_limit = settings.max_steps * settings.actions_per_step
+    # every call executes at least one row (validate_actions: T >= 1), so a rows budget ends too
+    while error is None and (rows < row_limit if by_rows else steps < settings.max_steps):
         try:
             actions = validate_actions(policy.predict(trial.observe()))
         except POLICY_FAILURES as exc:  # a raising, exiting, hanging (timeout) or malformed policy
             error, detail = policy_failure(exc), traceback.format_exc(limit=3)
             break
         steps += 1
-        for row in actions[: settings.actions_per_step]:
+        take = min(settings.actions_per_step, row_limit - rows) if by_rows else settings.actions_per_step
+        for row in actions[:take]:
             if trial.on_command is not None:
                 trial.on_command(row)
             world.execute(np.asarray(row, dtype=np.float64))  # simulator errors abort the run
             trial.record()
-    return trial.finish(steps, error, detail)
+            rows += 1
+    return trial.finish(steps, error, detail, rows_executed=rows)
 
 
 #: What a policy call may raise that fails its trial: any error, and ``sys.exit`` inside the policy

@@ -23,6 +23,11 @@ from robofollow_ros.monitoring.rates import CONTROL_HZ
 from robofollow_ros.policy.execution.merge import MERGE_RULES
 
 EXECUTION_MODES = ("lockstep", "realtime")
+#: Lock-step's step budget (``--budget``): ``calls`` = ``max_steps`` policy calls (the official evaluate.py's
+#: ``--max-steps``, "Policy calls per episode", what the published numbers used); ``rows`` = ``max_steps ×
+#: actions_per_step`` executed rows, whatever each call returns (a server that answers one action per call,
+#: such as vla-eval's ``PredictModelServer`` with ``chunk_size``, then runs as long as a chunked policy).
+BUDGET_UNITS = ("calls", "rows")
 #: The simulator's physics rate (``sim.world.PHYSICS_HZ``; this module must not import SAPIEN; a test keeps
 #: them equal). A control tick is ``PHYSICS_HZ // control_hz`` physics steps.
 PHYSICS_HZ = 250
@@ -49,6 +54,8 @@ class ExecutionSettings:
     adapt_threshold: bool = True
     weight: float = 0.7
     ensemble_coeff: float = 0.01
+    #: lock-step's budget unit (:data:`BUDGET_UNITS`); realtime counts control ticks.
+    budget: str = "calls"
 
     def __post_init__(self) -> None:
         if self.mode not in EXECUTION_MODES:
@@ -63,6 +70,11 @@ class ExecutionSettings:
         if self.mode == "lockstep" and (self.control_hz, self.merge, self.threshold, self.adapt_threshold,
                                         self.weight, self.ensemble_coeff) != _REALTIME_DEFAULTS:
             raise ValueError("--merge, --control-hz, --threshold, --fixed-threshold: only with --execution realtime")
+        if self.budget not in BUDGET_UNITS:
+            raise ValueError(f"--budget: {self.budget!r} is not one of {', '.join(BUDGET_UNITS)}")
+        if self.realtime and self.budget != "calls":
+            raise ValueError("--budget rows: --execution realtime already counts control ticks "
+                             "(max_steps x actions_per_step); leave --budget out")
 
     @property
     def realtime(self) -> bool:
@@ -89,8 +101,8 @@ class ExecutionSettings:
     def describe(self, max_steps: int, actions_per_step: int) -> dict[str, Any]:
         """run.json's ``execution``: the mode, and in realtime mode the tick, the budget, the latency rule and
         the executor's own ``describe()``."""
-        if not self.realtime:
-            return dict(LOCKSTEP_RECORD)
+        if not self.realtime:  # a calls budget keeps the record every lock-step run has had (resume identity)
+            return dict(LOCKSTEP_RECORD) if self.budget == "calls" else {**LOCKSTEP_RECORD, "budget": self.budget}
         from robofollow_ros.policy.execution.realtime import RealtimeChunkExecutor
 
         def never(*_: Any) -> Any:

@@ -202,7 +202,8 @@ def run_realtime_episode(world: World, policy: Policy, task: EvalTask, seed: int
     finally:
         executor.close()
         gate.close()
-    return trial.finish(executor.stats.requests, error, detail, execution=execution_record(executor, trace))
+    return trial.finish(executor.stats.requests, error, detail, execution=execution_record(executor, trace),
+                        rows_executed=executor.stats.rows_sent)
 
 
 def execution_record(executor: RealtimeChunkExecutor, trace: MotionTrace) -> dict[str, Any]:

@@ -308,6 +308,9 @@ class RunWriter:
 
     def _finish(self, status: str) -> None:
         self.run.update(status=status, finished_utc=utc_now(), completed_trials=len(self.results))
+        if isinstance(self.run.get("step_budget"), dict):  # what the trials used: policy calls and executed rows
+            self.run["budget_used"] = {"calls": sum(int(e.get("policy_steps") or 0) for e in self.results),
+                                       "rows": sum(int(e.get("rows_executed") or 0) for e in self.results)}
         try:
             with self.directory.errors(len(self.results)):
                 self.directory.write_json(SUMMARY_FILE, self.summary())

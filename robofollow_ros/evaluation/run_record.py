@@ -105,6 +105,7 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         "policy": provenance.policy_record(settings, evaluator) if settings.policy else None,
         "privileged": bool(settings.privileged),
         "execution": jsonable_execution(settings.execution),
+        **step_budget_record(settings),
         "max_steps": settings.max_steps,
         "actions_per_step": settings.actions_per_step,
         "render": None if settings.render is None else provenance.render_settings(settings.render),
@@ -117,6 +118,21 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         **dict(metadata_extra or {}),
     }
     return run
+
+
+def step_budget_record(settings: RunSettings) -> dict[str, Any]:
+    """``{"step_budget": ...}`` for an eval run: the budget's ``unit`` (``calls``: the official ``max_steps``;
+    ``rows``: executed rows, ``--budget rows``; ``ticks``: realtime), its ``limit`` and whether it is the
+    official one; the run's totals go in ``budget_used`` (``calls``, ``rows``) when it finishes (``RunWriter``).
+    Nothing for a writer that was not told the budget (the ROS trial manager)."""
+    execution = jsonable_execution(settings.execution)
+    if settings.max_steps is None or settings.actions_per_step is None or execution.get("mode") not in (
+            "lockstep", "realtime"):
+        return {}
+    mode = execution["mode"]
+    unit = "ticks" if mode == "realtime" else str(execution.get("budget", "calls"))
+    limit = settings.max_steps if unit == "calls" else settings.max_steps * settings.actions_per_step
+    return {"step_budget": {"unit": unit, "limit": limit, "official": unit == "calls"}}
 
 
 def jsonable_execution(execution: Mapping[str, Any] | None) -> dict[str, Any]:

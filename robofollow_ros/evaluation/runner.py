@@ -44,7 +44,7 @@ from robofollow_ros.evaluation.trial_worker import (
 )
 from robofollow_ros.evaluation.worker_errors import START_OTHER, WorkerStartError, start_failure
 from robofollow_ros.monitoring.rates import CONTROL_HZ
-from robofollow_ros.policy.spec import check_privileged
+from robofollow_ros.policy.spec import check_privileged, check_render
 from robofollow_ros.rundir.layout import RECORDINGS_DIR, VIDEOS_DIR
 
 BACKENDS = ("local", "ray", "inline")
@@ -108,6 +108,7 @@ class EvalConfig:
         if self.record_hz is not None and self.record_hz not in CONTROL_HZ:
             raise ValueError(f"--record-rate: {self.record_hz} Hz is not one of {', '.join(map(str, CONTROL_HZ))}")
         check_privileged(self.policy, self.privileged)  # a PolicySpecError is a ValueError
+        check_render(self.policy, self.render)
         if self.settings.execution.realtime and self.stepper != "direct":
             raise ValueError(f"--stepper {self.stepper}: --execution realtime executes one row per control tick "
                              "(the direct stepper); leave --stepper out")
@@ -335,12 +336,33 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
                                           f"ES {result['exec_score']:.2f}")
         finally:
             backend.close()
+        if stream is not None:
+            warning = short_trials_warning(config, writer.results)
+            if warning:
+                print(warning, file=stream, flush=True)
         if config.video:
             with writer.output_errors():
                 make_videos(Path(config.output), [k.trial_id for k in keys], stream)
     return RunOutcome(Path(config.output), len(todo), len(keys) - len(todo), failed, writer.summary(),
                       replaced_workers=backend.replaced, requeued_trials=getattr(backend, "requeued", 0))
 
+
+
+def short_trials_warning(config: EvalConfig, results: Sequence[dict[str, Any]]) -> str | None:
+    """A line when a calls budget gave trials one row per call: a server that buffers its chunk and answers one
+    action per call (vla-eval's ``PredictModelServer`` with ``chunk_size``) then runs ``max_steps`` rows, a
+    fraction of a chunked policy's trial; ``--budget rows`` counts rows instead."""
+    settings = config.settings
+    if settings.execution.realtime or settings.execution.budget != "calls" or settings.actions_per_step < 2:
+        return None
+    single = [r for r in results if int(r.get("policy_steps") or 0) >= 2
+              and r.get("rows_executed") == r.get("policy_steps") and "policy_error" not in r]
+    if not single:
+        return None
+    return (f"warning: {len(single)} trial{'s' if len(single) != 1 else ''} got one row per policy call, so "
+            f"each ran {settings.max_steps} rows where a chunked policy runs up to "
+            f"{settings.max_steps * settings.actions_per_step} (a server that buffers its chunk, e.g. vla-eval's "
+            "PredictModelServer with chunk_size?); --budget rows counts executed rows instead")
 
 
 def make_videos(run_dir: Path, trial_ids: Sequence[str], stream: TextIO | None) -> int:

@@ -29,6 +29,8 @@ class RemoteClient:
     what: str
     carries_privileged: bool = False
     url_options: bool = False
+    #: The request holds camera images: an evaluation without rendering (``--no-render``) is refused at start.
+    needs_images: bool = False
 
 
 #: scheme → client. Order is the order ``--help`` lists them in.
@@ -37,16 +39,17 @@ REMOTE_CLIENTS: dict[str, RemoteClient] = {
                         "RoboFollow's TCP protocol (robofollow serve, the official serve.py)", carries_privileged=True),
     "openpi": RemoteClient("robofollow_ros.policy.wire.openpi.client:OpenpiWebsocketPolicy",
                            "an openpi websocket policy server (pi0, pi0.5; ?dialect=roboarena for RoboArena's framing)",
-                           url_options=True),
+                           url_options=True, needs_images=True),
     "gr00t": RemoteClient("robofollow_ros.policy.wire.gr00t.client:Gr00tZmqPolicy",
-                          "an NVIDIA Isaac-GR00T ZMQ policy server (N1.5, N1.6, N1.7)"),
+                          "an NVIDIA Isaac-GR00T ZMQ policy server (N1.5, N1.6, N1.7)", needs_images=True),
     "act+http": RemoteClient("robofollow_ros.policy.wire.act.client:ActHttpPolicy",
                              "a json_numpy POST /act server (openvla-oft, X-VLA, GR00T http_server; ?preset=...)",
                              url_options=True),
     "vla-eval": RemoteClient("robofollow_ros.policy.wire.vlaeval.client:VlaEvalPolicy",
                              "a vla-evaluation-harness model server (groot, oft, pi0, starvla, xvla, lerobot...)"),
     "xpolicylab": RemoteClient("robofollow_ros.policy.wire.xpolicylab.client:XPolicyLabPolicy",
-                               "XPolicyLab's websocket policy server (RoboTwin 2.0's model zoo)", url_options=True),
+                               "XPolicyLab's websocket policy server (RoboTwin 2.0's model zoo)", url_options=True,
+                               needs_images=True),
 }
 
 _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>\[[^\]]+\]|[^:/\s?#\[\]]+):(?P<port>\d{1,5})"

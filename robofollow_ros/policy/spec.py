@@ -32,7 +32,7 @@ from typing import Any
 
 from robofollow_ros.policy.interface import OWN_POLICIES, Policy, PolicyWrapper, ValidatedPolicy
 from robofollow_ros.policy.latency import LatencyPolicy, LatencySpec, parse_latency_spec
-from robofollow_ros.policy.remote import RemoteSpecError, parse_remote
+from robofollow_ros.policy.remote import RemoteSpec, RemoteSpecError, parse_remote
 
 PolicyFactory = Callable[..., Policy]
 
@@ -135,6 +135,29 @@ def check_privileged(spec: str, privileged: bool) -> None:
         raise PolicySpecError(f"--privileged: {spec.strip()} cannot carry privileged state (its requests hold "
                               "images, state and instruction only); serve the policy with --protocol robofollow "
                               "and use tcp://, or drop --privileged")
+
+
+def check_render(spec: str, render: bool) -> None:
+    """``PolicySpecError`` naming ``--no-render`` when ``spec``'s wire carries camera images (openpi://,
+    gr00t://, xpolicylab://): without rendering every trial would fail on its first request."""
+    if render:
+        return
+    remote = _remote_of(spec)
+    if remote is not None and remote.client.needs_images:
+        raise PolicySpecError(f"--no-render: {remote.address} needs camera images ({remote.client.what}); "
+                              "leave out --no-render")
+
+
+def _remote_of(spec: str) -> RemoteSpec | None:
+    """The remote SPEC behind ``spec`` (through ``latency:``), or None (in process, or unparsable: loading
+    names what is wrong)."""
+    try:
+        delayed = parse_latency_spec(spec)
+        if delayed is not None:
+            return _remote_of(delayed.inner)
+        return parse_remote(spec)
+    except ValueError:  # RemoteSpecError is one
+        return None
 
 
 def _can_carry_privileged(spec: str) -> bool:

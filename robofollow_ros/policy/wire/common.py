@@ -65,6 +65,30 @@ class RemotePolicyError(PolicyError, RuntimeError):
         self.remote_traceback = remote_traceback
 
 
+def server_reason(text: Any, limit: int = 300) -> str:
+    """One line of a server's error text that says why, for the console: of a Python traceback (openpi's
+    and RoboArena's servers send ``traceback.format_exc()``; a ``--debug`` server of ours sends its reason,
+    then the traceback) the reason before it, else the exception line that ends it; any other text with its
+    lines joined; cut to ``limit`` characters. The whole text stays with the error (``remote_traceback``)."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return "(no reason given)"
+    start = next((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")), None)
+    before = " ".join(lines[:start]) if start else lines[-1]  # start 0: the traceback alone, ended by its reason
+    reason = " ".join(lines) if start is None else before
+    reason = reason.replace(f" ({DEBUG_HINT})", "")
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
+def remote_error(prefix: str, text: Any, limit: int = 300) -> RemotePolicyError:
+    """``prefix`` + the server's one-line reason (:func:`server_reason`); the server's whole text rides along
+    as ``remote_traceback`` when that line left something out (a traceback, a cut)."""
+    text = str(text)
+    reason = server_reason(text, limit)
+    whole = "Traceback (most recent call last)" in text or reason != " ".join(text.split())
+    return RemotePolicyError(f"{prefix}{reason}", text if whole else "")
+
+
 def describe_error(exc: BaseException, debug: bool) -> tuple[str, str]:
     """``(error, traceback)`` for an error reply. The traceback is one line unless ``debug``."""
     error = str(exc) or type(exc).__name__

@@ -140,6 +140,18 @@ class PolicySessions:
             return cls(factory=source)  # type: ignore[arg-type]
         raise TypeError(f"policy: {type(source).__name__} is neither a policy, a factory nor PolicySessions")
 
+    def declared(self, name: str) -> Any:
+        """``name`` as the served policy declares it (:func:`policy_attribute`) — the shared or single object,
+        else a policy this factory built — or None when none is built or none declares it."""
+        with self._lock:
+            known: list[object] = [self._shared] if self._shared is not None else []
+            known += [s.policy for s in ([self._single] if self._single is not None else []) + self._owned]
+        for policy in known:
+            value = policy_attribute(policy, name)
+            if value is not None:
+                return value
+        return None
+
     def acquire(self) -> Session:
         """A session for a new connection (may build a policy: the factory's errors propagate)."""
         if self._shared is not None:

@@ -38,7 +38,7 @@ import numpy as np
 from robofollow_ros.policy.interface import Observation
 from robofollow_ros.policy.wire.act.codec import ACT_MAX_BODY_BYTES, decode_reply, encode_body, loads
 from robofollow_ros.policy.wire.act.presets import DEFAULT_PRESET, build_preset, from_reply, to_request
-from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError, remote_error, server_reason
 
 SESSION_HEADER = "X-Session-ID"
 _READ = 256 * 1024
@@ -114,7 +114,8 @@ class ActHttpPolicy:
         if 300 <= status < 400:
             raise RemotePolicyError(f"{where}: HTTP {status} redirect; not followed (give the final URL)")
         if status != 200:
-            raise RemotePolicyError(f"{where}: HTTP {status}: {_error_text(body)}", _traceback_text(body))
+            raise RemotePolicyError(f"{where}: HTTP {status}: {server_reason(_error_text(body))}",
+                                    _traceback_text(body) or _error_text(body))
         reply = decode_reply(body, self.preset.encoded)
         if isinstance(reply, str):
             if reply != "error":
@@ -123,7 +124,7 @@ class ActHttpPolicy:
                                     "the traceback)")
         if isinstance(reply, dict) and "error" in reply and not (
                 self.preset.reply_key and all(k in reply for k in self.preset.reply_key)):
-            raise RemotePolicyError(f"{where}: {str(reply['error'])[:300]}")
+            raise remote_error(f"{where}: ", reply["error"])
         return reply
 
     def _post(self, path: str, body: bytes) -> tuple[int, bytes]:
@@ -187,12 +188,12 @@ def _error_text(body: bytes) -> str:
     try:
         value = json.loads(body[:65536].decode("utf-8", "replace"))
     except ValueError:
-        return body[:300].decode("utf-8", "replace").strip() or "(empty body)"
+        return body[:65536].decode("utf-8", "replace").strip() or "(empty body)"
     if isinstance(value, dict):
         for key in ("error", "detail", "message"):
             if key in value:
-                return str(value[key])[:300]
-    return str(value)[:300]
+                return str(value[key])[:65536]
+    return str(value)[:65536]
 
 
 def _traceback_text(body: bytes) -> str:

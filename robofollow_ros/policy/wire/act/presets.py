@@ -310,6 +310,8 @@ def _rows(value: Any, what: str) -> np.ndarray:
         array = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise WireFormatError(f"{what}: {_kind(value)} is not a numeric array ({str(exc)[:80]})") from exc
+    if array.size == 0:
+        raise WireFormatError(f"{what}: empty (shape {array.shape}); expected [T, D] actions with T >= 1")
     if array.ndim == 3 and array.shape[0] == 1:
         array = array[0]  # a batch of one
     if array.ndim == 1:

@@ -13,7 +13,9 @@ Sessions (HTTP has no connection identity): a request's ``X-Session-ID`` header 
 (our client sends a fresh token per episode); each distinct token gets its own policy session from
 ``wire/sessions.py``, and one token's requests run one at a time. Requests without the header
 (openvla-oft's, GR00T's clients) share one anonymous session, whose episode restarts whenever the
-instruction changes or on ``POST /reset``: run one such client per server. At most
+instruction changes, on ``POST /reset`` and (``episode_per="auto"``) when the joints come back to the
+episode's start pose (``wire/episodes.py``; the server logs a warning once: these clients send no
+episode signal): run one such client per server. A session's episodes follow the same rules. At most
 ``max_connections`` sessions live at once; the least recently used idle one is released for a new
 one, and one idle for ``idle_timeout_s`` is released too.
 
@@ -45,6 +47,7 @@ from robofollow_ros.policy.wire.act.codec import ACT_MAX_BODY_BYTES, decode_body
 from robofollow_ros.policy.wire.act.presets import DEFAULT_PRESET, PRESETS, from_request
 from robofollow_ros.policy.wire.budget import MemoryBudgetError, decode_cost
 from robofollow_ros.policy.wire.common import WireFormatError, describe_error
+from robofollow_ros.policy.wire.episodes import EpisodeStarts, check_episode_rule
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session, SessionsBusyError
 
@@ -62,16 +65,16 @@ class _HttpError(Exception):
 @dataclass
 class _Entry:
     session: Session
+    episodes: EpisodeStarts
     lock: threading.Lock = field(default_factory=threading.Lock)
-    instruction: str | None = None
     used: float = field(default_factory=time.monotonic)
 
 
 class _SessionTable:
     """Session token → policy session; bounded, least recently used idle ones released first."""
 
-    def __init__(self, sessions: PolicySessions, limit: int, idle_s: float) -> None:
-        self.sessions, self.limit, self.idle_s = sessions, limit, idle_s
+    def __init__(self, sessions: PolicySessions, limit: int, idle_s: float, episode_per: str = "auto") -> None:
+        self.sessions, self.limit, self.idle_s, self.episode_per = sessions, limit, idle_s, episode_per
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -95,7 +98,7 @@ class _SessionTable:
             if key in self._entries:  # another request of this token won the race
                 spare, entry = session, self._entries[key]
             else:
-                spare, entry = None, _Entry(session)
+                spare, entry = None, _Entry(session, EpisodeStarts(self.episode_per))
                 while len(self._entries) >= self.limit:
                     idle = next((k for k, e in self._entries.items() if not e.lock.locked()), None)
                     if idle is None:
@@ -138,14 +141,16 @@ class ActPolicyServer(PolicyServer):
 
     def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 8777,
                  *, max_body_bytes: int = ACT_MAX_BODY_BYTES, preset: str = DEFAULT_PRESET,
-                 **settings: Unpack[ServerSettings]) -> None:
+                 episode_per: str = "auto", **settings: Unpack[ServerSettings]) -> None:
+        self.episode_per = check_episode_rule(episode_per)
+        self._warned_anonymous = False
         if preset not in PRESETS:
             raise ValueError(f"preset: {preset!r}; expected one of {sorted(PRESETS)}")
         super().__init__(policy, stats=("connections", "requests", "errors", "refused", "timeouts",
                                         "peak_connections"), **settings)
         self.preset = PRESETS[preset]
         self.max_body_bytes = int(max_body_bytes)
-        self.table = _SessionTable(self.sessions, self.max_connections, self.idle_timeout_s)
+        self.table = _SessionTable(self.sessions, self.max_connections, self.idle_timeout_s, self.episode_per)
         self._open: set[socket.socket] = set()
         self._httpd = _Listener((host, port), _handler_class(self), self)
         self.address: tuple[str, int] = self._httpd.server_address[:2]  # type: ignore[assignment]
@@ -197,15 +202,20 @@ class ActPolicyServer(PolicyServer):
         request, encoded = decode_body(body, before_parse)
         obs, instruction = from_request(self.preset, request)
         obs = validate_observation(obs)
+        if not session_key and not self._warned_anonymous:
+            self._warned_anonymous = True
+            LOG.warning("act: requests without %s (openvla-oft's client sends none) share one session; its episode "
+                        "starts on a new instruction, POST /reset%s (--episode-per %s)", SESSION_HEADER,
+                        ", or the joints back at the start pose" if self.episode_per == "auto" else "",
+                        self.episode_per)
         entry = self.table.get(session_key)
         if not entry.lock.acquire(timeout=self.frame_timeout_s):
             raise SessionsBusyError(f"server busy: session {session_key or '(anonymous)'} is still answering an "
                                     "earlier request")
         try:
-            if instruction != entry.instruction:
+            if entry.episodes.starts(instruction, obs):
                 entry.session.reset()
                 entry.session.set_instruction(instruction)
-                entry.instruction = instruction
             try:
                 actions = entry.session.predict(obs)
             finally:

@@ -27,7 +27,7 @@ import numpy as np
 import zmq
 
 from robofollow_ros.policy.interface import Observation
-from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError, remote_error
 from robofollow_ros.policy.wire.gr00t.codec import ARRAY_FORMS, GR00T_MAX_MESSAGE_BYTES, packb, unpackb
 from robofollow_ros.policy.wire.gr00t.observation import (
     APIS,
@@ -154,8 +154,7 @@ class Gr00tZmqPolicy:
         except WireFormatError as exc:
             raise WireFormatError(f"GR00T server {self.server}: {endpoint} reply: {exc}") from None
         if isinstance(response, dict) and "error" in response:
-            error = " ".join(str(response["error"]).split())[:500]
-            raise RemotePolicyError(f"GR00T server {self.server}: {endpoint} failed: {error}")
+            raise remote_error(f"GR00T server {self.server}: {endpoint} failed: ", response["error"], 500)
         return response
 
     def _ensure_checked(self) -> None:

@@ -3,7 +3,8 @@
 Facts (NVIDIA/Isaac-GR00T ``gr00t/policy/server_client.py`` N1.6 and ``gr00t/eval/service.py`` N1.5,
 ``MsgSerializer``): an array is ``{"__ndarray_class__": True, "as_npy": <np.save bytes, allow_pickle=False>}``
 and a ``ModalityConfig`` ``{"__ModalityConfig_class__": True, "as_json": <dict (N1.6) or JSON text (N1.5)>}``.
-N1.7 builds use msgpack-numpy instead (lebedov/msgpack-numpy 0.4.8 ``encode``): ``{b"nd": True, b"type":
+Some N1.7 servers (third-party ones; NVIDIA's own N1.7 ``server_client.py`` keeps ``.npy``) use
+msgpack-numpy instead (lebedov/msgpack-numpy 0.4.8 ``encode``): ``{b"nd": True, b"type":
 dtype.str, b"kind": b"", b"shape": [...], b"data": <raw bytes>}`` and ``{b"nd": False, ...}`` for a scalar.
 Both are decoded; :func:`packb` writes either (``array_form``), so a server can answer in the form
 the request came in.
@@ -68,7 +69,7 @@ _DEFAULTS = {form: _encoder(form) for form in ARRAY_FORMS}
 
 
 def packb(message: Any, array_form: str = "npy") -> bytes:
-    """msgpack bytes of ``message``; arrays as ``.npy`` maps (GR00T N1.5/N1.6) or msgpack-numpy maps (N1.7)."""
+    """msgpack bytes of ``message``; arrays as ``.npy`` maps (GR00T N1.5/N1.6/N1.7) or msgpack-numpy maps."""
     if array_form not in _DEFAULTS:
         raise ValueError(f"array_form: {array_form!r} is not one of {', '.join(ARRAY_FORMS)}")
     packed: bytes = msgpack.packb(message, default=_DEFAULTS[array_form], use_bin_type=True)

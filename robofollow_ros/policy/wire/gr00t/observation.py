@@ -32,6 +32,7 @@ are single-arm or humanoid, so no preset maps onto them; a model of another embo
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -275,12 +276,30 @@ def check_modality_config(config: Any, keys: Gr00tKeyMap, server: str) -> None:
                                + " — pass the model's keys with --kwargs")
 
 
-def modality_config(keys: Gr00tKeyMap, horizon: int) -> dict[str, Any]:
-    """What our server answers to ``get_modality_config``: ModalityConfig-shaped dicts for the key map."""
-    return {"video": {"delta_indices": [0], "modality_keys": list(keys.video.values())},
-            "state": {"delta_indices": [0], "modality_keys": [k for k, _ in keys.state]},
-            "action": {"delta_indices": list(range(horizon)), "modality_keys": [k for k, _ in keys.action]},
-            "language": {"delta_indices": [0], "modality_keys": [keys.language]}}
+def modality_config(keys: Gr00tKeyMap, horizon: int, form: str = "n1.6") -> dict[str, Any]:
+    """What our server answers to ``get_modality_config``: one ``ModalityConfig`` per modality in the class
+    form GR00T's ``MsgSerializer`` writes, so its client decodes each into its own ``ModalityConfig``.
+
+    ``n1.6`` (also N1.7, ``gr00t/policy/server_client.py``): ``as_json`` is the dataclass as a map
+    (``to_json_serializable``: every field, enums by name); the action keys carry ``action_configs`` saying
+    what our rows are (absolute joint targets). ``n1.5`` (``gr00t/eval/service.py``): ``as_json`` is JSON
+    text of the pydantic model (``delta_indices``, ``modality_keys``). ``horizon``: the action rows a
+    ``get_action`` answers (``delta_indices`` 0..horizon-1)."""
+    if horizon < 1:
+        raise ValueError(f"horizon: {horizon} action rows; at least 1")
+    fields = {"video": ([0], list(keys.video.values())), "state": ([0], [k for k, _ in keys.state]),
+              "action": (list(range(horizon)), [k for k, _ in keys.action]), "language": ([0], [keys.language])}
+    out: dict[str, Any] = {}
+    for modality, (delta, names) in fields.items():
+        config: dict[str, Any] = {"delta_indices": delta, "modality_keys": names}
+        if form == "n1.5":
+            out[modality] = {"__ModalityConfig_class__": True, "as_json": json.dumps(config)}
+            continue
+        absolute = {"rep": "ABSOLUTE", "type": "NON_EEF", "format": "DEFAULT", "state_key": None}
+        config.update(sin_cos_embedding_keys=None, mean_std_embedding_keys=None,
+                      action_configs=[dict(absolute) for _ in names] if modality == "action" else None)
+        out[modality] = {"__ModalityConfig_class__": True, "as_json": config}
+    return out
 
 
 # ------------------------------------------------------------------------------ server: GR00T → rig

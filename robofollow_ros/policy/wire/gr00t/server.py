@@ -2,12 +2,15 @@
 ``RobotInferenceClient``, a harness speaking them) can evaluate RoboFollow's policies.
 
 Endpoints, and nothing else: ``ping`` (``{"status": "ok", ...}`` as GR00T answers), ``reset``
-(``{}``), ``get_action`` and ``get_modality_config`` (the key map as ModalityConfig-shaped maps; the
-action horizon is the chunk length of the last answer, ``[]`` before the first). ``kill`` and unknown
+(``{}``), ``get_action`` and ``get_modality_config`` (the key map as ``__ModalityConfig_class__`` maps, which
+GR00T's client turns into its ``ModalityConfig``: ``as_json`` a map for N1.6/N1.7 clients, JSON text for a
+client whose last ``get_action`` was N1.5's flat form or for ``modality_form="n1.5"``; the action
+``delta_indices`` span ``action_horizon`` rows, else the ``chunk_size`` the served policy declares, else the
+length of the last chunk answered, else one row, with a warning). ``kill`` and unknown
 endpoints are answered ``{"error": ...}``: a client never stops this server; its operator does. A
 ``get_action`` whose ``data`` holds ``observation`` is N1.6 (nested or flat keys; answered
 ``[action, {}]``), otherwise the data is an N1.5 flat observation (answered with the ``action.<key>``
-map). Arrays come back in the form the request used (``.npy`` maps, or msgpack-numpy for N1.7).
+map). Arrays come back in the form the request used (``.npy`` maps, or msgpack-numpy).
 With an ``api_token`` (argument, else the ``GR00T_API_TOKEN`` environment variable) a request
 without it gets GR00T's ``Unauthorized: Invalid API token``.
 
@@ -77,6 +80,7 @@ class _Client:
     busy: bool = False
     instruction: str | None = None
     fresh: bool = True  # reset (or new) and no get_action since: no reset needed on the first instruction
+    n15: bool = False  # its last get_action was N1.5's flat form: ModalityConfig as JSON text, as N1.5 decodes
 
 
 class Gr00tPolicyServer(PolicyServer):
@@ -87,12 +91,20 @@ class Gr00tPolicyServer(PolicyServer):
 
     def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 5555,
                  *, api_token: str | None = None, keys: Gr00tKeyMap | None = None,
+                 action_horizon: int | None = None, modality_form: str = "auto",
                  max_message_bytes: int = GR00T_MAX_MESSAGE_BYTES, **settings: Unpack[ServerSettings]) -> None:
         super().__init__(policy, stats=("requests", "errors", "refused", "clients", "peak_clients"), **settings)
         self.api_token = api_token if api_token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.keys = keys or key_map()
         self.max_message_bytes = max_message_bytes
-        self.horizon = 0
+        if modality_form not in ("auto", "n1.5", "n1.6"):
+            raise ValueError(f"modality_form: {modality_form!r} is not one of auto, n1.5, n1.6")
+        if action_horizon is not None and (not isinstance(action_horizon, int) or action_horizon < 1):
+            raise ValueError(f"action_horizon: {action_horizon!r} is not a whole number of rows >= 1")
+        self.action_horizon = action_horizon
+        self.modality_form = modality_form
+        self.horizon = 0  # rows of the last chunk answered
+        self._horizon_warned = False
         self._clients: dict[bytes, _Client] = {}
         self._replies: queue.SimpleQueue[tuple[list[bytes], bytes]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -255,10 +267,11 @@ class Gr00tPolicyServer(PolicyServer):
         data = request.get("data")
         if endpoint == "ping":
             return {"status": "ok", "message": "Server is running"}
-        if endpoint == "get_modality_config":
-            return modality_config(self.keys, self.horizon)
-        if client.session is None:
+        if client.session is None:  # built before get_modality_config too: its policy declares the horizon
             client.session = self.sessions.acquire()
+        if endpoint == "get_modality_config":
+            form = self.modality_form if self.modality_form != "auto" else "n1.5" if client.n15 else "n1.6"
+            return modality_config(self.keys, self._action_horizon(), form)
         if endpoint == "reset":
             client.session.reset()
             client.instruction, client.fresh = None, True
@@ -267,6 +280,7 @@ class Gr00tPolicyServer(PolicyServer):
 
     def _get_action(self, client: _Client, session: Session, data: Any) -> Any:
         n16 = isinstance(data, dict) and isinstance(data.get("observation"), dict)
+        client.n15 = not n16
         raw = data["observation"] if n16 else data
         obs, text, batched = from_gr00t_observation(raw, self.keys)
         obs = validate_observation(obs)
@@ -281,3 +295,19 @@ class Gr00tPolicyServer(PolicyServer):
         flat = not n16 or not isinstance(raw.get("video"), dict)
         action = to_gr00t_action(np.asarray(chunk), self.keys, batched, flat)
         return [action, {}] if n16 else action
+
+    def _action_horizon(self) -> int:
+        """The rows ``get_action`` answers, for the action ``delta_indices``: the operator's ``action_horizon``,
+        the ``chunk_size`` the served policy declares, the last chunk's length, or 1 (and a warning)."""
+        if self.action_horizon is not None:
+            return self.action_horizon
+        declared = self.sessions.declared("chunk_size")
+        if isinstance(declared, int) and not isinstance(declared, bool) and declared >= 1:
+            return declared
+        if self.horizon >= 1:
+            return self.horizon
+        if not self._horizon_warned:
+            self._horizon_warned = True
+            LOG.warning("get_modality_config: the policy declares no chunk_size and has answered no get_action "
+                        "yet; action.delta_indices says one row (give the server action_horizon)")
+        return 1

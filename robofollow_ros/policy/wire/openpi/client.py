@@ -33,7 +33,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
 from robofollow_ros.policy.interface import Observation
-from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError, server_reason
 from robofollow_ros.policy.wire.openpi.codec import OPENPI_MAX_MESSAGE_BYTES, packb, unpackb
 from robofollow_ros.policy.wire.openpi.observation import OPENPI_IMAGE_SIZE, to_openpi_observation
 from robofollow_ros.policy.wire.openpi.roboarena import (
@@ -94,6 +94,11 @@ class OpenpiWebsocketPolicy:
         self._session: str | None = None  # the roboarena episode's session id
         self._episode_requests = 0
 
+    @property
+    def peer(self) -> str:
+        """Who answers, in error lines: ``openpi server`` or ``roboarena server``."""
+        return f"{self.dialect} server"
+
     # ------------------------------------------------------------------ policy interface
     def reset(self) -> None:
         """Start the next episode on a fresh connection (openpi has no reset message); RoboArena: end the
@@ -124,11 +129,11 @@ class OpenpiWebsocketPolicy:
             reply = ws.recv(timeout=self.timeout_s)
         except (OSError, ConnectionClosed) as exc:  # TimeoutError is an OSError
             self._drop()
-            raise ConnectionError(f"openpi server {self.uri}: predict failed ({exc}); not retried") from exc
+            raise ConnectionError(f"{self.peer} {self.uri}: predict failed ({exc}); not retried") from exc
         client_ms = 1000 * (time.perf_counter() - start)
         if isinstance(reply, str):
             self._drop()  # openpi servers close after an error frame
-            raise RemotePolicyError(f"openpi server {self.uri}: predict failed", reply)
+            raise RemotePolicyError(f"{self.peer} {self.uri}: predict failed: {server_reason(reply)}", reply)
         response = unpackb(reply)
         self._episode_requests += 1
         if self.dialect == "roboarena":
@@ -137,9 +142,10 @@ class OpenpiWebsocketPolicy:
             raise WireFormatError(f"response: expected a map with 'actions', got {_keys(response)}")
         else:
             actions = np.asarray(response["actions"])
+        timing = response if isinstance(response, dict) else {}  # RoboArena: maybe a bare array
         self.last_timing = {"client_ms": client_ms,
-                            "server_timing": response.get("server_timing", {}),
-                            "policy_timing": response.get("policy_timing", {})}
+                            "server_timing": timing.get("server_timing", {}),
+                            "policy_timing": timing.get("policy_timing", {})}
         self.timings.append(self.last_timing)
         return actions
 
@@ -181,7 +187,7 @@ class OpenpiWebsocketPolicy:
                 metadata = unpackb(_binary(ws.recv(timeout=self.timeout_s), "metadata"))
             except (OSError, ConnectionClosed, WireFormatError) as exc:
                 ws.close()
-                raise ConnectionError(f"openpi server {self.uri}: no valid metadata frame ({exc})") from exc
+                raise ConnectionError(f"{self.peer} {self.uri}: no valid metadata frame ({exc})") from exc
             if self.dialect == "roboarena":
                 try:
                     self._arena = roboarena_settings(metadata, self.uri, self.image_size)
@@ -193,7 +199,7 @@ class OpenpiWebsocketPolicy:
             self.connections_opened += 1
             self._ws = ws
             return ws
-        raise ConnectionError(f"openpi server {self.uri}: no connection after {self.connect_attempts} attempts "
+        raise ConnectionError(f"{self.peer} {self.uri}: no connection after {self.connect_attempts} attempts "
                               f"({last})")
 
     def _end_episode(self) -> None:
@@ -214,7 +220,7 @@ class OpenpiWebsocketPolicy:
         if reply != RESET_REPLY:
             self._drop()
             if isinstance(reply, str):
-                raise RemotePolicyError(f"roboarena server {self.uri}: reset failed", reply)
+                raise RemotePolicyError(f"roboarena server {self.uri}: reset failed: {server_reason(reply)}", reply)
             raise WireFormatError(f"roboarena server {self.uri}: reset answered with a {len(reply)}-byte binary "
                                   f"frame, expected the text {RESET_REPLY!r}")
 

@@ -5,7 +5,9 @@ as openpi; on connect the server sends its ``PolicyServerConfig`` (``image_resol
 ``needs_wrist_camera``, ``n_external_cameras`` 0-2, ``needs_stereo_camera``, ``needs_session_id``,
 ``action_space`` in joint_position / joint_velocity / cartesian_position / cartesian_velocity); every
 request carries ``"endpoint": "infer" | "reset"`` (a plain openpi request, without it, is answered
-with a traceback text frame and a close); ``infer`` is answered with msgpack ``{"actions": ...}``,
+with a traceback text frame and a close); ``infer`` is answered with msgpack of whatever the
+policy's ``infer`` returned (a bare ``(N, D)`` ndarray in RoboArena's own ``DummyPolicy``, or
+openpi's ``{"actions": ...}``),
 ``reset`` with the *text* frame ``"reset successful"`` (the one text frame that is not an error).
 
 What works, honestly: RoboArena's own policies are DROID policies (one 7-joint arm + a gripper,
@@ -107,14 +109,22 @@ def roboarena_request(obs: Observation, prompt: str, settings: dict[str, Any],
 
 
 def roboarena_actions(response: Any, uri: str) -> np.ndarray:
-    """The ``[T, 14]`` chunk of an ``infer`` reply; a DROID ``(N, 8)`` / ``(N, 7)`` reply is refused."""
-    if not isinstance(response, dict) or "actions" not in response:
-        keys = sorted(map(str, response))[:5] if isinstance(response, dict) else type(response).__name__
-        raise WireFormatError(f"roboarena server {uri}: infer reply has no 'actions' ({keys})")
-    actions = np.asarray(response["actions"])
-    if actions.ndim != 2 or actions.shape[1] != ACTION_DIM:
+    """The ``[T, 14]`` chunk of an ``infer`` reply; a DROID ``(N, 8)`` / ``(N, 7)`` reply is refused.
+
+    RoboArena's server packs whatever ``policy.infer(obs)`` returns: its ``DummyPolicy`` and
+    ``scripts/test_policy_server.py`` use a bare 2-D ndarray, openpi-derived policies the map
+    ``{"actions": ...}`` (which RoboArena's evaluator client indexes). Both are read."""
+    if isinstance(response, np.ndarray):
+        actions = response
+    elif isinstance(response, dict) and isinstance(response.get("actions"), np.ndarray | list):
+        actions = np.asarray(response["actions"])
+    else:
+        keys = f"keys {sorted(map(str, response))[:5]}" if isinstance(response, dict) else type(response).__name__
+        raise WireFormatError(f"roboarena server {uri}: infer reply is {keys}; expected an [N, {ACTION_DIM}] "
+                              "array or a map with 'actions'")
+    if actions.dtype.kind not in "biuf" or actions.ndim != 2 or actions.shape[1] != ACTION_DIM:
         hint = (": a DROID policy (one 7-joint arm + gripper) cannot drive the 14-joint bimanual rig"
                 if actions.ndim == 2 and actions.shape[1] in (7, 8) else "")
-        raise WireFormatError(f"roboarena server {uri}: actions of shape {actions.shape}; expected "
-                              f"[N, {ACTION_DIM}]{hint}")
+        raise WireFormatError(f"roboarena server {uri}: actions of shape {actions.shape} ({actions.dtype}); "
+                              f"expected [N, {ACTION_DIM}]{hint}")
     return actions

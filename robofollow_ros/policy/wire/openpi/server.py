@@ -8,8 +8,10 @@ readiness probes. Binds 127.0.0.1 by default.
 
 Many clients at once (issue 16): each connection has its own policy session
 (``wire/sessions.py``); its episode starts (``reset`` + ``set_instruction``) on its first
-request and whenever its prompt changes, so one connection's prompt never reaches another's
-policy. Bounds: ``max_connections`` (the next connection is closed with 1013 TRY_AGAIN_LATER and a
+request, whenever its prompt changes and (``episode_per="auto"``) when the joints come back to the
+episode's start pose (``wire/episodes.py``: openpi's clients keep one connection for every episode),
+so one connection's prompt never reaches another's policy. Bounds: ``max_connections`` (the next
+connection is closed with 1013 TRY_AGAIN_LATER and a
 reason naming the limit), ``idle_timeout_s`` for the next message, a deadline of
 ``frame_timeout_s`` for a message once its first bytes arrived (a trickle does not extend it; 1008
 POLICY_VIOLATION), ``max_message_bytes`` per message (1009) and ``OPENPI_MAX_OBJECTS`` msgpack
@@ -51,6 +53,7 @@ from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.observation import validate_observation
 from robofollow_ros.policy.wire.budget import Hold, MemoryBudgetError, decode_cost
 from robofollow_ros.policy.wire.common import WireFormatError, describe_error
+from robofollow_ros.policy.wire.episodes import EpisodeStarts, check_episode_rule
 from robofollow_ros.policy.wire.openpi.codec import (
     OPENPI_MAX_MESSAGE_BYTES,
     check_object_count,
@@ -187,7 +190,9 @@ class OpenpiPolicyServer(PolicyServer):
     thread_name = "openpi-server"
 
     def __init__(self, policy: PolicySessions | Policy | PolicyFactory, host: str = "127.0.0.1", port: int = 8000,
-                 *, max_message_bytes: int = OPENPI_MAX_MESSAGE_BYTES, **settings: Unpack[ServerSettings]) -> None:
+                 *, max_message_bytes: int = OPENPI_MAX_MESSAGE_BYTES, episode_per: str = "auto",
+                 **settings: Unpack[ServerSettings]) -> None:
+        self.episode_per = check_episode_rule(episode_per)
         super().__init__(policy, stats=("connections", "requests", "errors", "refused", "timeouts",
                                         "peak_connections"), **settings)
         self._open = 0
@@ -303,7 +308,7 @@ class OpenpiPolicyServer(PolicyServer):
             ws.send(packb(self.metadata))
         except ConnectionClosed:
             return None
-        prompt_in_use: str | None = None
+        episodes = EpisodeStarts(self.episode_per)
         prev_total_ms: float | None = None
         while (message := self._receive(ws)) is not None:
             start = time.perf_counter()
@@ -320,10 +325,9 @@ class OpenpiPolicyServer(PolicyServer):
                 obs = validate_observation(obs)
                 if session is None:
                     session = self.sessions.acquire()
-                if prompt != prompt_in_use:
+                if episodes.starts(prompt, obs):
                     session.reset()
                     session.set_instruction(prompt)
-                    prompt_in_use = prompt
                 infer_start = time.perf_counter()
                 actions = session.predict(obs)
                 infer_ms = 1000 * (time.perf_counter() - infer_start)

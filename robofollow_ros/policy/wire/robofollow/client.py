@@ -29,7 +29,7 @@ import numpy as np
 
 from robofollow_ros.policy.interface import Observation
 from robofollow_ros.policy.observation import contract_observation
-from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError, server_reason
 from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message_parts
 from robofollow_ros.policy.wire.robofollow.framing import check_frame_length, recv_frame, send_frame
 
@@ -149,7 +149,7 @@ class RoboFollowTcpPolicy:
                 raise ConnectionError(f"policy server tcp://{self.host}:{self.port}: {name} failed after "
                                       f"one reconnect ({again})") from again
         try:
-            return _result_of(name, response)
+            return _result_of(name, response, f"tcp://{self.host}:{self.port}")
         except RemotePolicyError as exc:
             if _STUCK_SESSION.search(exc.remote_traceback):
                 self._drop()  # the server's session is stuck in a timed-out call: start the next one afresh
@@ -160,12 +160,14 @@ class RoboFollowTcpPolicy:
 _STUCK_SESSION = re.compile(r"\b(PolicyTimeoutError|PolicyBusyError)\b")
 
 
-def _result_of(name: str, response: Any) -> Any:
+def _result_of(name: str, response: Any, where: str = "") -> Any:
     if not isinstance(response, dict):
         raise WireFormatError(f"response: expected a JSON object, got {type(response).__name__}")
     if "error" in response:
-        raise RemotePolicyError(f"policy server: {name} failed: {response['error']}",
-                                str(response.get("traceback") or ""))
+        error = str(response["error"])
+        trace = str(response.get("traceback") or "")
+        server = f"policy server {where}" if where else "policy server"
+        raise RemotePolicyError(f"{server}: {name} failed: {server_reason(error)}", trace or error)
     if "res" not in response:
         raise WireFormatError(f"response: no 'res' key in the answer to {name} (keys: {sorted(response)[:5]})")
     return response["res"]

@@ -3,7 +3,8 @@
 Protocol facts (vla-eval 0.8.0, ``connection.py`` and ``model_servers/serve.py``): the client opens a
 websocket and sends ``hello`` (``harness_version``, ``protocol_version``); the server answers ``hello``
 with its ``model_server`` name, ``observation_params`` and, usually, ``action_spec`` /
-``observation_spec``. An episode is ``episode_start`` ``{"task": {...}}``, then one ``observation``
+``observation_spec``. An episode is ``episode_start`` ``{"task": {"suite", "episode_idx", "instruction"}}``
+(vla-eval's own task keys, less the privileged task id and seed), then one ``observation``
 per step, each answered by an ``action`` carrying the observation's ``seq`` (or an ``error`` with
 it), then ``episode_end``. One connection serves many episodes; the server keeps per-connection
 state. No message waits for a reply except ``hello`` and ``observation``: a failed
@@ -28,7 +29,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from robofollow_ros import __version__
 from robofollow_ros.policy.interface import Observation, PolicyError
-from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.common import WireFormatError, remote_error
 from robofollow_ros.policy.wire.vlaeval.codec import (
     ACTION,
     EPISODE_END,
@@ -108,20 +109,23 @@ class VlaEvalPolicy:
         start = time.perf_counter()
         try:
             if self._episode_seq is None:
-                task = {"name": self.instruction, "instruction": self.instruction, "benchmark": "robofollow"}
+                # vla-eval's task keys (benchmarks/robotwin: name, suite, seed, episode_idx, instruction);
+                # its model servers read suite (cogact's chunk_size_map). No name or seed: the task id and
+                # layout are privileged (the observation contract), and the instruction is no task name.
+                task = {"suite": "robofollow", "episode_idx": self.episodes, "instruction": self.instruction}
                 self._episode_seq = self._send(EPISODE_START, {"task": task})
                 self.episodes += 1
             seq = self._send(OBSERVATION, payload)
             kind, reply, reply_seq = self._receive(ws, start + self.timeout_s, "action")
             if kind == ERROR and reply_seq == self._episode_seq and reply_seq != seq:
                 self._drop()  # the observation's answer is still on its way: start the next call afresh
-                raise RemotePolicyError(f"vla-eval server {self.uri}: episode_start failed: {_error_text(reply)}")
+                raise remote_error(f"vla-eval server {self.uri}: episode_start failed: ", _error_text(reply))
         except (OSError, ConnectionClosed) as exc:  # TimeoutError is an OSError
             self._drop()
             raise ConnectionError(f"vla-eval server {self.uri}: predict failed ({exc}); not retried") from exc
         client_ms = 1000 * (time.perf_counter() - start)
         if kind == ERROR:
-            raise RemotePolicyError(f"vla-eval server {self.uri}: {_error_text(reply)}")
+            raise remote_error(f"vla-eval server {self.uri}: ", _error_text(reply))
         if kind != ACTION or reply_seq != seq:
             self._drop()  # out of step: the next call starts over on a fresh connection
             raise WireFormatError(f"vla-eval server {self.uri}: expected the action for seq {seq}, got {kind} "

@@ -33,7 +33,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
 from robofollow_ros.policy.interface import Observation
-from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
+from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError, remote_error
 from robofollow_ros.policy.wire.xpolicylab import messages as msg
 from robofollow_ros.policy.wire.xpolicylab.codec import (
     XPOLICYLAB_MAX_REPLY_BYTES,
@@ -190,10 +190,10 @@ class XPolicyLabPolicy:
             raise WireFormatError(f"xpolicylab server {self.uri}: bad answer to {kind}: {exc}") from exc
         if reply["message_type"] == msg.ERROR:
             error = reply["payload"]
-            code, text = str(error.get("code", "internal"))[:60], " ".join(str(error.get("message", "")).split())
+            code, text = str(error.get("code", "internal"))[:60], str(error.get("message", ""))
             if kind == msg.RESET or kind == msg.PREPARE_CASE:
                 self._trial = None
-            raise RemotePolicyError(f"xpolicylab server {self.uri}: {kind} failed: {code}: {text[:500]}")
+            raise remote_error(f"xpolicylab server {self.uri}: {kind} failed: {code}: ", text, 500)
         if reply["message_type"] != msg.REPLY_TO[kind]:
             self._lost()
             raise WireFormatError(f"xpolicylab server {self.uri}: {kind} answered with {reply['message_type']}, "
