@@ -12,7 +12,12 @@ one of three states, and when all are taken a new connection reclaims one instea
   ``head_grace_s`` is trickling, and is reclaimed next (the frame deadline would cut it anyway).
 * **busy** — a request whose body is arriving, or being answered: never reclaimed.
 
-Only when every slot is busy (or a fresh head) is the newcomer refused. Reclaiming calls the slot's
+A server whose sessions live on the connection (TCP, openpi, vla-eval, the model server) passes
+``protect_s``: an idle connection that has been answered before keeps its slot until it has been idle that
+long (its episode is not cut between two requests; issue 36 "no client can touch another's session"),
+while sockets that never asked for anything are reclaimed at once.
+
+Only when every slot is busy (or a fresh head, or protected) is the newcomer refused. Reclaiming calls the slot's
 ``close`` (shut the socket down), which wakes its handler with an end of stream; the handler then
 ends as for any closed connection and ``release``s the slot (twice is harmless).
 """
@@ -38,16 +43,19 @@ class Slot:
     state: str = IDLE
     since: float = field(default_factory=time.monotonic)
     reclaimed: bool = False
+    #: Answered at least once: an idle connection between two requests of a client, not a silent socket.
+    served: bool = False
 
 
 class ConnectionSlots:
     """``limit`` slots; ``admit`` hands one out, reclaiming an idle or trickling one when all are taken."""
 
-    def __init__(self, limit: int, head_grace_s: float = DEFAULT_HEAD_GRACE_S) -> None:
+    def __init__(self, limit: int, head_grace_s: float = DEFAULT_HEAD_GRACE_S, protect_s: float = 0.0) -> None:
         if limit < 1:
             raise ValueError(f"max_connections: expected >= 1, got {limit}")
         self.limit = limit
         self.head_grace_s = head_grace_s
+        self.protect_s = protect_s
         self._slots: list[Slot] = []
         self._lock = threading.Lock()
         #: Connections admitted, refused, and slots reclaimed (idle, trickling), for stats and tests.
@@ -79,7 +87,7 @@ class ConnectionSlots:
         return slot
 
     def _victim(self, now: float) -> Slot | None:
-        idle = [s for s in self._slots if s.state == IDLE]
+        idle = [s for s in self._slots if s.state == IDLE and (not s.served or now - s.since > self.protect_s)]
         if idle:
             return min(idle, key=lambda s: s.since)
         trickling = [s for s in self._slots if s.state == HEAD and now - s.since > self.head_grace_s]
@@ -88,12 +96,19 @@ class ConnectionSlots:
     def mark(self, slot: Slot, state: str) -> None:
         """The connection is now ``IDLE`` (waiting for a request), in its ``HEAD`` or ``BUSY``."""
         with self._lock:
+            if slot.state == BUSY and state == IDLE:
+                slot.served = True
             slot.state, slot.since = state, time.monotonic()
 
     def release(self, slot: Slot) -> None:
         with self._lock:
             if slot in self._slots:
                 self._slots.remove(slot)
+
+    def count(self, state: str) -> int:
+        """Slots in ``state`` now (for stats and tests)."""
+        with self._lock:
+            return sum(s.state == state for s in self._slots)
 
     def __len__(self) -> int:
         with self._lock:
