@@ -15,11 +15,18 @@ shuts the socket down: its handler wakes to an end of stream and ends.
 charged as they arrive (TCP) or before a message is decoded (openpi; the websocket library holds at
 most one unread message of ``max_message_bytes`` per connection beside it). A charge that finds no room
 within ``wait_s`` is refused with :class:`MemoryBudgetError` (``server busy: ... memory budget ...``).
+
+**The heap.** :func:`bound_heap` fixes glibc's mmap threshold at 256 KiB and its trim threshold at 1 MiB, so
+freed request buffers go back to the system and RSS follows the budget (robofollow_ros's
+``policy/wire/heap.py`` says why: glibc's dynamic threshold kept 32 MiB buffers in the threads' arenas).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -155,3 +162,15 @@ class MemoryBudget:
     def _drop(self, owner: object) -> None:
         self.used -= self._holders.pop(owner, 0)
         self._cond.notify_all()
+
+
+def bound_heap() -> bool:
+    """Fix glibc's mmap (256 KiB) and trim (1 MiB) thresholds; False where that is not glibc. Process-wide."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return True  # the operator's setting wins
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(-3, 256 * 1024)) and bool(mallopt(-1, 1 << 20))  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD

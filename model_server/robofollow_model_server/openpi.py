@@ -42,6 +42,7 @@ from robofollow_model_server.bounds import (
     ConnectionSlots,
     MemoryBudget,
     MemoryBudgetError,
+    bound_heap,
 )
 from robofollow_model_server.contract import CAMERAS, ContractError, check_image, check_instruction, check_vector
 from robofollow_model_server.serving import (
@@ -105,6 +106,7 @@ class OpenpiServer:
         self.max_connections = max_connections
         self.slots = ConnectionSlots(max_connections, protect_s=frame_timeout_s)
         self.memory = MemoryBudget(max_pending_bytes, budget_wait_s)
+        bound_heap()
         self.metadata = dict(metadata or {})
         self._lock = threading.Lock()
         self._open = 0

@@ -35,6 +35,7 @@ from robofollow_model_server.bounds import (
     MemoryBudget,
     MemoryBudgetError,
     Slot,
+    bound_heap,
 )
 from robofollow_model_server.contract import check_observation
 from robofollow_model_server.serving import (
@@ -97,6 +98,7 @@ class TcpServer:
         self.max_frame_bytes = min(max_frame_bytes, MAX_FRAME_BYTES)
         self.slots = ConnectionSlots(max_connections, protect_s=frame_timeout_s)
         self.memory = MemoryBudget(max_pending_bytes, budget_wait_s)
+        bound_heap()
         self._refusers = threading.BoundedSemaphore(_REFUSERS)
         self._listener = socket.create_server((address, port), backlog=128)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]

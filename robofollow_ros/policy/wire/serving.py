@@ -14,6 +14,8 @@ arguments, check them the same way and are started and stopped the same way:
   connections give theirs up to a newcomer; a connection answered before is protected between its
   requests for ``frame_timeout_s`` (its session lives on the connection). ``admit_connection`` hands
   one out and counts it.
+* the memory budget (``budget.py``) across connections, and glibc's heap set so that RSS follows it
+  (``heap.py``);
 * ``stats`` counts what happened (connections, requests, errors, refusals ...) under one lock, for logs
   and tests.
 """
@@ -27,6 +29,7 @@ from typing import Any, ClassVar, Self, TypedDict
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.wire.budget import DEFAULT_BUDGET_WAIT_S, DEFAULT_MAX_PENDING_BYTES, MemoryBudget
 from robofollow_ros.policy.wire.common import DEFAULT_FRAME_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS
+from robofollow_ros.policy.wire.heap import bound_heap
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions
 from robofollow_ros.policy.wire.slots import ConnectionSlots, Slot
 
@@ -66,6 +69,7 @@ class PolicyServer:
         for name, seconds in (("idle_timeout_s", idle_timeout_s), ("frame_timeout_s", frame_timeout_s)):
             if not seconds > 0:
                 raise ValueError(f"{name}: expected > 0 seconds, got {seconds!r}")
+        bound_heap()  # freed request buffers go back to the system: RSS follows the budget (wire/heap.py)
         self.sessions = PolicySessions.coerce(policy)
         self.debug = debug
         #: What served, for logs and for the protocols that send it (openpi, vla-eval, gr00t).
