@@ -374,3 +374,24 @@ def test_the_bridge_refuses_a_driver_map_beyond_the_urdf_finger_range(tmp_path):
         ArmBridgeNode(context=ros.context, parameter_overrides=[Parameter("driver_config", value=str(config))])
     assert str(info.value) == (f"{config}: arms.left.gripper.open: 0.045 lies outside the URDF's left_gripper range "
                                "[0, 0.04] (one finger's travel, measures: finger)")
+
+
+def test_after_a_watchdog_hold_unstamped_commands_are_refused_until_a_stamped_newer_one(bench, monkeypatch):
+    """Issue 36's measured defect: 200 unstamped commands sent before a watchdog hold gave 36 and 68 bridge moves
+    (0.30 rad) after it. Now every one is held at the measured position until a command stamped after the hold."""
+    ros, got, driver = bench.ros, bench.got, bench.driver
+    sent = _tap(bench, monkeypatch, "left")
+    _send(bench.command, [0.12, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0.2, 0.0])  # unstamped: fine before a hold
+    ros.wait_for(lambda: any(c[0] == 0.12 for c in sent), what="the first command")
+    ros.wait_for(lambda: any("watchdog" in s.data for s in got["status"]), what="the watchdog hold")
+    rule = bench.bridge.safety.watchdog_rule
+    assert rule is not None and rule > 0  # the newest /joint_states stamp when it held
+    before = len(sent)
+    for _ in range(200):  # the backlog: left_joint1 0.3 rad, within the step clamp, would go out unchanged
+        _send(bench.command, [0.3, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0.2, 0.0])
+    ros.wait_for(lambda: bench.bridge.safety.refused_since_watchdog >= 200, what="200 refusals")
+    assert sent[before:] and all(c == MEASURED_LEFT for c in sent[before:])  # holds: the arm never moved
+    fresh = JointState(name=list(JOINT_NAMES), position=[0.2, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0.2, 0.0])
+    ros.publish_until(lambda: bench.command.publish(_stamped_now(fresh, driver)),
+                      lambda: any(c[0] == 0.2 for c in sent), what="the command stamped after the hold")
+    assert bench.bridge.safety.watchdog_rule is None or bench.bridge.safety.watchdog_rule > rule

@@ -37,6 +37,7 @@ from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
 from robofollow_ros.policy.wire.gr00t.client import Gr00tTimeoutError, Gr00tZmqPolicy
 from robofollow_ros.policy.wire.gr00t.codec import unpackb
 from robofollow_ros.policy.wire.gr00t.server import Gr00tPolicyServer
+from waiting import poll_until
 
 pytestmark = pytest.mark.timeout(300)
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
@@ -558,3 +559,31 @@ def test_a_gr00t_client_scores_our_served_policy_as_in_process(tmp_path: Path) -
                                   policy_kwargs={"port": server.address[1]}, output=tmp_path / "peer",
                                   tasks=tuple(tasks), rounds=1, render=True, backend="inline"))
     assert scored(tmp_path / "peer" / "results.json") == local
+
+
+def test_clients_that_close_free_their_sessions_and_70_short_lived_ones_lock_nobody_out() -> None:
+    """Issue 36: after 70 short-lived clients the server refused every client ("64 clients hold sessions") until
+    the idle timeout. A closed connection's session is released at once, and handed to the next client."""
+    built: list[EchoPolicy] = []
+
+    def factory() -> EchoPolicy:
+        built.append(EchoPolicy())
+        return built[-1]
+
+    with Gr00tPolicyServer(factory, port=0, max_connections=8).start() as server:
+        port = server.address[1]
+        for _ in range(70):
+            client = Gr00tStyleClient(port)
+            assert client.call("reset", {"options": None}) == {}  # holds a session
+            client.close()
+        assert poll_until(lambda: server.clients == 0, 10), f"{server.clients} closed clients still hold sessions"
+        last = Gr00tStyleClient(port)
+        try:
+            assert last.call("reset", {"options": None}) == {}
+            vector = np.linspace(-1, 1, 14).astype(np.float32)
+            action, _ = last.call("get_action", {"observation": gr00t_observation(vector, "open"), "options": None})
+            assert action["left_arm"].shape == (1, 4, 6)
+        finally:
+            last.close()
+        assert server.stats["closed_clients"] >= 70 and server.stats["refused"] == 0
+        assert len(built) <= 2  # released sessions are handed on, not rebuilt

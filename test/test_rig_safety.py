@@ -99,7 +99,7 @@ def test_watchdog_holds_once_after_the_timeout():
     decision = f.watchdog(now=10.101)
     assert decision is not None and decision.hold and "watchdog" in decision.reasons[0]
     assert f.watchdog(now=10.2) is None  # one hold per stall
-    f.filter(np.full(14, 0.01), now=10.3)
+    assert not f.filter(np.full(14, 0.01), now=10.3, stamp=10.29).hold  # stamped after the hold: executes
     assert f.watchdog(now=10.45).hold
 
 
@@ -117,11 +117,51 @@ def test_after_a_watchdog_hold_a_backlog_stamped_before_it_is_refused_until_a_ne
     fresh = f.filter(np.full(14, 0.02), now=13.1, stamp=13.08)
     assert not fresh.hold
     np.testing.assert_allclose(fresh.command, np.full(14, 0.02))
-    # Unstamped commands and holds without a state stamp keep the old rules: nothing tells their age.
+    # A hold without a state stamp takes the node's clock at the hold.
     g = make_filter(watchdog_timeout_s=0.1)
     g.filter(np.full(14, 0.01), now=0.0)
     assert g.watchdog(now=0.2).hold
-    assert not g.filter(np.full(14, 0.01), now=0.3, stamp=0.05).hold
+    assert g.filter(np.full(14, 0.01), now=0.3, stamp=0.05).hold
+    assert not g.filter(np.full(14, 0.01), now=0.3, stamp=0.25).hold
+
+
+def test_after_a_watchdog_hold_unstamped_commands_are_refused_until_a_newer_stamped_one_executes():
+    """The attack measured in issue 36: 200 unstamped commands queued before the hold moved the arms 0.30 rad."""
+    f = make_filter(watchdog_timeout_s=0.1)
+    f.update_measured(np.zeros(14))
+    assert not f.filter(np.full(14, 0.01), now=10.0).hold  # unstamped is fine before any hold
+    assert f.watchdog(now=10.2, state_stamp=10.19).hold
+    for _ in range(200):  # the unstamped backlog, delivered after the hold
+        decision = f.filter(np.full(14, 0.04), now=11.0)
+        assert decision.hold and "command without a stamp after a watchdog hold" in decision.reasons[0]
+        np.testing.assert_array_equal(decision.command, np.zeros(14))  # held where measured: no motion
+    assert f.refused_since_watchdog == 200
+    assert f.watchdog_rule == 10.19
+    # A newer-stamped command refused for another reason leaves the rule in force.
+    bad = np.full(14, 0.01)
+    bad[3] = np.nan
+    assert f.filter(bad, now=11.1, stamp=11.0).hold
+    assert f.filter(np.full(14, 0.01)[:7], now=11.1, stamp=11.0).hold
+    assert f.watchdog_rule == 10.19
+    assert f.filter(np.full(14, 0.04), now=11.2).hold  # still refused
+    assert not f.filter(np.full(14, 0.02), now=11.3, stamp=11.25).hold  # computed after the hold: executes
+    assert f.watchdog_rule is None
+    assert not f.filter(np.full(14, 0.03), now=11.35).hold  # the rule is lifted: unstamped passes again
+
+
+def test_a_command_refused_by_the_workspace_does_not_lift_the_watchdog_rule_a_takeover_does():
+    def tool_points(arm: str, q: np.ndarray) -> np.ndarray:
+        return np.array([q[0], 0.0, 1.0])
+
+    f = make_filter(watchdog_timeout_s=0.1, tool_points=tool_points, workspace_min=(-0.5, -0.5, 0.75),
+                    workspace_max=(0.03, 0.5, 1.2))
+    assert not f.filter(np.zeros(14), now=0.0).hold
+    assert f.watchdog(now=0.5, state_stamp=0.45).hold
+    out_of_box = f.filter(np.full(14, 0.05), now=0.6, stamp=0.55)
+    assert out_of_box.hold and "workspace" in out_of_box.reasons[0]
+    assert f.watchdog_rule == 0.45 and f.filter(np.zeros(14), now=0.7).hold
+    f.lift_watchdog_rule()  # a takeover: the operator's explicit act
+    assert not f.filter(np.zeros(14), now=0.8).hold
 
 
 def test_estop_holds_until_released_and_a_new_command_arrives():

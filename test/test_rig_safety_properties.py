@@ -4,7 +4,8 @@ A stream interleaves measured states (within the limits, at them, a reading past
 tolerance, within a step past them, far past them, non-finite, the wrong length), commands (near the
 measured position, anywhere in the limits, beyond them, far off, non-finite; stamped before, at or after
 the last e-stop release, or not at all; received long before, just before, at or after it, or at an
-unknown time), e-stop engage/release at chosen times, watchdog ticks around the timeout and plain
+unknown time; or before, at or after the last watchdog hold), e-stop engage/release at chosen times, watchdog ticks
+around the timeout (with a state stamp or without) and plain
 holds, under step clamps from a control tick's to the sim profile's and tolerances from none to more
 than a step. Every decision the filter makes is checked against the rules as worded in
 ``rig/safety.py`` — by an oracle that tracks only what the rules talk about (the last valid measured
@@ -53,7 +54,9 @@ KINDS = ("command",) * 8 + ("measure",) * 3 + ("estop",) * 2 + ("watchdog",) * 2
 MEASURE_MODES = ("inside",) * 6 + ("at_limit",) * 2 + ("tolerance",) * 2 + ("within_step", "far", "mixed", "mixed",
                                                                            "nonfinite", "short")
 COMMAND_MODES = ("near",) * 6 + ("exact",) * 4 + ("inside", "inside", "beyond", "far", "nonfinite", "short")
-STAMPS = ("none", "now", "zero", "old", "at_release", "just_after_release", "future", "now")
+#: 16 stamps (a byte's low nibble): the e-stop release's and, while a watchdog rule is in force, its hold's.
+STAMPS = ("none", "now", "zero", "old", "at_release", "just_after_release", "future", "now",
+          "at_hold", "just_before_hold", "just_after_hold", "none", "now", "at_hold", "zero", "just_after_hold")
 RECEIPTS = ("now", "unknown", "queued_long_ago", "just_before_release", "at_release", "now", "now", "now")
 DTS = (0.0, 0.001, 0.02, 0.0999, 0.1, 0.1001, 0.5, 3.0)
 #: (step clamp, gripper step, tolerance, workspace box, rig); the rig varies fastest, so the 256 values of a
@@ -77,13 +80,13 @@ def decode(data: bytes) -> tuple[Config, bool, int, list[tuple]]:
         b0, b1, b2 = data[i:i + EVENT_BYTES]
         kind, dt = KINDS[b0 % 16], DTS[b2 % 8]
         if kind == "command":
-            events.append(("command", COMMAND_MODES[b0 // 16], dt, STAMPS[b1 % 8], RECEIPTS[b1 // 8 % 8]))
+            events.append(("command", COMMAND_MODES[b0 // 16], dt, STAMPS[b1 % 16], RECEIPTS[b1 // 16 % 8]))
         elif kind == "measure":
             events.append(("measure", MEASURE_MODES[b0 // 16]))
         elif kind == "estop":
             events.append(("estop", bool(b2 // 8 % 2), dt))
-        elif kind == "watchdog":
-            events.append(("watchdog", dt))
+        elif kind == "watchdog":  # with the newest state's stamp, one before now, or none (the node's clock)
+            events.append(("watchdog", dt, (None, 0.0, 0.01, 0.05)[b2 // 8 % 4]))
         else:
             events.append(("hold",))
     return config, data[0] < 224, data[1] | data[2] << 8, events
@@ -98,6 +101,7 @@ class Oracle:
     release: tuple[float, float] | None = None  # node clock, reception clock
     last_executed: float | None = None  # node clock of the last command that went out as a non-hold
     stale_held: bool = False  # the watchdog already held for this stall
+    hold_stamp: float | None = None  # the stamp a command must pass after a watchdog hold, until one executes
 
 
 def _measured_vector(rng: np.random.Generator, mode: str, f: SafetyFilter, base: np.ndarray | None) -> np.ndarray:
@@ -152,8 +156,10 @@ def _command_vector(rng: np.random.Generator, mode: str, f: SafetyFilter, measur
 
 def _stamp(kind: str, now: float, oracle: Oracle) -> float | None:
     release = oracle.release[0] if oracle.release else now
+    hold = oracle.hold_stamp if oracle.hold_stamp is not None else now
     return {"none": None, "zero": 0.0, "old": release - 2.9, "at_release": release,
-            "just_after_release": release + 1e-6, "now": now, "future": now + 0.5}[kind]
+            "just_after_release": release + 1e-6, "now": now, "future": now + 0.5, "at_hold": hold,
+            "just_before_hold": hold - 1e-6, "just_after_hold": hold + 1e-6}[kind]
 
 
 def _receipt(kind: str, reception_now: float, oracle: Oracle) -> float | None:
@@ -245,6 +251,9 @@ def _check_executed(d: SafetyDecision, q: np.ndarray, stamp: float | None, recei
         assert stamp or received is not None, "neither stamped nor known to be received after a release, executed"
         assert received is None or received > release_received, "received before a release, executed after it"
         assert not stamp or stamp > release_time, "stamped before a release, executed after it"
+    if oracle.hold_stamp is not None:
+        assert stamp, "an unstamped command executed after a watchdog hold"
+        assert stamp > oracle.hold_stamp, "stamped before a watchdog hold, executed after it"
     m = oracle.measured
     assert m is not None
     reach = (q >= np.maximum(rig.lower, m - rig.step)) & (q <= np.minimum(rig.upper, m + rig.step))
@@ -282,9 +291,12 @@ def run_stream(data: bytes, tally: dict[str, int]) -> None:
             decision = f.hold("e-stop engaged") if e[1] else None
         elif e[0] == "watchdog":
             now += e[1]
-            decision = f.watchdog(now)
+            state_stamp = None if e[2] is None else now - e[2]
             due = (oracle.last_executed is not None and not oracle.stale_held
                    and now - oracle.last_executed > f.config.watchdog_timeout_s)
+            decision = f.watchdog(now, state_stamp=state_stamp)
+            if due:  # the hold went out: its rule is in force
+                oracle.hold_stamp = state_stamp or now
             assert (decision is not None) == due, "a watchdog hold before the timeout, twice, or missing"
             oracle.stale_held |= due
             if due:
@@ -302,8 +314,13 @@ def run_stream(data: bytes, tally: dict[str, int]) -> None:
                 tally["executed"] += 1
                 oracle.last_executed, oracle.stale_held = now, False
                 _check_executed(decision, q, stamp, received, rig, oracle)
+                if oracle.hold_stamp is not None:
+                    tally["lifted"] += 1
+                oracle.hold_stamp = None  # only an executed command lifts the watchdog's rule
+            elif decision is not None and oracle.hold_stamp is not None:
+                tally["refused after a hold"] += 1
             elif (decision is not None and mode == "exact" and not oracle.estop and oracle.release is None
-                  and not rig.box and oracle.measured is not None
+                  and not rig.box and oracle.hold_stamp is None and oracle.measured is not None
                   and np.all((oracle.measured >= rig.lower) & (oracle.measured <= rig.upper))):
                 raise AssertionError(f"liveness: a valid command with the arm within its limits was held: "
                                      f"{decision.reasons}")
@@ -329,6 +346,7 @@ def _streams(data: bytes, tally: dict[str, int]) -> None:
 
 def new_tally() -> dict[str, int]:
     return dict.fromkeys(("examples", "decisions", "executed", "holds", "outside", "left_out", "watchdog",
+                          "lifted", "refused after a hold",
                           *(f"{key} {rig}" for key in ("examples", "executed", "holds", "outside") for rig in RIGS)), 0)
 
 
@@ -339,12 +357,14 @@ def test_every_decision_of_generated_streams_keeps_the_safety_rules():
     elapsed = time.perf_counter() - start
     print(f"\nsafety properties: {tally['examples']} streams, {tally['decisions']} decisions checked "
           f"({tally['executed']} executed, {tally['holds']} holds, {tally['outside']} with a joint outside its "
-          f"limits, {tally['left_out']} leaving an arm out, {tally['watchdog']} watchdog holds), 0 violations, "
+          f"limits, {tally['left_out']} leaving an arm out, {tally['watchdog']} watchdog holds, "
+          f"{tally['refused after a hold']} refused and {tally['lifted']} lifting a hold's rule), 0 violations, "
           f"{elapsed:.1f} s; " + ", ".join(f"{rig}: {tally[f'examples {rig}']} streams" for rig in RIGS))
     assert tally["examples"] >= EXAMPLES
     # Every side of every rule was reached, not just the easy one, and on each rig.
     assert min(tally["executed"], tally["holds"]) >= EXAMPLES // 2
-    assert min(tally["outside"], tally["left_out"], tally["watchdog"]) >= EXAMPLES // 100
+    assert min(tally["outside"], tally["left_out"], tally["watchdog"], tally["lifted"],
+               tally["refused after a hold"]) >= EXAMPLES // 100
     for rig in RIGS:
         assert tally[f"examples {rig}"] >= EXAMPLES // 3
         assert min(tally[f"executed {rig}"], tally[f"holds {rig}"]) >= EXAMPLES // 5
@@ -362,12 +382,26 @@ def test_each_shipped_driver_map_belongs_to_one_rig_and_each_rig_has_one():
 @pytest.mark.parametrize(("mutant", "caught"), [
     ("replay", "before a release, executed"),  # the e-stop replay: no release rule
     ("no_limit_clip", "beyond the joint limits"),  # the step clamp / hold paths without the final limit clip
+    ("unstamped_after_hold", "unstamped command executed after a watchdog hold"),  # the age of no stamp unjudged
+    ("refused_lifts", "after a watchdog hold"),  # a newer stamp lifted the rule before the command's other checks
 ])
 def test_the_properties_catch_the_measured_defects(monkeypatch, mutant, caught, rig):
     """The harness can fail: with either defect put back, the generated streams of each rig find it."""
     monkeypatch.setitem(globals(), "CONFIGS", [c for c in CONFIGS if c[4] == rig])  # decode picks only this rig
     if mutant == "replay":
         monkeypatch.setattr(SafetyFilter, "_older_than_release", lambda self, stamp, received: None)
+    elif mutant in ("unstamped_after_hold", "refused_lifts"):
+        checked = SafetyFilter._older_than_watchdog_hold
+
+        def defect(self: SafetyFilter, stamp: float | None) -> str | None:
+            if stamp is None:
+                return None if mutant == "unstamped_after_hold" else checked(self, stamp)
+            reason = checked(self, stamp)
+            if reason is None and mutant == "refused_lifts":
+                self.lift_watchdog_rule()  # issue 36's measured defect: lifted before the command is judged
+            return reason
+
+        monkeypatch.setattr(SafetyFilter, "_older_than_watchdog_hold", defect)
     else:
         monkeypatch.setattr(SafetyFilter, "_within_limits", lambda self, q: np.asarray(q, dtype=float))
     tally = new_tally()

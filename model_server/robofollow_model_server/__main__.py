@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from robofollow_model_server.bounds import DEFAULT_MAX_PENDING_BYTES
 from robofollow_model_server.serving import (
     DEFAULT_BUSY_WAIT_S,
     DEFAULT_FRAME_TIMEOUT_S,
@@ -48,6 +49,7 @@ def _number(low: float, *, low_open: bool, integer: bool = False) -> Callable[[s
 SECONDS = _number(0, low_open=True)  # a timeout: positive
 WAIT = _number(0, low_open=False)  # how long to wait: zero is no wait
 CONNECTIONS = _number(1, low_open=False, integer=True)
+MEBIBYTES = _number(1, low_open=False, integer=True)
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -71,7 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-connections", type=CONNECTIONS, default=8, metavar="N")
     p.add_argument("--idle-timeout", type=SECONDS, default=DEFAULT_IDLE_TIMEOUT_S, metavar="S")
     p.add_argument("--frame-timeout", type=SECONDS, default=DEFAULT_FRAME_TIMEOUT_S, metavar="S",
-                   help="deadline for a TCP request once its first byte came")
+                   help="deadline for a request once its first byte came")
+    p.add_argument("--max-pending-mib", type=MEBIBYTES, default=DEFAULT_MAX_PENDING_BYTES >> 20, metavar="MIB",
+                   help="memory budget of the requests of all connections together (default 512)")
     p.add_argument("--busy-wait", type=WAIT, default=DEFAULT_BUSY_WAIT_S, metavar="S",
                    help="how long a connection waits for the previous one to give the policy back")
     p.add_argument("--grace", type=WAIT, default=DEFAULT_GRACE_S, metavar="S",
@@ -99,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
         print(f"error: --policy {args.policy}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    limits = {"debug": args.debug, "idle_timeout_s": args.idle_timeout, "max_connections": args.max_connections}
+    limits = {"debug": args.debug, "idle_timeout_s": args.idle_timeout, "max_connections": args.max_connections,
+              "frame_timeout_s": args.frame_timeout, "max_pending_bytes": int(args.max_pending_mib) << 20}
     try:
         if args.protocol == "openpi":
             from robofollow_model_server.openpi import OpenpiServer
@@ -107,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                                        metadata={"policy": args.policy, "server": "robofollow-model-server"}, **limits)
         else:
             from robofollow_model_server.tcp import TcpServer
-            server = TcpServer(host, args.host, 8999 if args.port is None else args.port,
-                               frame_timeout_s=args.frame_timeout, **limits)
+            server = TcpServer(host, args.host, 8999 if args.port is None else args.port, **limits)
     except OSError as exc:
         host.close()
         what = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror or exc})"

@@ -9,14 +9,20 @@ with 1011 (INTERNAL_ERROR). openpi has no reset message: a connection's episode 
 ``set_instruction``) on its first request and whenever its prompt changes. ``GET /healthz`` is 200.
 
 Bounds: ``max_message_bytes`` per message (1009 past it), at most one queued message per connection,
-``idle_timeout_s`` for the whole next message (``recv``'s timeout covers a trickle too), the codec's
-msgpack value count, ``max_connections`` (1013 past it), the contract check before the policy.
+``idle_timeout_s`` for the next message's first bytes, then ``frame_timeout_s`` for the whole of it (a
+trickle does not extend it; 1008), the codec's msgpack value count, ``max_connections`` reclaimable slots
+(``bounds.py``: a connection that never sent a message, or one trickling the start of one, gives its
+slot to a newcomer; 1013 with the reason when none can), one memory budget across connections
+(``max_pending_bytes``: each message and what unpacking builds, charged before it is unpacked; no room:
+the text frame ``server busy ...`` and 1013), the contract check before the policy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http
 import logging
+import socket
 import threading
 import time
 from typing import Any
@@ -27,12 +33,33 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 from websockets.sync.server import ServerConnection, serve
 
+from robofollow_model_server.bounds import (
+    BUSY,
+    DEFAULT_BUDGET_WAIT_S,
+    DEFAULT_MAX_PENDING_BYTES,
+    HEAD,
+    IDLE,
+    ConnectionSlots,
+    MemoryBudget,
+    MemoryBudgetError,
+    bound_heap,
+)
 from robofollow_model_server.contract import CAMERAS, ContractError, check_image, check_instruction, check_vector
-from robofollow_model_server.serving import DEFAULT_IDLE_TIMEOUT_S, THREAD_PREFIX, PolicyHost, describe_error
+from robofollow_model_server.serving import (
+    DEFAULT_FRAME_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    THREAD_PREFIX,
+    PolicyHost,
+    describe_error,
+)
 from robofollow_model_server.wire import WireError, packb, unpackb
 
 LOG = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+#: How often a waiting handler looks whether a message has started arriving (its deadline starts then).
+POLL_S = 0.25
+#: Bytes of a message after which its connection is busy (never reclaimed), not merely opening one.
+HEAD_BYTES = 64 * 1024
 #: openpi ALOHA camera name -> RoboFollow camera key (head, left wrist, right wrist).
 OPENPI_CAMERAS = dict(zip(("cam_high", "cam_left_wrist", "cam_right_wrist"), CAMERAS, strict=True))
 
@@ -68,17 +95,23 @@ class OpenpiServer:
     """Serve ``host`` (a :class:`PolicyHost`) as an openpi websocket policy server (port 0: any free port)."""
 
     def __init__(self, host: PolicyHost, address: str = "127.0.0.1", port: int = 8000, *, debug: bool = False,
-                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, max_connections: int = 8,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, metadata: dict[str, Any] | None = None) -> None:
+                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
+                 max_connections: int = 8, max_message_bytes: int = MAX_MESSAGE_BYTES,
+                 metadata: dict[str, Any] | None = None, max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+                 budget_wait_s: float = DEFAULT_BUDGET_WAIT_S) -> None:
         self.host = host
         self.debug = debug
         self.idle_timeout_s = idle_timeout_s
+        self.frame_timeout_s = frame_timeout_s
         self.max_connections = max_connections
+        self.slots = ConnectionSlots(max_connections, protect_s=frame_timeout_s)
+        self.memory = MemoryBudget(max_pending_bytes, budget_wait_s)
+        bound_heap()
         self.metadata = dict(metadata or {})
         self._lock = threading.Lock()
         self._open = 0
         self._server = serve(self._handle, address, port, compression=None, max_size=max_message_bytes,
-                             max_queue=1, process_request=self._health)
+                             max_queue=1, process_request=self._health, open_timeout=min(10.0, frame_timeout_s))
         self.address: tuple[str, int] = self._server.socket.getsockname()[:2]
         self._thread: threading.Thread | None = None
 
@@ -101,13 +134,13 @@ class OpenpiServer:
         return None
 
     def _handle(self, ws: ServerConnection) -> None:
-        with self._lock:
-            admitted = self._open < self.max_connections
-            self._open += admitted
-        if not admitted:
+        slot = self.slots.admit(lambda: _shut(ws))
+        if slot is None:
             ws.close(CloseCode.TRY_AGAIN_LATER, f"server busy: {self.max_connections} connections are open, "
                                                 "the limit (--max-connections)")
             return
+        with self._lock:
+            self._open += 1
         owner = object()
         holding = False
         try:
@@ -115,15 +148,15 @@ class OpenpiServer:
             prompt_in_use: str | None = None
             prev_total_ms: float | None = None
             while True:
-                try:
-                    message = ws.recv(timeout=self.idle_timeout_s)
-                except TimeoutError:
-                    ws.close(CloseCode.NORMAL_CLOSURE, f"idle for {self.idle_timeout_s:g} s")
+                self.slots.mark(slot, IDLE)
+                message = self._receive(ws, lambda state: self.slots.mark(slot, state))
+                if message is None:
                     return
                 start = time.perf_counter()
                 try:
                     if isinstance(message, str):
                         raise WireError("message: expected a binary msgpack frame, got a text frame")
+                    self.memory.charge(owner, 3 * len(message))  # the message, unpacked arrays, images made HWC
                     obs = from_openpi(unpackb(message))
                     del message
                     if not holding:
@@ -137,11 +170,18 @@ class OpenpiServer:
                     actions = self.host.predict(obs)
                     infer_ms = 1000 * (time.perf_counter() - infer_start)
                 except Exception as exc:
+                    self.memory.release(owner)
                     error, trace = describe_error(exc, self.debug)
                     LOG.warning("error reply: %s", error)
                     ws.send(trace)
-                    ws.close(CloseCode.INTERNAL_ERROR, "Internal server error. Traceback included in previous frame.")
+                    if isinstance(exc, MemoryBudgetError):
+                        ws.close(CloseCode.TRY_AGAIN_LATER, "server busy: memory budget full; try again later")
+                    else:
+                        ws.close(CloseCode.INTERNAL_ERROR,
+                                 "Internal server error. Traceback included in previous frame.")
                     return
+                del obs
+                self.memory.release(owner)
                 timing = {"infer_ms": infer_ms}
                 if prev_total_ms is not None:
                     timing["prev_total_ms"] = prev_total_ms
@@ -150,7 +190,51 @@ class OpenpiServer:
         except ConnectionClosed:
             return
         finally:
+            self.memory.release(owner)
+            self.slots.release(slot)
             if holding:
                 self.host.release(owner)
             with self._lock:
                 self._open -= 1
+
+    def _receive(self, ws: ServerConnection, mark: Any) -> str | bytes | None:
+        """The next message, or None once closed: by the peer, idle for ``idle_timeout_s`` (1000), or a
+        message not complete ``frame_timeout_s`` after its first bytes (1008). ``mark`` gets the slot state."""
+        idle_until, message_until, state = time.monotonic() + self.idle_timeout_s, None, IDLE
+        while True:
+            now = time.monotonic()
+            progress = _progress(ws)
+            if message_until is None and progress:
+                message_until = now + self.frame_timeout_s
+            if message_until is not None and state != BUSY:
+                new = BUSY if progress >= HEAD_BYTES else HEAD
+                if new != state:
+                    state = new
+                    mark(state)
+            until = idle_until if message_until is None else message_until
+            if now >= until:
+                if message_until is None:
+                    ws.close(CloseCode.NORMAL_CLOSURE, f"idle for {self.idle_timeout_s:g} s")
+                else:
+                    ws.close(CloseCode.POLICY_VIOLATION, f"message not complete within {self.frame_timeout_s:g} s")
+                return None
+            try:
+                message = ws.recv(timeout=min(POLL_S, until - now))
+            except TimeoutError:
+                continue
+            mark(BUSY)
+            return message
+
+
+def _progress(ws: ServerConnection) -> int:
+    """Bytes of the next message that have arrived (websockets 13-17's buffer and fragment size)."""
+    protocol = ws.protocol
+    reader = getattr(protocol, "reader", None)
+    buffered = len(getattr(reader, "buffer", b"")) if reader is not None else 0
+    return buffered + int(getattr(protocol, "current_size", None) or getattr(protocol, "cur_size", None) or 0)
+
+
+def _shut(ws: ServerConnection) -> None:
+    """Reclaim a connection's slot: shut its socket down; the handler sees the connection closed and ends."""
+    with contextlib.suppress(OSError):
+        ws.socket.shutdown(socket.SHUT_RDWR)

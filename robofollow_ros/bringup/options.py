@@ -58,6 +58,9 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
     "output": ("", "run directory for the results (empty: runs/ros-<UTC time>)"),
     "foxglove_host": ("", "address the live Foxglove server binds (empty: the profile's, 127.0.0.1)"),
     "foxglove_port": ("", "port of the live Foxglove server (empty: the profile's, 8765; 0 picks a free one)"),
+    "foxglove_control": ("", "true: a live Foxglove server bound beyond loopback offers the operator's services "
+                             "(trial controls, take over / hand back) with no authentication; false or empty: "
+                             "read-only there (on loopback they are always offered); recorded in run.json"),
     "calibration_dir": ("", "perception_node: the rig's camera calibration directory"),
     "driver_config": ("", "arm driver map: a preset under config/rig/ (e.g. piper_ros2, aloha) or a path"),
     "remap": ("", "topic remappings 'FROM:=TO FROM:=TO' for every node"),
@@ -88,6 +91,8 @@ class Choices:
     foxglove: bool = True
     foxglove_host: str | None = None
     foxglove_port: int | None = None
+    #: Offer the operator's services on a live view bound beyond loopback (``--foxglove-control``).
+    foxglove_control: bool | None = None
     calibration_dir: str | None = None
     driver_config: str | None = None
     remaps: list[str] = field(default_factory=list)  # "FROM:=TO"
@@ -148,6 +153,7 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
     if choices.foxglove:
         put("foxglove_node", "host", choices.foxglove_host, "foxglove_host")
         put("foxglove_node", "port", choices.foxglove_port, "foxglove_port")
+        put("foxglove_node", "remote_control", choices.foxglove_control, "foxglove_control")
     put("perception_node", "calibration_dir", choices.calibration_dir, "calibration_dir")
     if choices.calibration_dir is not None and profile.has(TRIAL_MANAGER):  # its health check reads the same
         extra.setdefault(TRIAL_MANAGER, {})["calibration_dir"] = choices.calibration_dir
@@ -366,7 +372,9 @@ def launch_profile(**values: str) -> Profile:
                       privileged=_bool_argument(values, "privileged"),
                       output=text("output"), execution=text("execution"), merge=text("merge"),
                       control_hz=_float_argument(values, "control_hz"), foxglove_host=text("foxglove_host"),
-                      foxglove_port=_int_argument(values, "foxglove_port"), calibration_dir=text("calibration_dir"),
+                      foxglove_port=_int_argument(values, "foxglove_port"),
+                      foxglove_control=_bool_argument(values, "foxglove_control"),
+                      calibration_dir=text("calibration_dir"),
                       driver_config=text("driver_config"), remaps=(text("remap") or "").split(),
                       remap_files=(text("remap_file") or "").split(), rig=text("rig"))
     return apply_choices(chosen, choices, _launch_flag)

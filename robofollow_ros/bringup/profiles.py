@@ -220,8 +220,26 @@ def with_overrides(profile: Profile, *, trials: str | None = None, policy: str |
     if unknown:
         raise ProfileError(f"profile {profile.name}: has no {', '.join(unknown)} to apply options to")
     nodes = tuple(replace(n, parameters={**n.parameters, **changes.get(n.executable, {})}) for n in profile.nodes)
-    return replace(profile, nodes=_record_execution(_record_privileged(nodes)),
+    return replace(profile, nodes=_record_live_view(_record_execution(_record_privileged(nodes))),
                    remappings=profile.remappings + tuple(remappings))
+
+
+def _record_live_view(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:
+    """The trial manager records the live view in run.json (``live_view``): where foxglove_node's server binds
+    and whether it offers the operator's services there (``--foxglove-control``). Copied, never chosen apart."""
+    from robofollow_ros.monitoring.access import offers_control
+
+    by_name = {n.executable: n for n in nodes}
+    if TRIAL_MANAGER not in by_name:
+        return nodes
+    record: dict[str, Any] = {"serve": False}
+    fox = by_name.get("foxglove_node")
+    if fox is not None and fox.parameters.get("serve", True):
+        host, remote = str(fox.parameters.get("host", "127.0.0.1")), bool(fox.parameters.get("remote_control", False))
+        record = {"serve": True, "host": host, "remote_control": remote, "control": offers_control(host, remote)}
+    text = json.dumps(record, sort_keys=True)
+    return tuple(replace(n, parameters={**n.parameters, "live_view": text}) if n.executable == TRIAL_MANAGER
+                 else n for n in nodes)
 
 
 def _record_privileged(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:

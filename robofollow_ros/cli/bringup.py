@@ -98,6 +98,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--foxglove-host", metavar="HOST", help="address the live Foxglove server binds (default 127.0.0.1)")
     p.add_argument("--foxglove-port", type=PORT, metavar="PORT",
                    help="port of the live Foxglove server (default 8765; 0 picks a free one)")
+    p.add_argument("--foxglove-control", action="store_true",
+                   help="with --foxglove-host beyond loopback: offer the operator's services there (trial controls, "
+                        "take over / hand back, which move an arm; no authentication); default read-only there. "
+                        "Recorded in run.json")
     p.add_argument("--no-foxglove", action="store_true",
                    help="leave out foxglove_node (no live view on ws://127.0.0.1:8765, no MCAP per trial)")
     p.add_argument("--exit-when-done", action="store_true",
@@ -131,6 +135,7 @@ def _choices(args: argparse.Namespace, output: Path) -> Any:
                    execution=args.execution, merge=args.merge, control_hz=args.control_hz,
                    render=False if args.no_render else None, foxglove=not args.no_foxglove,
                    foxglove_host=args.foxglove_host, foxglove_port=args.foxglove_port,
+                   foxglove_control=True if args.foxglove_control else None,
                    calibration_dir=args.calibration_dir, driver_config=args.driver_config, remaps=list(args.remap),
                    remap_files=list(args.remap_file))
 

@@ -11,6 +11,12 @@ transient-local subscription gives on ROS). The robot's meshes come through the 
 (the ``assets`` capability): the live description names them by ``package://`` URI and
 ``channels.assets`` answers exactly those (``monitoring.rig_assets``). ``server.stop()`` closes every
 connection with a websocket close frame (the SDK's, without a status code: the client reads 1005, not 1006).
+
+Control is this machine's unless asked otherwise. The protocol has no authentication, and two of the
+services (``take_over``, ``hand_back``) move an arm; so a server bound beyond loopback (``0.0.0.0``, a LAN
+address, a host name) is read-only — it offers no service and advertises no ``services`` capability —
+unless ``remote_control`` is set (``--foxglove-control``, recorded in run.json). Bound to loopback it
+offers them as always; a viewer elsewhere reaches that through an ssh tunnel (docs/foxglove.md).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import foxglove
 from foxglove import MessageSchema, Schema, Service, ServiceRequest, ServiceSchema
 from foxglove.websocket import Capability, ChannelView, Client, ServerListener, WebSocketServer
 
+from robofollow_ros.monitoring.access import offers_control
 from robofollow_ros.monitoring.channels import TrialChannels
 
 #: A trial-control action: returns (success, message) like std_srvs/Trigger.
@@ -67,16 +74,20 @@ class LatchedResend(ServerListener):
 
 def start_monitor_server(channels: TrialChannels, host: str = "127.0.0.1", port: int = 8765,
                          controls: Mapping[str, TrialControl] | None = None,
-                         name: str = "robofollow") -> WebSocketServer:
+                         name: str = "robofollow", remote_control: bool = False) -> WebSocketServer:
     """Start the websocket server on ``channels``' live view (port 0 picks a free one; read ``server.port``),
-    serving the live robot description's mesh files (``channels.assets``) to viewers that fetch them."""
+    serving the live robot description's mesh files (``channels.assets``) to viewers that fetch them.
+
+    ``controls`` are offered as services only where ``offers_control(host, remote_control)``: a server bound
+    beyond loopback is read-only unless ``remote_control``."""
     if not 0 <= port <= 65535:
         raise ValueError(f"port: must be in 0..65535, got {port}")
     unknown = sorted(set(controls or {}) - set(TRIAL_SERVICES))
     if unknown:
         raise ValueError(f"controls: unknown service {unknown[0]!r}; expected some of {TRIAL_SERVICES}")
+    offered = controls if offers_control(host, remote_control) else None
     services = [Service(svc, schema=TRIGGER_SCHEMA, handler=_trigger_handler(svc, fn))
-                for svc, fn in (controls or {}).items()]
+                for svc, fn in (offered or {}).items()]
     return foxglove.start_server(name=name, host=host, port=port, context=channels.live_context,
                                  capabilities=[Capability.Services] if services else [],
                                  supported_encodings=["json"], services=services,

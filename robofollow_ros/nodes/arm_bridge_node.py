@@ -29,7 +29,11 @@ carries messages and clocks to and from them):
   nothing; each such hold is reported on the status topic (``outside_limits``: joint, value, limits) and
   logged as an error naming them;
 * after a watchdog hold a command stamped no later than the newest state published when the hold began
-  is refused (``rig/safety.py``): the backlog a reliable link delivers when a lost host comes back;
+  is refused (``rig/safety.py``): the backlog a reliable link delivers when a lost host comes back; so is an
+  unstamped one, until a command stamped after the hold executes (``policy_node`` stamps every command with
+  the state it was computed from; a command refused for any other reason does not lift the rule). A
+  takeover lifts it: the teleoperation source's messages from before it were dropped, and a source that
+  goes silent past the watchdog during a takeover must stamp its commands, or be taken over again;
 * after an e-stop release only commands *received* after the release message (the middleware's
   reception time, ``MessageInfo.received_timestamp``) and, when stamped, *stamped* after the release
   (``header.stamp`` against this node's clock) execute: the thousands a flood leaves in the
@@ -271,6 +275,7 @@ class ArmBridgeNode(Node):
 
     def _srv_take_over(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         self.teleop = True
+        self.safety.lift_watchdog_rule()  # the operator's act; the source's earlier messages were dropped
         self.get_logger().warning(f"teleoperation takes over: {TOPIC_TELEOP_COMMAND} drives the arms (each command "
                                   f"within one step of the measured position); policy commands refused until "
                                   f"{SERVICE_TELEOP_HAND_BACK}")

@@ -39,6 +39,7 @@ from robofollow_ros.contract import (
     camera_info_topic,
 )
 from robofollow_ros.monitoring import cdr_peek, topics
+from robofollow_ros.monitoring.access import is_loopback, offers_control
 from robofollow_ros.monitoring.channels import MonitorSettings, TrialChannels
 from robofollow_ros.monitoring.server import TRIAL_SERVICES, start_monitor_server
 from robofollow_ros.monitoring.session import LiveSession
@@ -89,6 +90,10 @@ class FoxgloveNode(Node):
         serve = params.declare("serve", True, "run the Foxglove websocket server (false: record only)")
         host = params.declare("host", "127.0.0.1", "websocket bind address (loopback unless watched from another host)")
         port = params.declare("port", 8765, "websocket port (0 picks a free one)", _port)
+        remote_control = params.declare(
+            "remote_control", False, "bound beyond loopback, offer the operator's services (trial controls, "
+            "take_over/hand_back, which move an arm) with no authentication (--foxglove-control); false: read-only "
+            "there. On loopback they are always offered")
         record = params.declare("record", True, "write every trial to <run_dir>/mcap/<trial>.mcap")
         output = params.declare("output_dir", "", "record into this directory instead of the trial's run_dir/mcap")
         session_file = params.declare("session_file", "", "record everything into this one file (no trials)")
@@ -102,9 +107,18 @@ class FoxgloveNode(Node):
         self._trial_clients: dict[str, Any] = {name: self.create_client(Trigger, name) for name in TRIAL_SERVICES}
         if serve:
             self.server = start_monitor_server(self.channels, host, port,
-                                               {name: self._control(name) for name in TRIAL_SERVICES})
+                                               {name: self._control(name) for name in TRIAL_SERVICES},
+                                               remote_control=remote_control)
             self.get_logger().info(f"Foxglove: connect to ws://{host}:{self.server.port} "
                                    f"(layout config/foxglove/robofollow_layout.json)")
+            if not offers_control(host, remote_control):
+                self.get_logger().warning(
+                    f"Foxglove: {host} is beyond loopback: the live view is read-only (no trial or teleop "
+                    "services); tunnel instead (ssh -L, docs/foxglove.md) or pass --foxglove-control")
+            elif not is_loopback(host):
+                self.get_logger().warning(
+                    f"Foxglove: {host} is beyond loopback and --foxglove-control is set: anyone who reaches "
+                    "this port can start trials and take over the arms (no authentication)")
 
         for topic, qos in FORWARDED.items():
             self.create_subscription(_ros_class(topic), topic, self._forward(topic), qos, raw=True)

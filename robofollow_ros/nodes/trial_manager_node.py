@@ -188,6 +188,8 @@ class TrialManagerNode(TrialServices, Node):
                                                      positive)
         self.print_summary = params.declare("print_summary", True, "log the IS/ES/CR table when the trials end")
         stepper = params.declare("stepper", "topp", "recorded in run.json (the sim node's stepper)")
+        live_view = params.declare("live_view", "", "recorded in run.json: where the live Foxglove view binds and "
+                                   "whether it offers the operator's services (bringup copies foxglove_node's)")
         execution = params.declare("execution", "", "recorded in run.json: how policy_node paces rows and sim_node "
                                    "steps, a JSON object (bringup copies it from those nodes)", _json_or_empty)
         # -- reset verification (rig.reset_check) and health checks (rig.health) --------------------------------
@@ -227,7 +229,8 @@ class TrialManagerNode(TrialServices, Node):
         self.run_dir = Path(output) if output else Path("runs") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
         arguments = {"trials": trials, "max_steps": self.max_steps, "actions_per_step": self.actions_per_step,
                      "policy": self.policy_label, "mode": "rig" if self.rig_mode else "sim", "via": "ros",
-                     "privileged": privileged, "execution": json.loads(execution) if execution else None}
+                     "privileged": privileged, "execution": json.loads(execution) if execution else None,
+                     "live_view": json.loads(live_view) if live_view else None}
         self.bounds = PhaseBounds.derive(reset_s=self.reset_timeout_s, confirm_s=confirm_timeout_s,
                                          score_s=self.score_timeout_s, running_s=running_timeout_s,
                                          stop_s=stop_timeout_s, policy_timeout_s=policy_timeout_s,

@@ -10,6 +10,12 @@ arguments, check them the same way and are started and stopped the same way:
   is bound.
 * ``start()`` serves in a daemon thread named after the protocol and returns the server, so
   ``with Server(...).start() as server:`` reads well; leaving the block calls ``stop()``.
+* ``slots`` (``wire/slots.py``) are the ``max_connections`` connection slots: idle and trickling
+  connections give theirs up to a newcomer; a connection answered before is protected between its
+  requests for ``frame_timeout_s`` (its session lives on the connection). ``admit_connection`` hands
+  one out and counts it.
+* the memory budget (``budget.py``) across connections, and glibc's heap set so that RSS follows it
+  (``heap.py``);
 * ``stats`` counts what happened (connections, requests, errors, refusals ...) under one lock, for logs
   and tests.
 """
@@ -17,12 +23,15 @@ arguments, check them the same way and are started and stopped the same way:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, ClassVar, Self, TypedDict
 
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.wire.budget import DEFAULT_BUDGET_WAIT_S, DEFAULT_MAX_PENDING_BYTES, MemoryBudget
 from robofollow_ros.policy.wire.common import DEFAULT_FRAME_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS
+from robofollow_ros.policy.wire.heap import bound_heap
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions
+from robofollow_ros.policy.wire.slots import ConnectionSlots, Slot
 
 
 class ServerSettings(TypedDict, total=False):
@@ -60,6 +69,7 @@ class PolicyServer:
         for name, seconds in (("idle_timeout_s", idle_timeout_s), ("frame_timeout_s", frame_timeout_s)):
             if not seconds > 0:
                 raise ValueError(f"{name}: expected > 0 seconds, got {seconds!r}")
+        bound_heap()  # freed request buffers go back to the system: RSS follows the budget (wire/heap.py)
         self.sessions = PolicySessions.coerce(policy)
         self.debug = debug
         #: What served, for logs and for the protocols that send it (openpi, vla-eval, gr00t).
@@ -70,6 +80,8 @@ class PolicyServer:
         self.budget_wait_s = float(budget_wait_s)
         #: The memory budget of all connections together (``wire/budget.py``).
         self.memory = MemoryBudget(max_pending_bytes)
+        #: The connection slots, reclaimable from idle and trickling connections (``wire/slots.py``).
+        self.slots = ConnectionSlots(max_connections, protect_s=self.frame_timeout_s)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.stats: dict[str, int] = dict.fromkeys(stats, 0)
@@ -77,6 +89,17 @@ class PolicyServer:
     def _count(self, key: str, n: int = 1) -> None:
         with self._lock:
             self.stats[key] += n
+
+    def admit_connection(self, close: Callable[[], None]) -> Slot | None:
+        """A slot for a new connection (``close`` shuts it down when reclaimed), or None: refuse it."""
+        slot = self.slots.admit(close)
+        with self._lock:
+            if slot is None:
+                self.stats["refused"] = self.stats.get("refused", 0) + 1
+            else:
+                self.stats["connections"] = self.stats.get("connections", 0) + 1
+                self.stats["peak_connections"] = max(self.stats.get("peak_connections", 0), len(self.slots))
+        return slot
 
     # ------------------------------------------------------------------ life cycle
     def serve_forever(self) -> None:

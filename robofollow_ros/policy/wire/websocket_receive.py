@@ -5,10 +5,17 @@ trickling one byte at a time would hold a handler forever. :func:`receive_messag
 for ``idle_timeout_s`` is closed normally (1000, naming the timeout); once part of a message has arrived
 (:func:`message_in_progress`), the whole of it must be there within ``frame_timeout_s`` — the trickle does
 not extend it — or the connection is closed with 1008 POLICY_VIOLATION.
+
+Connection slots (``wire/slots.py``): ``mark`` is told what the connection is doing, so that idle and
+trickling connections give their slot to a newcomer: ``IDLE`` while nothing of a message has arrived,
+``HEAD`` while less than :data:`HEAD_BYTES` of one have (a real client sends a frame's header and its first
+bytes at once), ``BUSY`` past that and while the handler answers. :func:`shut` is how a slot is reclaimed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import time
 from collections.abc import Callable
 
@@ -16,8 +23,26 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.sync.server import ServerConnection
 
+from robofollow_ros.policy.wire.slots import BUSY, HEAD, IDLE
+
 #: How often a waiting handler looks whether a message has started arriving (its deadline starts then).
 POLL_S = 0.25
+#: Bytes of a message after which its connection is busy (never reclaimed), not merely opening a message.
+HEAD_BYTES = 64 * 1024
+
+
+def shut(ws: ServerConnection) -> None:
+    """Reclaim a connection's slot: shut its socket down; the handler sees the connection closed and ends."""
+    with contextlib.suppress(OSError):
+        ws.socket.shutdown(socket.SHUT_RDWR)
+
+
+def message_progress(ws: ServerConnection) -> int:
+    """Bytes of the next message that have arrived (unparsed bytes plus earlier fragments; 0 if unknown)."""
+    protocol = ws.protocol
+    reader = getattr(protocol, "reader", None)
+    buffered = len(getattr(reader, "buffer", b"")) if reader is not None else 0
+    return buffered + int(getattr(protocol, "current_size", None) or getattr(protocol, "cur_size", None) or 0)
 
 
 def message_in_progress(ws: ServerConnection) -> bool:
@@ -36,18 +61,27 @@ def message_in_progress(ws: ServerConnection) -> bool:
 
 def receive_message(ws: ServerConnection, idle_timeout_s: float, frame_timeout_s: float, *,
                     interrupted: Callable[[], bool] = lambda: False,
-                    on_deadline: Callable[[], None] = lambda: None) -> str | bytes | None:
+                    on_deadline: Callable[[], None] = lambda: None,
+                    mark: Callable[[str], None] = lambda state: None) -> str | bytes | None:
     """The next message, or None once the connection is closed: by the peer, by idleness, by a message
     overrunning its deadline (``on_deadline`` is called first, e.g. to count it), or because
-    ``interrupted()`` answered True at a poll (it closes the connection itself, or has had it refused)."""
+    ``interrupted()`` answered True at a poll (it closes the connection itself, or has had it refused).
+    ``mark`` gets the connection's slot state (module docstring)."""
     idle_until = time.monotonic() + idle_timeout_s
     message_until: float | None = None
+    state = IDLE
+    mark(IDLE)
     while True:
         if interrupted():
             return None
         now = time.monotonic()
         if message_until is None and message_in_progress(ws):
             message_until = now + frame_timeout_s
+        if message_until is not None and state != BUSY:
+            now_state = BUSY if message_progress(ws) >= HEAD_BYTES else HEAD
+            if now_state != state:
+                state = now_state
+                mark(state)
         until = idle_until if message_until is None else message_until
         if now >= until:
             if message_until is None:
@@ -57,8 +91,10 @@ def receive_message(ws: ServerConnection, idle_timeout_s: float, frame_timeout_s
                 ws.close(CloseCode.POLICY_VIOLATION, f"message not complete within {frame_timeout_s:g} s")
             return None
         try:
-            return ws.recv(timeout=min(POLL_S, until - now))
+            message = ws.recv(timeout=min(POLL_S, until - now))
         except TimeoutError:
             continue
         except ConnectionClosed:
             return None
+        mark(BUSY)
+        return message

@@ -15,15 +15,23 @@ Sessions (HTTP has no connection identity): a request's ``X-Session-ID`` header 
 (openvla-oft's, GR00T's clients) share one anonymous session, whose episode restarts whenever the
 instruction changes, on ``POST /reset`` and (``episode_per="auto"``) when the joints come back to the
 episode's start pose (``wire/episodes.py``; the server logs a warning once: these clients send no
-episode signal): run one such client per server. A session's episodes follow the same rules. At most
-``max_connections`` sessions live at once; the least recently used idle one is released for a new
-one, and one idle for ``idle_timeout_s`` is released too.
+episode signal): run one such client per server. A session's episodes follow the same rules. A token is
+the episode's bearer secret (ours: 64 random bits an episode); nothing else names a session. At most
+``max_connections`` sessions live at once; a new one takes the place of the least recently used one
+only when that one has been idle for ``frame_timeout_s`` (issue 36: 70 requests with other tokens
+evicted a client's episode at step 3) — else the request is answered 503 busy — and one idle for
+``idle_timeout_s`` is released too.
 
-Bounds: ``max_connections`` open connections (the next one gets 503 and is closed); each read of
-the request line and headers waits at most ``idle_timeout_s`` / ``frame_timeout_s`` (headers are
-also bounded by ``http.server``: 64 KiB a line, 100 lines); the body needs ``Content-Length``, at
-most ``max_body_bytes``, and must arrive within ``frame_timeout_s`` of the headers (a deadline, not
-an idle timeout). Body bytes are charged to the server's memory budget (``wire/budget.py``) as
+Bounds: ``max_connections`` connection slots (``wire/slots.py``): when all are taken a new connection
+reclaims the longest-idle one (a socket waiting for its next request, or one that never sent
+anything), else one that has trickled its request line and headers for over a second; only when every
+slot is answering a request is it refused (503). The request line waits ``idle_timeout_s`` for its
+first byte; from that byte on, the request line, the headers and the body share one deadline,
+``frame_timeout_s`` (issue 36: a header trickle stayed open for 40 s at an 8 s frame timeout). Headers
+are also bounded by ``http.server`` (64 KiB a line, 100 lines); the body needs ``Content-Length``, at
+most ``max_body_bytes``. A refusal (503, 408, 413, ...) is written, then the rest of the request is read
+and dropped (within the deadline, ``max_body_bytes`` at most) before the close, so the client reads the
+refusal instead of a broken pipe. Body bytes are charged to the server's memory budget (``wire/budget.py``) as
 they arrive, and what decoding builds before it is decoded. Binds 127.0.0.1 by default;
 ``stop()`` closes the listener and every open connection, then the policies.
 """
@@ -31,6 +39,7 @@ they arrive, and what decoding builds before it is decoded. Binds 127.0.0.1 by d
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import socket
@@ -50,10 +59,13 @@ from robofollow_ros.policy.wire.common import WireFormatError, describe_error
 from robofollow_ros.policy.wire.episodes import EpisodeStarts, check_episode_rule
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session, SessionsBusyError
+from robofollow_ros.policy.wire.slots import BUSY, HEAD, IDLE, ConnectionSlots, Slot
 
 LOG = logging.getLogger(__name__)
 SESSION_HEADER = "X-Session-ID"
 _READ = 256 * 1024
+#: Refusals answered at once, each reading and dropping the refused request for up to 5 s.
+_REFUSERS = 64
 
 
 class _HttpError(Exception):
@@ -73,8 +85,10 @@ class _Entry:
 class _SessionTable:
     """Session token → policy session; bounded, least recently used idle ones released first."""
 
-    def __init__(self, sessions: PolicySessions, limit: int, idle_s: float, episode_per: str = "auto") -> None:
-        self.sessions, self.limit, self.idle_s, self.episode_per = sessions, limit, idle_s, episode_per
+    def __init__(self, sessions: PolicySessions, limit: int, idle_s: float, protect_s: float,
+                 episode_per: str = "auto") -> None:
+        self.sessions, self.limit, self.idle_s, self.protect_s = sessions, limit, idle_s, protect_s
+        self.episode_per = episode_per
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -100,7 +114,8 @@ class _SessionTable:
             else:
                 spare, entry = None, _Entry(session, EpisodeStarts(self.episode_per))
                 while len(self._entries) >= self.limit:
-                    idle = next((k for k, e in self._entries.items() if not e.lock.locked()), None)
+                    idle = next((k for k, e in self._entries.items()
+                                 if not e.lock.locked() and now - e.used > self.protect_s), None)
                     if idle is None:
                         spare = session
                         break
@@ -112,8 +127,9 @@ class _SessionTable:
         if spare is not None:
             self.sessions.release(spare)
             if key not in self._entries:
-                raise SessionsBusyError(f"server busy: {self.limit} sessions are running requests "
-                                        "(--max-connections); try again later")
+                raise SessionsBusyError(f"server busy: {self.limit} sessions are in use (each kept "
+                                        f"{self.protect_s:g} s after its last request; --max-connections); "
+                                        "try again later")
         return entry
 
     def drop(self, key: str, entry: _Entry | None = None) -> bool:
@@ -150,8 +166,10 @@ class ActPolicyServer(PolicyServer):
                                         "peak_connections"), **settings)
         self.preset = PRESETS[preset]
         self.max_body_bytes = int(max_body_bytes)
-        self.table = _SessionTable(self.sessions, self.max_connections, self.idle_timeout_s, self.episode_per)
-        self._open: set[socket.socket] = set()
+        self.table = _SessionTable(self.sessions, self.max_connections, self.idle_timeout_s, self.frame_timeout_s,
+                                   self.episode_per)
+        self.slots = ConnectionSlots(self.max_connections)
+        self._open: dict[socket.socket, Slot] = {}
         self._httpd = _Listener((host, port), _handler_class(self), self)
         self.address: tuple[str, int] = self._httpd.server_address[:2]  # type: ignore[assignment]
 
@@ -176,18 +194,28 @@ class ActPolicyServer(PolicyServer):
 
     # ------------------------------------------------------------------ connections
     def admit(self, conn: socket.socket) -> bool:
+        """A slot for ``conn``: a free one, or one reclaimed from an idle or trickling connection."""
+        slot = self.slots.admit(lambda: _shut(conn))
         with self._lock:
-            if len(self._open) >= self.max_connections:
+            if slot is None:
                 self.stats["refused"] += 1
                 return False
-            self._open.add(conn)
+            self._open[conn] = slot
             self.stats["connections"] += 1
-            self.stats["peak_connections"] = max(self.stats["peak_connections"], len(self._open))
+            self.stats["peak_connections"] = max(self.stats["peak_connections"], len(self.slots))
             return True
+
+    def mark(self, conn: socket.socket, state: str) -> None:
+        with self._lock:
+            slot = self._open.get(conn)
+        if slot is not None:
+            self.slots.mark(slot, state)
 
     def leave(self, conn: socket.socket) -> None:
         with self._lock:
-            self._open.discard(conn)
+            slot = self._open.pop(conn, None)
+        if slot is not None:
+            self.slots.release(slot)
 
     # ------------------------------------------------------------------ requests
     def act(self, body: bytes, session_key: str, charge: Any) -> tuple[bytes, bool]:
@@ -236,24 +264,43 @@ class ActPolicyServer(PolicyServer):
 class _Listener(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    #: The listen backlog: socketserver's 5 dropped the SYNs of a burst of clients, each retried a second later.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], owner: ActPolicyServer) -> None:
         self.owner = owner
+        self._refusers = threading.BoundedSemaphore(_REFUSERS)
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.owner.admit(request):
-            body = (f'{{"error": "server busy: {self.owner.max_connections} connections are open, the limit '
-                    '(--max-connections); try again later"}').encode()
-            try:
-                request.settimeout(1.0)
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                                b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-            except OSError:
-                pass
-            self.shutdown_request(request)
+            # Answered on a thread of its own: the refusal waits for the request it refuses (read and dropped,
+            # so the client reads the 503, not a broken pipe), and the listener must not. At most
+            # _REFUSERS at once; beyond them a refusal is written and the socket closed at once.
+            if self._refusers.acquire(blocking=False):
+                threading.Thread(target=self._refuse, args=(request, True), name="act-refusal", daemon=True).start()
+            else:
+                self._refuse(request, False)
             return
         super().process_request(request, client_address)
+
+    def _refuse(self, request: socket.socket, drain: bool) -> None:
+        body = (f'{{"error": "server busy: {self.owner.max_connections} connections are answering requests, the '
+                'limit (--max-connections); try again later"}').encode()
+        try:
+            request.settimeout(1.0)
+            request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                            b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            if drain:
+                _drain_then_close(request, time.monotonic() + min(self.owner.frame_timeout_s, 5.0),
+                                  self.owner.max_body_bytes + 65536)
+        except OSError:
+            pass
+        finally:
+            if drain:
+                self._refusers.release()
+        with contextlib.suppress(OSError):
+            request.close()
 
     def shutdown_request(self, request: Any) -> None:
         self.owner.leave(request)
@@ -273,12 +320,31 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.connection.settimeout(self.server_ref.idle_timeout_s)  # waiting for the next request line
+        self._reader = _DeadlineReader(self.connection)
+        self.rfile = self._buffered = io.BufferedReader(self._reader, 65536)  # every read under the deadline
+        self.deadline = 0.0
+
+    def handle_one_request(self) -> None:
+        """Wait ``idle_timeout_s`` for a request's first byte; from it on, everything shares the frame deadline."""
+        owner = self.server_ref
+        owner.mark(self.connection, IDLE)
+        self._reader.deadline = None
+        self.connection.settimeout(owner.idle_timeout_s)
+        try:
+            first = self._buffered.peek(1)
+        except (TimeoutError, OSError):
+            self.close_connection = True
+            return
+        if not first:
+            self.close_connection = True
+            return
+        self.deadline = self._reader.deadline = time.monotonic() + owner.frame_timeout_s
+        owner.mark(self.connection, HEAD)
+        super().handle_one_request()
 
     def parse_request(self) -> bool:
-        self.connection.settimeout(self.server_ref.frame_timeout_s)  # the headers, once a request started
-        self.deadline = time.monotonic() + self.server_ref.frame_timeout_s
-        ok = super().parse_request()
+        ok = super().parse_request()  # the request line and headers, read under the deadline
+        self.server_ref.mark(self.connection, BUSY)
         return ok
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -328,9 +394,12 @@ class _Handler(BaseHTTPRequestHandler):
         except _HttpError as exc:
             self.close_connection = exc.status in (408, 411, 413)
             self._send(exc.status, owner.error_body(exc))
+            if self.close_connection:
+                self._drop_rest()
         except (MemoryBudgetError, SessionsBusyError) as exc:
             self.close_connection = True
             self._send(503, owner.error_body(exc))
+            self._drop_rest()
         except (WireFormatError, ObservationError) as exc:
             self._send(400, owner.error_body(exc))
         except (ConnectionError, TimeoutError):
@@ -339,6 +408,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, owner.error_body(exc))
         finally:
             hold.close()
+
+    def _drop_rest(self) -> None:
+        """After a refusal that closes: read and drop what the client is still sending (within the deadline,
+        ``max_body_bytes`` at most), so it reads the refusal rather than a reset."""
+        deadline = max(self.deadline, time.monotonic() + 1.0)
+        self._reader.deadline = deadline
+        with contextlib.suppress(OSError):
+            self.wfile.flush()
+            _drain_then_close(self.connection, deadline, self.server_ref.max_body_bytes + 65536, reader=self.rfile)
 
     def _drain_body(self, hold: Any) -> bytes:
         """The body, read against the deadline and charged to the budget as it arrives."""
@@ -375,3 +453,51 @@ class _Handler(BaseHTTPRequestHandler):
             parts.append(chunk)
             got += len(chunk)
         return b"".join(parts)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket's bytes, each read bounded by what is left of the request's deadline (None: the socket's
+    own timeout, the idle wait between requests). ``http.server`` reads the request line and the headers
+    in many small reads, each with a fresh timeout: a trickle of one byte a second never timed out."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self.sock = sock
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("request not complete within the frame timeout")
+            self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
+
+
+def _shut(conn: socket.socket) -> None:
+    """Reclaim a connection's slot: its handler wakes to an end of stream and ends."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)
+
+
+def _drain_then_close(conn: socket.socket, deadline: float, limit: int, reader: Any = None) -> None:
+    """Stop writing, then read and drop what the peer still sends until it stops, ``deadline`` or ``limit``
+    bytes: a socket closed with unread bytes resets the connection, and the peer may lose the reply."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)
+    got = 0
+    while got < limit:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        conn.settimeout(left)
+        try:
+            chunk = reader.read1(65536) if reader is not None else conn.recv(65536)
+        except (TimeoutError, OSError):
+            return
+        if not chunk:
+            return
+        got += len(chunk)

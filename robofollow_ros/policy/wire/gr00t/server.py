@@ -20,7 +20,12 @@ pool of ``max_connections`` threads while one I/O thread owns the socket. A clie
 flight at a time (a second is refused), at most ``max_connections`` clients hold sessions (the next is
 told ``server busy``), and a client idle for ``idle_timeout_s`` loses its session (released for reuse).
 A client that reopens its socket is a new client with a fresh session (our ``api=n1.5`` client resets
-that way; N1.5 has no reset endpoint).
+that way; N1.5 has no reset endpoint). A client whose connection closes loses its session at once
+(issue 36: 70 short-lived clients held every session until the idle timeout): a socket monitor reports
+each TCP connection accepted and closed by its descriptor, each message says which descriptor it came
+on (``ZMQ_SRCFD``), and a closed descriptor's clients are released (after the answer, if one is being
+computed). Descriptors are reused, so each client records which connection on its descriptor it came
+on (the count of accepts seen, read after its message: the accept is reported before any message).
 
 Bounds: ``ZMQ_MAXMSGSIZE`` (libzmq drops a peer that sends more; nothing reaches us), ``RCVHWM``
 per peer, the ZMTP handshake within ``frame_timeout_s`` (libzmq assembles each message itself, so
@@ -38,6 +43,7 @@ import hmac
 import logging
 import os
 import queue
+import struct
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -81,6 +87,9 @@ class _Client:
     instruction: str | None = None
     fresh: bool = True  # reset (or new) and no get_action since: no reset needed on the first instruction
     n15: bool = False  # its last get_action was N1.5's flat form: ModalityConfig as JSON text, as N1.5 decodes
+    #: The TCP connection it came on: (descriptor, which accept on that descriptor), None when unknown.
+    connection: tuple[int, int] | None = None
+    gone: bool = False  # its connection closed while a call was running: released when the call ends
 
 
 class Gr00tPolicyServer(PolicyServer):
@@ -93,7 +102,8 @@ class Gr00tPolicyServer(PolicyServer):
                  *, api_token: str | None = None, keys: Gr00tKeyMap | None = None,
                  action_horizon: int | None = None, modality_form: str = "auto",
                  max_message_bytes: int = GR00T_MAX_MESSAGE_BYTES, **settings: Unpack[ServerSettings]) -> None:
-        super().__init__(policy, stats=("requests", "errors", "refused", "clients", "peak_clients"), **settings)
+        super().__init__(policy, stats=("requests", "errors", "refused", "clients", "peak_clients",
+                                                  "closed_clients"), **settings)
         self.api_token = api_token if api_token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.keys = keys or key_map()
         self.max_message_bytes = max_message_bytes
@@ -126,6 +136,10 @@ class Gr00tPolicyServer(PolicyServer):
                           f"cannot bind tcp://{host}:{port} ({exc})") from None
         endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.address: tuple[str, int] = (host, int(endpoint.rsplit(":", 1)[1]))
+        #: Connections accepted / closed so far per descriptor (the socket monitor's events).
+        self._accepted: dict[int, int] = {}
+        self._closed: dict[int, int] = {}
+        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self, join_timeout_s: float = 10.0) -> None:
@@ -138,6 +152,11 @@ class Gr00tPolicyServer(PolicyServer):
         self.sessions.close()
 
     def _close_all(self) -> None:
+        monitor = getattr(self, "_monitor", None)
+        if monitor is not None:
+            with contextlib.suppress(zmq.ZMQError):
+                self._socket.disable_monitor()
+            monitor.close(linger=0)
         self._socket.close(linger=0)
         self._context.term()
         for fd in (self._wake_r, self._wake_w):
@@ -154,6 +173,7 @@ class Gr00tPolicyServer(PolicyServer):
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
         while not self._stop.is_set():
             events = dict(poller.poll(_TICK_MS))
             if self._wake_r in events:
@@ -162,11 +182,42 @@ class Gr00tPolicyServer(PolicyServer):
             if self._socket in events:
                 for _ in range(64):  # a burst, then replies get their turn
                     try:
-                        frames = self._socket.recv_multipart(zmq.NOBLOCK, copy=True)
+                        parts = self._socket.recv_multipart(zmq.NOBLOCK, copy=False)
                     except zmq.Again:
                         break
-                    self._dispatch(frames)
+                    self._read_monitor()  # the accept of this message's connection was reported before it
+                    self._dispatch([p.bytes for p in parts], _source_fd(parts[-1]))
+            self._read_monitor()
             self._expire_idle()
+
+    def _read_monitor(self) -> None:
+        """Count accepted and closed connections per descriptor; release the clients of a closed one."""
+        while True:
+            try:
+                frames = self._monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            event, fd = struct.unpack("=hi", frames[0][:6])
+            if event == zmq.EVENT_ACCEPTED:
+                self._accepted[fd] = self._accepted.get(fd, 0) + 1
+            elif event == zmq.EVENT_DISCONNECTED:
+                self._closed[fd] = self._closed.get(fd, 0) + 1
+                self._release_connection((fd, self._closed[fd]))
+
+    def _release_connection(self, connection: tuple[int, int]) -> None:
+        with self._lock:
+            gone = [ident for ident, c in self._clients.items() if c.connection == connection]
+            released = []
+            for ident in gone:
+                client = self._clients[ident]
+                if client.busy:
+                    client.gone = True  # released by its worker when the call ends
+                else:
+                    released.append(self._clients.pop(ident))
+            self.stats["closed_clients"] += len(gone)
+        for client in released:
+            if client.session is not None:
+                self.sessions.release(client.session)
 
     def _send_replies(self) -> None:
         while True:
@@ -179,7 +230,7 @@ class Gr00tPolicyServer(PolicyServer):
             except zmq.ZMQError as exc:  # the client is gone (EHOSTUNREACH) or not reading (EAGAIN)
                 LOG.info("reply not delivered: %s", exc)
 
-    def _dispatch(self, frames: list[bytes]) -> None:
+    def _dispatch(self, frames: list[bytes], fd: int | None = None) -> None:
         if len(frames) < 2:
             return
         identity, payload = frames[0], frames[-1]
@@ -194,6 +245,8 @@ class Gr00tPolicyServer(PolicyServer):
                                "(--max-connections); try again later")
                 else:
                     client = self._clients[identity] = _Client()
+                    if fd is not None and self._accepted.get(fd):
+                        client.connection = (fd, self._accepted[fd])
                     self.stats["clients"] += 1
                     self.stats["peak_clients"] = max(self.stats["peak_clients"], len(self._clients))
             elif client.busy:
@@ -248,6 +301,12 @@ class Gr00tPolicyServer(PolicyServer):
             with self._lock:
                 client.busy = False
                 client.last_seen = time.monotonic()
+                identity = envelope[0]
+                gone = client.gone and self._clients.get(identity) is client
+                if gone:
+                    del self._clients[identity]
+            if gone and client.session is not None:
+                self.sessions.release(client.session)
         self._replies.put((envelope, reply))
         with contextlib.suppress(OSError):  # stopped meanwhile
             os.write(self._wake_w, b"x")
@@ -311,3 +370,11 @@ class Gr00tPolicyServer(PolicyServer):
             LOG.warning("get_modality_config: the policy declares no chunk_size and has answered no get_action "
                         "yet; action.delta_indices says one row (give the server action_horizon)")
         return 1
+
+def _source_fd(frame: zmq.Frame) -> int | None:
+    """The descriptor of the TCP connection a message came on (``ZMQ_SRCFD``), None where libzmq gives none."""
+    try:
+        fd = int(frame.get(zmq.SRCFD))
+    except (zmq.ZMQError, AttributeError, TypeError, ValueError):
+        return None
+    return fd if fd >= 0 else None

@@ -63,7 +63,7 @@ from robofollow_ros.policy.wire.openpi.codec import (
 from robofollow_ros.policy.wire.openpi.observation import from_openpi_observation
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
-from robofollow_ros.policy.wire.websocket_receive import receive_message
+from robofollow_ros.policy.wire.websocket_receive import receive_message, shut
 
 LOG = logging.getLogger(__name__)
 INTERNAL_ERROR_REASON = "Internal server error. Traceback included in previous frame."
@@ -267,24 +267,21 @@ class OpenpiPolicyServer(PolicyServer):
         return None
 
     def _handle(self, ws: ServerConnection) -> None:
-        with self._lock:
-            admitted = self._open < self.max_connections
-            if admitted:
-                self._open += 1
-                self.stats["connections"] += 1
-                self.stats["peak_connections"] = max(self.stats["peak_connections"], self._open)
-            else:
-                self.stats["refused"] += 1
-        if not admitted:
+        slot = self.admit_connection(lambda: shut(ws))
+        if slot is None:
             ws.close(CloseCode.TRY_AGAIN_LATER, f"server busy: {self.max_connections} connections are open, "
                                                 "the limit (--max-connections); try again later")
             return
+        ws.slot = slot  # type: ignore[attr-defined]
+        with self._lock:
+            self._open += 1
         session: Session | None = None
         try:
             session = self._serve(ws)
         finally:
             if session is not None:
                 self.sessions.release(session)
+            self.slots.release(slot)
             with self._lock:
                 self._open -= 1
 
@@ -294,7 +291,8 @@ class OpenpiPolicyServer(PolicyServer):
         # interrupted once refused for memory: the reading thread has told the client and ends the stream
         return receive_message(ws, self.idle_timeout_s, self.frame_timeout_s,
                                interrupted=lambda: meter is not None and meter.refusal is not None,
-                               on_deadline=lambda: self._count("timeouts"))
+                               on_deadline=lambda: self._count("timeouts"),
+                               mark=lambda state: self.slots.mark(ws.slot, state))  # type: ignore[attr-defined]
 
     def _serve(self, ws: ServerConnection) -> Session | None:
         session: Session | None = None

@@ -24,7 +24,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from robofollow_ros.jsonlimits import JsonLimits, structure_counts
 from robofollow_ros.policy.interface import PolicyError
@@ -122,9 +122,12 @@ class FrameDeadline:
             raise FrameTimeoutError(f"frame: not complete within {self.timeout_s:g} s") from exc
 
 
-def recv_header(sock: socket.socket, idle_timeout_s: float | None,
-                frame_timeout_s: float | None) -> tuple[int, FrameDeadline] | None:
-    """The validated length of the next frame and its deadline, or ``None`` on a clean close."""
+def recv_header(sock: socket.socket, idle_timeout_s: float | None, frame_timeout_s: float | None,
+                on_first_byte: Callable[[], None] | None = None) -> tuple[int, FrameDeadline] | None:
+    """The validated length of the next frame and its deadline, or ``None`` on a clean close.
+
+    ``on_first_byte`` is called once the frame's first byte came (a server marks its connection slot: from
+    then on the connection is asking for something, ``wire/slots.py``)."""
     sock.settimeout(idle_timeout_s)
     header = bytearray(_HEADER.size)
     view = memoryview(header)
@@ -132,6 +135,8 @@ def recv_header(sock: socket.socket, idle_timeout_s: float | None,
     if got == 0:
         return None
     deadline = FrameDeadline(frame_timeout_s)  # the clock starts at the frame's first byte
+    if on_first_byte is not None:
+        on_first_byte()
     while got < _HEADER.size:
         n = deadline.recv_into(sock, view[got:])
         if n == 0:

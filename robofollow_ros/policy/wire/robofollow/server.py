@@ -6,8 +6,12 @@ many evaluator workers can share one server without changing each other's scores
 client blocks nobody. Bounds a hostile or broken peer cannot stretch (issue 23: one client cannot
 stall the others):
 
-- ``max_connections`` open at once; every connection over it gets the framed error reply naming
-  the limit *before* the close, even in a burst: one refusal thread answers them all without
+- ``max_connections`` connection slots (``wire/slots.py``): when all are taken a new connection
+  reclaims the longest-idle one that never asked for anything (or one idle between requests for
+  longer than ``frame_timeout_s``), else one that has trickled a frame's 4-byte length for over a
+  second (issue 36: 64 silent sockets held every slot for the idle timeout); only when every slot is
+  receiving or answering a request is the newcomer refused. A refused connection gets the framed
+  error reply naming the limit *before* the close, even in a burst: one refusal thread answers them all without
   blocking, half-closes, reads (and drops) what the client sends until it hangs up or
   ``REFUSAL_LINGER_S`` pass, and only then closes, so the close carries no reset;
 - ``idle_timeout_s`` for the first byte of a request, then a deadline of ``frame_timeout_s`` for the
@@ -54,6 +58,7 @@ from robofollow_ros.policy.wire.robofollow.framing import (
 )
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session, SessionsBusyError
+from robofollow_ros.policy.wire.slots import BUSY, HEAD, IDLE, Slot
 
 LOG = logging.getLogger(__name__)
 __all__ = ["RoboFollowTcpServer", "ServerBusyError"]
@@ -227,17 +232,19 @@ class RoboFollowTcpServer(PolicyServer):
             if self._stop.is_set():
                 conn.close()
                 return
-            if len(self._open) >= self.max_connections:
+            slot = self.slots.admit(lambda: _shut(conn))
+            if slot is None:
                 self.stats["refused"] += 1
-                busy = ServerBusyError(f"server busy: {len(self._open)} connections are open, the limit "
-                                       f"(max_connections / --max-connections); try again later")
+                busy = ServerBusyError(f"server busy: {self.max_connections} connections are open, the limit "
+                                       "(max_connections / --max-connections), none idle long enough to be "
+                                       "reclaimed; try again later")
                 self._refusals.refuse(conn, self._error_reply(busy, lock=False))
                 return
-            thread = threading.Thread(target=self._run_connection, args=(conn,), name="robofollow-tcp-conn",
+            thread = threading.Thread(target=self._run_connection, args=(conn, slot), name="robofollow-tcp-conn",
                                       daemon=True)
             self._open[conn] = thread
             self.stats["connections"] += 1
-            self.stats["peak_connections"] = max(self.stats["peak_connections"], len(self._open))
+            self.stats["peak_connections"] = max(self.stats["peak_connections"], len(self.slots))
         thread.start()
 
     def stop(self, join_timeout_s: float = 10.0) -> None:
@@ -265,32 +272,36 @@ class RoboFollowTcpServer(PolicyServer):
             return len(self._open)
 
     # ------------------------------------------------------------------ one connection
-    def _run_connection(self, conn: socket.socket) -> None:
+    def _run_connection(self, conn: socket.socket, slot: Slot) -> None:
         session: Session | None = None
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            session = self._serve_connection(conn)
+            session = self._serve_connection(conn, slot)
         finally:
+            self.slots.release(slot)
             if session is not None:
                 self.sessions.release(session)
             conn.close()
             with self._lock:
                 self._open.pop(conn, None)
 
-    def _serve_connection(self, conn: socket.socket) -> Session | None:
+    def _serve_connection(self, conn: socket.socket, slot: Slot) -> Session | None:
         session: Session | None = None
         while not self._stop.is_set():
+            self.slots.mark(slot, IDLE)
             try:
-                header = recv_header(conn, self.idle_timeout_s, self.frame_timeout_s)
+                header = recv_header(conn, self.idle_timeout_s, self.frame_timeout_s,
+                                     on_first_byte=lambda: self.slots.mark(slot, HEAD))
             except WireFormatError as exc:  # bad length: drop silently, like the reference
                 LOG.warning("dropping connection: %s", exc)
                 self._count("dropped")
                 return session
-            except (PeerClosedError, OSError) as exc:  # timeouts included
+            except (PeerClosedError, OSError) as exc:  # timeouts included (and a slot reclaimed mid-header)
                 LOG.info("connection ended: %s", exc)
                 return session
-            if header is None:
+            if header is None or slot.reclaimed:
                 return session
+            self.slots.mark(slot, BUSY)
             length, deadline = header
             with self.memory.hold(large=length > SMALL_REQUEST_BYTES) as hold:
                 try:
@@ -375,3 +386,9 @@ class RoboFollowTcpServer(PolicyServer):
                 raise WireFormatError(f"request obs: predict needs an observation object, got {type(obs).__name__}")
             return session.predict(validate_observation(obs))
         raise PolicyError(f"request cmd: unknown command {cmd[:64]!r}; expected reset, set_instruction or predict")
+
+
+def _shut(conn: socket.socket) -> None:
+    """Reclaim a connection's slot: its handler wakes to an end of stream and ends."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)

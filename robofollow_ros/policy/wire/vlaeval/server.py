@@ -70,7 +70,7 @@ from robofollow_ros.policy.wire.vlaeval.codec import (
 )
 from robofollow_ros.policy.wire.vlaeval.observation import from_vlaeval_observation
 from robofollow_ros.policy.wire.vlaeval.specs import ACTION_SPEC, OBSERVATION_SPEC
-from robofollow_ros.policy.wire.websocket_receive import receive_message
+from robofollow_ros.policy.wire.websocket_receive import receive_message, shut
 
 LOG = logging.getLogger(__name__)
 MEMORY_REFUSAL_REASON = "server busy: memory budget full (max_pending_bytes); try again later"
@@ -133,18 +133,14 @@ class VlaEvalPolicyServer(PolicyServer):
         return None
 
     def _handle(self, ws: ServerConnection) -> None:
-        with self._lock:
-            admitted = self._open < self.max_connections
-            if admitted:
-                self._open += 1
-                self.stats["connections"] += 1
-                self.stats["peak_connections"] = max(self.stats["peak_connections"], self._open)
-            else:
-                self.stats["refused"] += 1
-        if not admitted:
+        slot = self.admit_connection(lambda: shut(ws))
+        if slot is None:
             ws.close(CloseCode.TRY_AGAIN_LATER, f"server busy: {self.max_connections} connections are open, "
                                                 "the limit (--max-connections); try again later")
             return
+        ws.slot = slot  # type: ignore[attr-defined]
+        with self._lock:
+            self._open += 1
         episode = _Episode()
         hold = self.memory.hold()
         try:
@@ -153,6 +149,7 @@ class VlaEvalPolicyServer(PolicyServer):
             hold.close()
             if episode.session is not None:
                 self.sessions.release(episode.session)
+            self.slots.release(slot)
             with self._lock:
                 self._open -= 1
 
@@ -166,7 +163,8 @@ class VlaEvalPolicyServer(PolicyServer):
             return False
 
         return receive_message(ws, self.idle_timeout_s, self.frame_timeout_s, interrupted=stopping,
-                               on_deadline=lambda: self._count("timeouts"))
+                               on_deadline=lambda: self._count("timeouts"),
+                               mark=lambda state: self.slots.mark(ws.slot, state))  # type: ignore[attr-defined]
 
     def _serve(self, ws: ServerConnection, episode: _Episode, hold: Hold) -> None:
         while (message := self._receive(ws)) is not None:
