@@ -81,10 +81,14 @@ def test_every_cell_carries_n_and_the_wilson_interval_of_its_completions(tmp_pat
     l0 = cells["S1"]["L0"]
     assert l0["IS"] == pytest.approx(100 * 3 / 7)
     assert 0.0 <= l0["IS_ci95"][0] < l0["IS"] < l0["IS_ci95"][1] <= 100.0  # a bootstrap of 0/1 scores: inside [0, 100]
-    assert cells["S1"]["L1"]["IS_ci95"] == [0.0, 0.0]  # every score 0: the bootstrap of the mean is a point
+    # every score 0: the bootstrap collapses, so the interval is the Wilson bound at the mean (0 of 5), named
+    assert cells["S1"]["L1"]["IS_ci95"] == pytest.approx(wilson(0, 5), abs=1e-9)
+    assert cells["S1"]["L1"]["IS_method"] == "Wilson bound at the mean" and l0["IS_method"] == "bootstrap over tasks"
+    assert cells["S2"]["L0"]["IS_ci95"] == pytest.approx(wilson(4, 4), abs=1e-9)  # every score 1
     mean = cells["mean"]["L0"]  # unweighted over S1 and S2, n summed
     assert mean["n"] == 11 and mean["CR"] == pytest.approx((l0["CR"] + 100.0) / 2)
-    assert mean["CR_ci95"][0] <= mean["CR"] <= mean["CR_ci95"][1]
+    assert mean["CR_ci95"] == pytest.approx(wilson(7, 11), abs=1e-9)  # Wilson on the completions, n summed
+    assert cells["mean"]["L1"]["CR_ci95"] == pytest.approx(wilson(0, 5), abs=1e-9)
 
     assert main(["report", str(run), "--no-plot", "--bootstrap", BOOT, "--compare", "PI05"]) == 0
     out = capsys.readouterr().out
@@ -93,6 +97,10 @@ def test_every_cell_carries_n_and_the_wilson_interval_of_its_completions(tmp_pat
     lo, hi = wilson(3, 7)
     row = next(line for line in out.splitlines() if re.match(r"S1\s+L0\s+7\s", line))
     assert "3/7" in row and f"[{lo:.1f}, {hi:.1f}]" in row
+    lo, hi = wilson(0, 5)
+    row = next(line for line in out.splitlines() if re.match(r"S1\s+L1\s+5\s", line))
+    assert f"[{lo:.1f}, {hi:.1f}]*" in row  # the fallback is marked, and the footnote says what the mark means
+    assert "* = every resample equal, so the Wilson bound at the mean" in out and "bootstrap" in out
     assert "warning: this run is a subset of the protocol" in out  # beside published, full-protocol rows
 
 
