@@ -217,12 +217,13 @@ def test_compare_runs_columns_line_up_whatever_the_values():
     names = ("runs/a-long-policy-name", "B")
     text = format_comparison(compare_runs(a, b, n_resamples=200, names=names), names)
     lines = text.splitlines()
-    header, rule, rows = lines[1], lines[2], lines[3:]
+    header, rule, rows, note = lines[1], lines[2], lines[3:-1], lines[-1]
     assert set(rule) == {"-"} and len(rule) == len(header)
+    assert note.startswith("95 % intervals: CR Wilson") and "IS Δ, ES Δ percentile bootstrap" in note
     columns = re.split(r"\s{2,}", header.strip())
-    assert len(columns) == 13
-    for row in rows:  # every cell of every row parses back into the 13 columns
-        assert len(re.split(r"\s{2,}", row.strip())) == 13, row
+    assert len(columns) == 15
+    for row in rows:  # every cell of every row parses back into the 15 columns
+        assert len(re.split(r"\s{2,}", row.strip())) == 15, row
     # right-aligned numeric columns end where their header ends
     for name in ("pairs", "IS Δ", "ES Δ", "complete A/B", "McNemar p"):
         end = header.index(name) + len(name)
@@ -230,3 +231,4 @@ def test_compare_runs_columns_line_up_whatever_the_values():
             assert row[end - 1] != " " and (end == len(row) or row[end] == " "), (name, row)
     s2 = next(r for r in rows if r.startswith("S2/L0"))
     assert "-100.0" in s2 and "3/0" in s2
+    assert re.search(rf"\[{wilson(3, 3)[0]:.0f}, 100\]\s+\[0, {wilson(0, 3)[1]:.0f}\]$", s2)  # each run's, Wilson

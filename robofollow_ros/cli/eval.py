@@ -182,11 +182,12 @@ def resume_command(args: argparse.Namespace) -> str:
 def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import UnknownTaskError
     from robofollow_ros.evaluation.ray_pool import RayHeadLost
-    from robofollow_ros.evaluation.report import format_table, run_table
+    from robofollow_ros.evaluation.report_views import format_run_summary
     from robofollow_ros.evaluation.runner import run_evaluation
     from robofollow_ros.evaluation.worker_errors import WorkerStartError
     from robofollow_ros.policy.spec import PolicySpecError
     from robofollow_ros.rundir import OutputUnusableError, RunDirError
+    from robofollow_ros.rundir.atomic import read_json
 
     config = build_config(args)
     reach(config, config.policy)
@@ -220,7 +221,7 @@ def _eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(outcome.summary, indent=2))
     else:
-        print(format_table(run_table(outcome.summary), title=args.policy))
+        print(format_run_summary(read_json(outcome.run_dir / "results.json"), title=args.policy))
         if outcome.skipped:
             print(f"resumed: {outcome.skipped} trials were already recorded, {outcome.recorded} ran now")
         if outcome.requeued_trials:

@@ -10,7 +10,9 @@ Why these methods:
   to assume, so their interval is a seeded percentile bootstrap. With more than one round per task
   the rounds of a task are not independent (same task, same wording), so the bootstrap resamples
   *tasks* with all their rounds (a cluster bootstrap); with one round per task, or one task, it
-  resamples trials.
+  resamples trials. A cluster bootstrap over few tasks (2 or 3 in a small cell) has only a handful of
+  distinct resamples and runs narrow, so a clustered interval is never narrower than the bootstrap over
+  trials of the same scores: it spans both.
 * **Never a point for n > 0.** When every resample gives the same mean (every score equal, e.g. all
   0, or all 0.3), the bootstrap says nothing about n; the interval falls back to the **Wilson bound
   at the mean**: a score in [0, 1] with mean m has variance at most m(1 − m), the variance of a coin
@@ -38,11 +40,17 @@ _CHUNK = 1000
 #: A bootstrap interval narrower than this (in score units) is a point.
 _POINT = 1e-12
 
-#: The footnote every table with IS/ES/CR intervals prints (the mark * is the fallback's).
-FOOTNOTE = ("95 % intervals: CR Wilson score interval on completed/n; IS, ES percentile bootstrap "
-            "of the mean, over tasks (all rounds of a task together) when tasks have several rounds, else over "
-            f"trials; * = every resample equal, so the {WILSON_BOUND} (a score in [0, 1] varies at most as a "
-            "coin with that rate)")
+def footnote(scores: str = "IS, ES", of: str = "the mean") -> str:
+    """The footnote of a table with these intervals (the mark * is the fallback's)."""
+    return (f"95 % intervals: CR Wilson score interval on completed/n; {scores} percentile bootstrap of {of}, "
+            "over tasks (all rounds of a task together; never narrower than over trials) when tasks have several "
+            "rounds, else over trials; "
+            f"* = every resample equal, so the {WILSON_BOUND} (a score in [0, 1] varies at most as a coin with "
+            "that rate)")
+
+
+#: The footnote of a table of IS/ES/CR.
+FOOTNOTE = footnote()
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,7 @@ def _bound(mean: float, n: int, low: float, high: float) -> Interval:
 
 
 def _clusters(values: np.ndarray, clusters: Sequence[Hashable] | None) -> tuple[np.ndarray, np.ndarray, str]:
+    # the units, their per-unit sums and counts
     """Per-unit sums and counts of the bootstrap's units (tasks when they hold several trials)."""
     if clusters is not None and len(clusters) != values.size:
         raise ValueError(f"clusters: {len(clusters)} labels for {values.size} values")
@@ -141,15 +150,23 @@ def stratified_interval(groups: Sequence[tuple[Sequence[float], Sequence[Hashabl
     arrays = [np.asarray(v, dtype=np.float64) for v, _ in groups]
     if not arrays or any(a.ndim != 1 or a.size == 0 for a in arrays):
         raise ValueError("values: need at least one score in every group")
-    rng = np.random.default_rng(seed)
+    rng, by_trial = np.random.default_rng(seed), np.random.default_rng([seed, 1])
     total = np.zeros(n_resamples, dtype=np.float64)
+    trials = np.zeros(n_resamples, dtype=np.float64)
     methods = set()
     for a, (_, labels) in zip(arrays, groups, strict=True):
         sums, counts, method = _clusters(a, labels)
         methods.add(method)
         total += _resampled_means(sums, counts, n_resamples, rng)
-    total /= len(arrays)
-    lo, hi = _percentile(total, level)
+        if method == BOOT_TASKS:
+            trials += _resampled_means(a, np.ones_like(a), n_resamples, by_trial)
+    lo, hi = _percentile(total / len(arrays), level)
+    if BOOT_TASKS in methods:  # never narrower than over trials (few tasks: few distinct resamples)
+        for k, (a, (_, labels)) in enumerate(zip(arrays, groups, strict=True)):
+            if _clusters(a, labels)[2] != BOOT_TASKS:  # groups resampled by trial: the same draws for both
+                trials += _resampled_means(a, np.ones_like(a), n_resamples, np.random.default_rng([seed, 2, k]))
+        t_lo, t_hi = _percentile(trials / len(arrays), level)
+        lo, hi = min(lo, t_lo), max(hi, t_hi)
     if hi - lo <= _POINT:
         mean = float(np.mean([a.mean() for a in arrays]))
         return _bound(mean, sum(a.size for a in arrays), low, high)

@@ -186,10 +186,11 @@ def comparison_figure(run: Table, models: Mapping[str, Table], run_label: str = 
         n = (stats or {}).get(s, {}).get(level, {}).get("n")
         labels.append(f"{s}\n{level}" + (f"\nn={n}" if n is not None else ""))
     axes[-1].set_xticks(range(len(cells)), labels)
-    axes[0].legend(ncols=min(6, len(series)), loc="upper right", fontsize="small")
+    axes[0].legend(ncols=min(6, len(series)), loc="lower left", bbox_to_anchor=(0.0, 1.02), fontsize="small")
     title = "RoboFollow: intent (IS), execution (ES) and completion (CR) by scene and level"
     if stats:
-        title += "\nrun: n trials per cell, 95 % intervals (IS/ES bootstrap, CR Wilson); published: no intervals"
+        title += ("\nrun: n trials per cell, 95 % intervals (IS/ES bootstrap over tasks, or the Wilson bound where "
+                  "every score is equal; CR Wilson); published: no intervals")
     fig.suptitle(title)
     for i, warning in enumerate(warnings):
         fig.text(0.01, 0.005 + 0.022 * i, f"warning: {warning}", fontsize=8, color="darkred")

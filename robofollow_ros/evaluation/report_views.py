@@ -161,6 +161,15 @@ def format_intervals(stats: CellStats, n_resamples: int) -> str:
     return text_table(header, rows, [False, False, True, True, False, True, False, True, True, False]) + "\n" + note
 
 
+def format_run_summary(trials: Sequence[Mapping[str, Any]], title: str, n_resamples: int = 2000,
+                       seed: int = 0) -> str:
+    """The closing table of ``eval`` and ``bringup``: Table 1's grid with n, then every cell's intervals."""
+    if not trials:
+        return f"{title}: no trial recorded"
+    stats = cell_stats(trials, n_resamples, seed)
+    return format_grid(f"{title} (IS/ES/CR, %)", stats) + "\n" + format_intervals(stats, n_resamples)
+
+
 def task_stats(trials: Sequence[Mapping[str, Any]], n_resamples: int = 10_000, seed: int = 0) -> list[dict[str, Any]]:
     """Each task over its rounds (in the run's order): n, IS/ES/CR (percent) with 95 % intervals."""
     by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
