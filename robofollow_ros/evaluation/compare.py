@@ -169,11 +169,15 @@ def comparison_json(cells: Sequence[CellComparison], names: tuple[str, str]) -> 
     return {"run_a": names[0], "run_b": names[1], "difference": "B - A", "cells": [asdict(c) for c in cells]}
 
 
-def plot_comparison(path: str | Path, cells: Sequence[CellComparison], names: tuple[str, str]) -> None:
-    """ΔIS and ΔES with their intervals per cell, and completion with Wilson intervals and the McNemar p above."""
+def plot_comparison(path: str | Path, cells: Sequence[CellComparison], names: tuple[str, str],
+                    warnings: Sequence[str] = ()) -> None:
+    """ΔIS and ΔES with their intervals per cell, and completion with Wilson intervals and the McNemar p above;
+    ``warnings`` (why the runs are not comparable) printed under the panels."""
     import matplotlib.pyplot as plt
 
     fig = comparison_plot(cells, names)
+    for i, warning in enumerate(warnings):
+        fig.text(0.01, -0.02 - 0.025 * i, f"warning: not comparable: {warning}", fontsize=8, color="darkred")
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
@@ -198,15 +202,15 @@ def comparison_plot(cells: Sequence[CellComparison], names: tuple[str, str]) -> 
     width = 0.38
     series = ((-width / 2, "complete_a", f"A: {names[0]}", "C0"), (width / 2, "complete_b", f"B: {names[1]}", "C1"))
     for shift, attr, label, colour in series:
-        x = [i + shift for i in xs]
+        at = [i + shift for i in xs]
         rates = [100 * getattr(c, attr) / c.pairs for c in cells]
         cis = [getattr(c, f"{attr}_ci95") for c in cells]
-        axes[2].bar(x, rates, width, label=label, color=colour)
-        axes[2].errorbar(x, rates, fmt="none", ecolor="black", capsize=2, elinewidth=0.8,
+        axes[2].bar(at, rates, width, label=label, color=colour)
+        axes[2].errorbar(at, rates, fmt="none", ecolor="black", capsize=2, elinewidth=0.8,
                          yerr=[[max(0.0, r - 100 * ci[0]) for r, ci in zip(rates, cis, strict=True)],
                                [max(0.0, 100 * ci[1] - r) for r, ci in zip(rates, cis, strict=True)]])
         zero = [i for i, r in enumerate(rates) if r == 0.0]  # a bar of height 0 is invisible: a marker says "0"
-        axes[2].plot([x[i] for i in zero], [0.0] * len(zero), marker="D", markersize=6, color=colour,
+        axes[2].plot([at[i] for i in zero], [0.0] * len(zero), marker="D", markersize=6, color=colour,
                      markeredgecolor="black", linestyle="none", gid=f"zero:{attr}", zorder=5)
     for x, c in zip(xs, cells, strict=True):
         axes[2].text(x, 104, f"p={c.mcnemar_p:.2g}", ha="center", fontsize="small")
