@@ -149,9 +149,14 @@ def prepare(args: argparse.Namespace, output: Path) -> Any:
         policy_of,
         privileged_of,
     )
+    from robofollow_ros.evaluation.selection import parse_task_list
     from robofollow_ros.policy.spec import PolicySpecError
     from robofollow_ros.preflight import PolicyUnreachable, PortInUse, port_free, reach_policy
 
+    try:
+        parse_task_list(args.tasks)  # the order given is kept; a list spanning scenes is refused, as by eval
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     try:
         profile = apply_choices(load_profile(args.profile or args.rig), _choices(args, output), _flag)
         if profile.has("trial_manager_node"):

@@ -102,7 +102,7 @@ def register(subparsers: Any) -> None:
 def build_config(args: argparse.Namespace) -> Any:
     from robofollow_ros.evaluation.episode import EpisodeSettings
     from robofollow_ros.evaluation.runner import EvalConfig
-    from robofollow_ros.evaluation.selection import parse_levels, parse_scenes
+    from robofollow_ros.evaluation.selection import parse_levels, parse_scenes, parse_task_list
     from robofollow_ros.monitoring.rates import parse_record_rate
 
     try:
@@ -120,7 +120,7 @@ def build_config(args: argparse.Namespace) -> Any:
             policy=args.policy, policy_kwargs=kwargs, output=args.output,
             scenes=tuple(parse_scenes(args.scene)), levels=tuple(parse_levels(args.levels)),
             rounds=args.rounds, limit=args.limit,
-            tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else (),
+            tasks=parse_task_list(args.tasks),
             settings=EpisodeSettings(args.max_steps, args.actions_per_step, _execution(args)), render=args.render,
             stepper=args.stepper or ("direct" if args.execution == "realtime" else "topp"),
             workers=_workers(args), resume=args.resume, record=args.record, record_hz=record_hz, video=args.video,

@@ -60,28 +60,63 @@ def select_tasks(
     limit: int | None = None,
     task_ids: Sequence[str] | None = None,
 ) -> list[EvalTask]:
-    """The evaluation tasks of a run, in trial order."""
+    """The evaluation tasks of a run, in trial order: registry order, or the order ``task_ids`` gives them in
+    (as the official ``evaluate.py`` keeps its ``--tasks`` order, and as it refuses a list that spans scenes:
+    it reads the list against one scene's tasks)."""
     if limit is not None and limit < 1:
         raise ValueError(f"--limit: must be >= 1, got {limit}")
-    wanted: set[str] | None = None
     if task_ids:
-        for tid in task_ids:
-            registry.eval_task(tid)  # raises UnknownTaskError with suggestions
-        wanted = set(task_ids)
+        return _given(registry, scenes, levels, limit, task_ids)
     selected: list[EvalTask] = []
     for scene in SCENES:
         if scene not in scenes:
             continue
         kept: dict[str, int] = {}  # level -> tasks kept so far in this scene
         for task in registry.eval_tasks(scene):
-            if task.level not in levels or (wanted is not None and task.task_id not in wanted):
-                continue
-            if limit is None or kept.get(task.level, 0) < limit:
+            if task.level in levels and (limit is None or kept.get(task.level, 0) < limit):
                 kept[task.level] = kept.get(task.level, 0) + 1
                 selected.append(task)
     if not selected:
         raise ValueError("no task matches the selection (--scene/--levels/--tasks)")
     return selected
+
+
+def _given(registry: Registry, scenes: Sequence[str], levels: Sequence[str], limit: int | None,
+           task_ids: Sequence[str]) -> list[EvalTask]:
+    tasks = [registry.eval_task(tid) for tid in task_ids]  # raises UnknownTaskError with suggestions
+    selected: list[EvalTask] = []
+    kept: dict[str, int] = {}  # level -> tasks kept so far
+    for task in dict.fromkeys(tasks):
+        if task.scene in scenes and task.level in levels and (limit is None or kept.get(task.level, 0) < limit):
+            kept[task.level] = kept.get(task.level, 0) + 1
+            selected.append(task)
+    if not selected:
+        raise ValueError("no task matches the selection (--scene/--levels/--tasks)")
+    return selected
+
+
+def parse_task_list(value: str | None, registry: Registry | None = None) -> tuple[str, ...]:
+    """``--tasks a,b``, in the order given; refuses what the official ``evaluate.py`` refuses (it reads the
+    list against one scene's tasks: a list spanning scenes; an unknown id is refused with the registry's
+    suggestions when the tasks are selected) and an id given twice."""
+    if not value:
+        return ()
+    from robofollow_ros.benchmark import default_registry
+
+    ids = tuple(t.strip() for t in value.split(",") if t.strip())
+    twice = sorted({tid for tid in ids if ids.count(tid) > 1})
+    if twice:
+        raise ValueError(f"--tasks: {', '.join(twice)} given twice")
+    tasks = []
+    for tid in ids:
+        try:
+            tasks.append((registry or default_registry()).eval_task(tid))
+        except UnknownTaskError:
+            continue  # refused where the selection is made, with the registry's suggestions
+    if len({t.scene for t in tasks}) > 1:
+        raise ValueError(f"--tasks: {value!r} spans scenes ({', '.join(f'{t.task_id} in {t.scene}' for t in tasks)});"
+                         " as in the official evaluate.py, one run's --tasks belong to one scene")
+    return ids
 
 
 def trial_keys(tasks: Sequence[EvalTask], rounds: int) -> list[TrialKey]:
@@ -92,4 +127,4 @@ def trial_keys(tasks: Sequence[EvalTask], rounds: int) -> list[TrialKey]:
 
 
 __all__ = ["TrialKey", "UnknownTaskError", "limit_differs_from_official", "parse_levels", "parse_scenes",
-           "select_tasks", "trial_keys"]
+           "parse_task_list", "select_tasks", "trial_keys"]

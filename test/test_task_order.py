@@ -1,0 +1,51 @@
+"""``--tasks b,a`` runs b before a, as the official evaluate.py keeps the order given, and refuses what it
+refuses (a list spanning scenes), plus an id given twice; ``run.json``'s ``arguments.tasks`` reruns it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from robofollow_ros.benchmark import default_registry
+from robofollow_ros.cli import main
+from robofollow_ros.evaluation.runner import EvalConfig
+from robofollow_ros.evaluation.selection import parse_task_list, select_tasks
+
+A, B, C = "L0_pickup_yellow_block_1_left", "L0_pickup_yellow_block_1_right", "L0_pickup_yellow_block_2"
+OTHER_SCENE = "L0_pickup_red_cylinder"
+L1 = "L1_s11_pick_left_of_green"
+
+
+def test_the_order_given_is_the_trial_order() -> None:
+    reg = default_registry()
+    ids = parse_task_list(f"{C},{A},{L1},{B}")
+    assert ids == (C, A, L1, B)
+    chosen = select_tasks(reg, ["scene1"], ["L0", "L1"], None, ids)
+    assert [t.task_id for t in chosen] == [C, A, L1, B]
+    assert [t.task_id for t in select_tasks(reg, ["scene1"], ["L0"], 2, ids)] == [C, A]  # limit: first given
+    assert [t.task_id for t in select_tasks(reg, ["scene1"], ["L0"], None, None)][:2] == [A, B]  # registry order
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    (f"{A},{OTHER_SCENE}", ["spans scenes", f"{OTHER_SCENE} in scene2", "official evaluate.py"]),
+    (f"{B},{A},{B}", [f"--tasks: {B} given twice"]),
+])
+def test_what_is_refused(value: str, words: list[str]) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_task_list(value)
+    assert all(w in str(info.value) for w in words) and "\n" not in str(info.value)
+
+
+def test_eval_refuses_a_list_spanning_scenes_in_one_line(tmp_path: Path, capsys) -> None:
+    assert main(["eval", "--policy", "oracle", "--tasks", f"{A},{OTHER_SCENE}", "--output", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--tasks" in err[0] and "spans scenes" in err[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_run_json_keeps_the_order_given(tmp_path: Path) -> None:
+    config = EvalConfig(policy="oracle", output=tmp_path / "r", tasks=(B, A), rounds=1, render=False)
+    arguments = json.loads(json.dumps(config.arguments()))
+    assert arguments["tasks"] in (f"{B},{A}", [B, A])
