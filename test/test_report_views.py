@@ -209,6 +209,9 @@ def test_csv_round_trips_the_trial_table_and_the_summaries(tmp_path, capsys):
     with open(out / "tasks.csv", newline="", encoding="utf-8") as fh:
         tasks = list(csv.DictReader(fh))
     assert [(t["task"], int(t["n"])) for t in tasks] == [(S1_L0[2], 4), (S1_L0_B[2], 3), (S1_L1[2], 5), (S2_L0[2], 4)]
+    # one name for a scene across the files: every (scene, level) of trials.csv and tasks.csv is a row of cells.csv
+    assert {(r["scene"], r["level"]) for r in rows} | {(t["scene"], t["level"]) for t in tasks} <= set(cells)
+    assert {k for k in cells if k[0] != "mean"} == {(r["scene"], r["level"]) for r in rows}
 
 
 def test_compare_runs_columns_line_up_whatever_the_values():

@@ -245,7 +245,8 @@ def trial_rows(trials: Sequence[Mapping[str, Any]], run_dir: Path) -> list[dict[
     for t in trials:
         name = trial_name(t)
         f = failed.get(name, {})
-        rows.append({"trial": name, "task": t["task"], "scene": t["scene"], "level": t["level_tag"],
+        rows.append({"trial": name, "task": t["task"], "scene": SCENE_LABEL.get(t["scene"], t["scene"]),
+                     "level": t["level_tag"],
                      "round": t.get("round"), "seed": t.get("seed"), "intent_score": t["intent_score"],
                      "exec_score": t["exec_score"], "intent_ok": bool(t["intent_ok"]), "exec_ok": bool(t["exec_ok"]),
                      "completion_ok": bool(t["completion_ok"]), "executed": could_not_execute(t) is None,
