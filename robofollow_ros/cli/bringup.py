@@ -154,7 +154,7 @@ def prepare(args: argparse.Namespace, output: Path) -> Any:
     from robofollow_ros.preflight import PolicyUnreachable, PortInUse, port_free, reach_policy
 
     try:
-        parse_task_list(args.tasks)  # the order given is kept; a list spanning scenes is refused, as by eval
+        parse_task_list(args.tasks)  # an id given twice is refused, as by eval
     except ValueError as exc:
         raise CliError(str(exc)) from None
     try:
