@@ -89,10 +89,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON at the end")
     p.add_argument("--record", action="store_true",
                    help="record every trial to OUTPUT/mcap/<trial>.mcap (Foxglove; `robofollow replay` re-scores)")
-    p.add_argument("--record-rate", default="policy", metavar="RATE",
-                   help="policy: cameras when the policy gets them (default); control, 5, 10, 25 or 50: joint "
-                        "states, set-points and the three cameras every 1/N s of robot time (control = 10), what "
-                        "`robofollow export-lerobot` needs; with --record")
+    p.add_argument("--record-rate", default=None, metavar="RATE",
+                   help="policy: cameras when the policy gets them (the default without --video); control, 5, 10, "
+                        "25 or 50: joint states, set-points and the three cameras every 1/N s of robot time "
+                        "(control = 10, the default with --video), what `robofollow export-lerobot` needs; with "
+                        "--record")
     p.add_argument("--video", action="store_true",
                    help="with --record: after the trials, OUTPUT/videos/<trial>.mp4 (cameras, instruction, stage "
                         "states, IS/ES burned in) and a contact sheet <trial>.png per trial (`robofollow video`)")
@@ -112,7 +113,7 @@ def build_config(args: argparse.Namespace) -> Any:
     if not isinstance(kwargs, dict):
         raise CliError(f"--kwargs: expected a JSON object, got {args.kwargs!r}")
     try:
-        record_hz = parse_record_rate(args.record_rate)
+        record_hz = parse_record_rate(args.record_rate or ("control" if args.video else "policy"))
     except ValueError as exc:
         raise CliError(str(exc)) from None
     try:
