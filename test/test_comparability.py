@@ -62,7 +62,7 @@ def test_sim_real_refuses_two_policies_in_one_line(tmp_path: Path, capsys) -> No
 @pytest.mark.parametrize("same", [True, False])
 def test_comparable_runs_raise_no_warning_but_rigs_and_policies_are_checked_on_request(same: bool) -> None:
     trials = [trial(S1_L0, r, True) for r in range(1, 11)]
-    base = {"policy": {"spec": "oracle"}, "rig": {"name": "builtin"}, "max_steps": 10, "status": "complete"}
+    base = {"policy": {"spec": "memorizer"}, "rig": {"name": "builtin"}, "max_steps": 10, "status": "complete"}
     other = base if same else {**base, "policy": {"spec": "pi0"}}
     runs = [traits("a", base, trials), traits("b", other, trials)]
     assert [w for w in warnings(runs) if "subset" not in w] == []  # policies differ by design in a comparison

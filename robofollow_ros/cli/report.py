@@ -1,5 +1,6 @@
 """``robofollow report RUN_DIR [--compare MODEL ...]``: Table 1 of a run and a comparison plot;
-``robofollow report --compare-runs RUN_A RUN_B``: two runs of the same trials compared pair by pair."""
+``robofollow report --compare-runs RUN_A RUN_B``: two runs of the same trials compared pair by pair;
+``robofollow report --table1 RUN...``: the paper's Table 1 with the runs beside the published models."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--sim-real", nargs=2, metavar=("SIM_RUN", "RIG_RUN"), type=Path,
                    help="a sim run against a rig run of the same tasks: per-task and per-level agreement, "
                         "Pearson r (Fisher-z 95%% interval), MMRV and a scatter plot")
+    p.add_argument("--table1", nargs="+", metavar="RUN", type=Path,
+                   help="the paper's Table 1: the runs' rows (n against the protocol's, 95%% intervals, marks for "
+                        "privileged, subset, other rig or budget) beside the published models (all, or --compare); "
+                        "also writes table1.png and table1.csv into --out")
+    p.add_argument("--out", metavar="DIR", type=Path,
+                   help="--table1: where to write table1.png and table1.csv (default: the first RUN)")
     p.add_argument("--bootstrap", type=integer(1, 1_000_000), default=10_000, metavar="N",
                    help="bootstrap resamples (default 10000)")
     p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0)")
@@ -70,6 +77,12 @@ def _report(args: argparse.Namespace) -> int:
     )
     from robofollow_ros.scoring.summary import summarize
 
+    if args.table1:
+        from robofollow_ros.cli._report_table1 import table1
+
+        return table1(args)
+    if args.out is not None:
+        raise CliError("--out: only with --table1 (the other views take --png and --csv)")
     if args.rank or args.sim_real:
         return _rank_or_sim_real(args)
     if args.compare_runs:

@@ -30,11 +30,18 @@ PROTOCOL: dict[str, Any] = {"rounds": 10, "max_steps": 10, "actions_per_step": 5
 
 
 def is_privileged(run: Mapping[str, Any] | None) -> bool:
-    """True when run.json says its policy was given privileged state (``arguments.privileged``, or ours)."""
+    """True when run.json says its policy was given privileged state (``arguments.privileged``, or ours), or
+    its policy is a built-in that reads it in process (``oracle``, ``blind``: ``spec.PRIVILEGED_BUILTINS``;
+    their run.json says ``privileged: false``, the flag not having been needed)."""
+    from robofollow_ros.policy.spec import PRIVILEGED_BUILTINS
+
     if not run:
         return False
     arguments = run.get("arguments")
-    return bool(run.get("privileged")) or (isinstance(arguments, Mapping) and bool(arguments.get("privileged")))
+    policy = run.get("policy")
+    builtin = isinstance(policy, Mapping) and policy.get("spec") in PRIVILEGED_BUILTINS
+    return (bool(run.get("privileged")) or builtin
+            or (isinstance(arguments, Mapping) and bool(arguments.get("privileged"))))
 
 
 def protocol_differences(run: Mapping[str, Any] | None, trials: Sequence[Mapping[str, Any]]) -> list[str]:
