@@ -64,6 +64,7 @@ from robofollow_ros.contract import (
     TOPIC_SCORE,
     TOPIC_TRIAL,
 )
+from robofollow_ros.evaluation.execution_mode import RESULT_KEY, counters_record
 from robofollow_ros.evaluation.progress import QUIET_S
 from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.exit_status import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
@@ -620,8 +621,8 @@ class TrialManagerNode(TrialServices, Node):
 
         done = self._policy_done or {}
         result["policy_steps"] = int(done.get("steps", 0))
-        if isinstance(done.get("realtime"), dict):  # rate mode with the real-time executor: its counters
-            result["realtime"] = done["realtime"]
+        if isinstance(done.get("realtime"), dict):  # rate mode with the real-time executor: its counters,
+            result[RESULT_KEY] = counters_record(done["realtime"])  # under eval's name and in its shape
         result["wall_s"] = round(time.monotonic() - self._started_wall, 3)
         self.safety.watch(False)
         holds = self.safety.take_holds()
