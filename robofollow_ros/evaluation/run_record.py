@@ -80,7 +80,9 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         # The graph's pacing, as the trial manager recorded it from policy_node and sim_node (bringup's
         # ``_record_execution``): ``{"mode": "lockstep"}`` or ``{"mode": "rate", "execution": ...}``.
         pacing = args.get("execution")
+        kwargs = args.get("kwargs")  # the graph's: policy_node's kwargs as given (the official key is a JSON string)
         settings = RunSettings(policy=str(spec) if spec else "", max_steps=args.get("max_steps"),
+                               policy_kwargs=dict(kwargs) if isinstance(kwargs, Mapping) else {},
                                actions_per_step=args.get("actions_per_step"), render=args.get("render"),
                                privileged=bool(args.get("privileged", False)),
                                execution=pacing if isinstance(pacing, Mapping) and pacing.get("mode") else None)
