@@ -45,3 +45,15 @@ def test_run_json_keeps_the_order_given(tmp_path: Path) -> None:
     config = EvalConfig(policy="oracle", output=tmp_path / "r", tasks=(B, A), rounds=1, render=False)
     arguments = json.loads(json.dumps(config.arguments()))
     assert arguments["tasks"] in (f"{B},{A}", [B, A])
+
+
+def test_run_json_says_when_the_official_evaluator_cannot_rerun_the_task_list() -> None:
+    from robofollow_ros.evaluation.run_record import official_rerun
+
+    spanning = official_rerun("L0_pickup_red_cylinder,L0_pickup_yellow_block_1_left",
+                              [("scene2", "L0_pickup_red_cylinder"), ("scene1", "L0_pickup_yellow_block_1_left")])
+    assert spanning["reproducible"] is False and "2 scenes (scene1, scene2)" in spanning["why"]
+    one = official_rerun("L0_pickup_red_cylinder,L0_pickup_blue_cylinder",
+                         [("scene2", "L0_pickup_red_cylinder"), ("scene2", "L0_pickup_blue_cylinder")])
+    assert one == {"reproducible": True, "why": None}
+    assert official_rerun(None, [("scene1", "a"), ("scene2", "b")])["reproducible"] is True  # --scene all: fine

@@ -116,9 +116,22 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         "reference": dict(REFERENCE),
         **{key: env[key] for key in ("package", "git", "python", "platform")},
         "resumes": [],
+        "official_rerun": official_rerun(args.get("tasks"), selected_tasks),
         **dict(metadata_extra or {}),
     }
     return run
+
+
+def official_rerun(tasks: Any, selected_tasks: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """run.json's ``official_rerun``: whether the official ``evaluate.py`` can rerun this selection from
+    ``arguments``. A ``--tasks`` list spanning scenes cannot be: evaluate.py reads the list against one scene's
+    tasks and refuses it, while this package runs it (a superset: smoke runs and tests are made so)."""
+    scenes = sorted({scene for scene, _ in selected_tasks})
+    if tasks and len(scenes) > 1:
+        return {"reproducible": False,
+                "why": f"--tasks spans {len(scenes)} scenes ({', '.join(scenes)}); the official evaluate.py refuses "
+                       "such a list: rerun it one scene at a time (selected_tasks lists each task's scene)"}
+    return {"reproducible": True, "why": None}
 
 
 def jsonable_execution(execution: Mapping[str, Any] | None) -> dict[str, Any]:

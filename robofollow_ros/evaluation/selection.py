@@ -61,8 +61,8 @@ def select_tasks(
     task_ids: Sequence[str] | None = None,
 ) -> list[EvalTask]:
     """The evaluation tasks of a run, in trial order: registry order, or the order ``task_ids`` gives them in
-    (as the official ``evaluate.py`` keeps its ``--tasks`` order, and as it refuses a list that spans scenes:
-    it reads the list against one scene's tasks)."""
+    (as the official ``evaluate.py`` keeps its ``--tasks`` order). A list spanning scenes is run, although the
+    official ``evaluate.py`` refuses it (:func:`parse_task_list`); run.json's ``official_rerun`` says so."""
     if limit is not None and limit < 1:
         raise ValueError(f"--limit: must be >= 1, got {limit}")
     if task_ids:
