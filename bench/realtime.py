@@ -224,16 +224,24 @@ def plot(cells: dict[tuple[str, int, str], dict[str, Any]], latencies: list[int]
     policies = sorted({p for p, _, _ in cells})
     fig, axes = plt.subplots(len(policies), 3, figsize=(13, 3.4 * len(policies)), squeeze=False)
     for row, policy in enumerate(policies):
-        for executor in executors:
+        for i, executor in enumerate(executors):
             xs = [lat for lat in latencies if (policy, lat, executor) in cells]
+            shift = (i - (len(executors) - 1) / 2) * 6.0  # executors side by side: equal rates would hide each other
             cs = [cells[(policy, lat, executor)] for lat in xs]
-            axes[row][0].plot(xs, [c["cr"] for c in cs], marker="o", label=executor)
+            crs = [c["cr"] for c in cs]
+            lo = [max(0.0, c["cr"] - c["cr_ci"][0]) for c in cs]
+            hi = [max(0.0, c["cr_ci"][1] - c["cr"]) for c in cs]
+            ns = sorted({c["n"] for c in cs})
+            axes[row][0].errorbar([x + shift for x in xs], crs, yerr=[lo, hi], marker="o", capsize=3,
+                                  label=f"{executor} (n={'/'.join(map(str, ns))} per point)")
             axes[row][1].plot(xs, [c["starved"] for c in cs], marker="o", label=executor)
             axes[row][2].plot(xs, [c["max_step_ratio"] if c.get("max_step_ratio") is not None else float("nan")
                                    for c in cs], marker="o", label=executor)
         for col, title in enumerate(("completion rate", "starved ticks / trial", "largest boundary / within step")):
             axes[row][col].set_title(f"{policy}: {title}")
             axes[row][col].set_xlabel("latency (ms)")
+        axes[row][0].set_ylim(-0.05, 1.05)  # a fixed completion axis: 0.96-1.04 autoscaled reads as a spread
+        axes[row][0].set_ylabel("completion (Wilson 95 % CI)")
         axes[row][2].axhline(1.5, color="grey", linestyle="--", linewidth=1)
         axes[row][0].legend(fontsize=8)
     fig.tight_layout()

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from robofollow_ros.benchmark import default_registry
-from robofollow_ros.evaluation.paired_stats import mcnemar_exact, paired_bootstrap_ci
+from robofollow_ros.evaluation.compare import compare_runs, comparison_plot
+from robofollow_ros.evaluation.intervals import WILSON_BOUND, mean_interval, wilson
+from robofollow_ros.evaluation.paired_stats import mcnemar_exact
 from robofollow_ros.evaluation.results import RunWriter
 from robofollow_ros.scoring import score_trajectory
 from robofollow_ros.scoring.synthetic import Puppet
@@ -52,16 +54,17 @@ def test_paired_bootstrap_interval_covers_the_true_mean_difference() -> None:
     true_diff, covered, datasets = 0.1, 0, 300
     for k in range(datasets):
         diffs = rng.normal(true_diff, 0.3, size=40)
-        lo, hi = paired_bootstrap_ci(diffs, n_resamples=2000, seed=k)
+        lo, hi = mean_interval(diffs, n_resamples=2000, seed=k, low=-2.0, high=2.0).pair()
         assert lo <= diffs.mean() <= hi
         covered += lo <= true_diff <= hi
     assert 0.90 <= covered / datasets <= 0.985  # a 95 % interval (the percentile method runs a little short)
 
 
-def test_paired_bootstrap_of_identical_differences_is_a_point() -> None:
-    assert paired_bootstrap_ci([0.25] * 12) == (pytest.approx(0.25), pytest.approx(0.25))
-    with pytest.raises(ValueError, match="diffs"):
-        paired_bootstrap_ci([])
+def test_paired_bootstrap_of_identical_differences_is_not_a_point() -> None:
+    got = mean_interval([0.25] * 12, low=-1.0, high=1.0)  # the bootstrap collapses: the Wilson bound, named
+    assert got.method == WILSON_BOUND and got.lo < 0.25 < got.hi
+    with pytest.raises(ValueError, match="values"):
+        mean_interval([])
 
 
 def _scored(task_id: str, succeed: bool) -> dict[str, Any]:
@@ -122,3 +125,32 @@ def test_unpaired_runs_are_refused_with_one_line_naming_the_missing_trials(tmp_p
     seed = default_registry().eval_task(PICK).seed(2)
     assert len(lines) == 1 and "not paired" in lines[0] and f"{PICK} seed {seed}" in lines[0]
     assert "1 trial(s)" in lines[0] and str(tmp_path / "B") in lines[0]
+
+
+def _trial(task: str, level: str, rnd: int, done: bool) -> dict[str, Any]:
+    s = 1.0 if done else 0.0
+    return {"task": task, "scene": "scene1", "level_tag": level, "round": rnd, "seed": rnd, "intent_score": s,
+            "exec_score": s, "intent_ok": done, "exec_ok": done, "completion_ok": done}
+
+
+def test_the_comparison_png_shows_n_zero_markers_completion_intervals_and_a_legend_beside_the_bars() -> None:
+    a = [_trial(PICK, "L0", r, False) for r in range(1, 5)] + [_trial(L1_PICK, "L1", r, True) for r in range(1, 4)]
+    b = [_trial(PICK, "L0", r, r < 3) for r in range(1, 5)] + [_trial(L1_PICK, "L1", r, True) for r in range(1, 4)]
+    cells = compare_runs(a, b, n_resamples=500)
+    l0 = cells[0]
+    assert (l0.complete_a, l0.pairs) == (0, 4) and l0.complete_a_ci95 == pytest.approx(wilson(0, 4).pair())
+    assert cells[1].is_method == WILSON_BOUND and cells[1].is_ci95[0] < 0.0 < cells[1].is_ci95[1]  # all Δ = 0
+    fig = comparison_plot(cells, ("A", "B"))
+    ax = fig.axes[2]
+    zeros = [line for line in ax.get_lines() if line.get_gid() == "zero:complete_a"]
+    assert len(zeros) == 1 and list(zeros[0].get_ydata()) == [0.0]  # A's 0/4 in S1/L0 is drawn, B's rates are not 0
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["S1/L0\nn=4", "S1/L1\nn=3", "all\nn=7"]
+    # the completion bars carry Wilson intervals: error bars whose ends are the Wilson bounds of A's 0/4
+    ends = [seg for coll in ax.collections for seg in coll.get_segments()]
+    assert any(seg[0][1] == pytest.approx(0.0) and seg[1][1] == pytest.approx(100 * wilson(0, 4).hi) for seg in ends)
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    for bar in ax.patches:  # no bar under the legend
+        assert not legend.overlaps(bar.get_window_extent())
+    assert legend.x0 >= ax.get_window_extent().x1  # outside the panel

@@ -195,6 +195,9 @@ def test_over_tcp_the_served_policy_is_handed_the_contract_and_privileged_only_w
         run = _evaluate(tmp_path / "privileged", f"tcp://127.0.0.1:{port}", privileged=True)
         for line in _seen(record):
             _assert_privileged_keys(line["keys"])
+            # run.json says what the server received: the contract and the privileged.* fields (8 keys)
+            received = {".".join(k.split(".")[:2]) if k.startswith("privileged.") else k for k in line["keys"]}
+            assert set(run["policy"]["observation_keys"]) == received and len(received) == 8
         assert run["arguments"]["privileged"] is True
 
 

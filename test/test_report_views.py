@@ -81,10 +81,14 @@ def test_every_cell_carries_n_and_the_wilson_interval_of_its_completions(tmp_pat
     l0 = cells["S1"]["L0"]
     assert l0["IS"] == pytest.approx(100 * 3 / 7)
     assert 0.0 <= l0["IS_ci95"][0] < l0["IS"] < l0["IS_ci95"][1] <= 100.0  # a bootstrap of 0/1 scores: inside [0, 100]
-    assert cells["S1"]["L1"]["IS_ci95"] == [0.0, 0.0]  # every score 0: the bootstrap of the mean is a point
+    # every score 0: the bootstrap collapses, so the interval is the Wilson bound at the mean (0 of 5), named
+    assert cells["S1"]["L1"]["IS_ci95"] == pytest.approx(wilson(0, 5), abs=1e-9)
+    assert cells["S1"]["L1"]["IS_method"] == "Wilson bound at the mean" and l0["IS_method"] == "bootstrap over tasks"
+    assert cells["S2"]["L0"]["IS_ci95"] == pytest.approx(wilson(4, 4), abs=1e-9)  # every score 1
     mean = cells["mean"]["L0"]  # unweighted over S1 and S2, n summed
     assert mean["n"] == 11 and mean["CR"] == pytest.approx((l0["CR"] + 100.0) / 2)
-    assert mean["CR_ci95"][0] <= mean["CR"] <= mean["CR_ci95"][1]
+    assert mean["CR_ci95"] == pytest.approx(wilson(7, 11), abs=1e-9)  # Wilson on the completions, n summed
+    assert cells["mean"]["L1"]["CR_ci95"] == pytest.approx(wilson(0, 5), abs=1e-9)
 
     assert main(["report", str(run), "--no-plot", "--bootstrap", BOOT, "--compare", "PI05"]) == 0
     out = capsys.readouterr().out
@@ -93,6 +97,10 @@ def test_every_cell_carries_n_and_the_wilson_interval_of_its_completions(tmp_pat
     lo, hi = wilson(3, 7)
     row = next(line for line in out.splitlines() if re.match(r"S1\s+L0\s+7\s", line))
     assert "3/7" in row and f"[{lo:.1f}, {hi:.1f}]" in row
+    lo, hi = wilson(0, 5)
+    row = next(line for line in out.splitlines() if re.match(r"S1\s+L1\s+5\s", line))
+    assert f"[{lo:.1f}, {hi:.1f}]*" in row  # the fallback is marked, and the footnote says what the mark means
+    assert "* = every resample equal, so the Wilson bound at the mean" in out and "bootstrap" in out
     assert "warning: this run is a subset of the protocol" in out  # beside published, full-protocol rows
 
 
@@ -201,6 +209,9 @@ def test_csv_round_trips_the_trial_table_and_the_summaries(tmp_path, capsys):
     with open(out / "tasks.csv", newline="", encoding="utf-8") as fh:
         tasks = list(csv.DictReader(fh))
     assert [(t["task"], int(t["n"])) for t in tasks] == [(S1_L0[2], 4), (S1_L0_B[2], 3), (S1_L1[2], 5), (S2_L0[2], 4)]
+    # one name for a scene across the files: every (scene, level) of trials.csv and tasks.csv is a row of cells.csv
+    assert {(r["scene"], r["level"]) for r in rows} | {(t["scene"], t["level"]) for t in tasks} <= set(cells)
+    assert {k for k in cells if k[0] != "mean"} == {(r["scene"], r["level"]) for r in rows}
 
 
 def test_compare_runs_columns_line_up_whatever_the_values():
@@ -209,12 +220,13 @@ def test_compare_runs_columns_line_up_whatever_the_values():
     names = ("runs/a-long-policy-name", "B")
     text = format_comparison(compare_runs(a, b, n_resamples=200, names=names), names)
     lines = text.splitlines()
-    header, rule, rows = lines[1], lines[2], lines[3:]
+    header, rule, rows, note = lines[1], lines[2], lines[3:-1], lines[-1]
     assert set(rule) == {"-"} and len(rule) == len(header)
+    assert note.startswith("95 % intervals: CR Wilson") and "IS Δ, ES Δ percentile bootstrap" in note
     columns = re.split(r"\s{2,}", header.strip())
-    assert len(columns) == 13
-    for row in rows:  # every cell of every row parses back into the 13 columns
-        assert len(re.split(r"\s{2,}", row.strip())) == 13, row
+    assert len(columns) == 15
+    for row in rows:  # every cell of every row parses back into the 15 columns
+        assert len(re.split(r"\s{2,}", row.strip())) == 15, row
     # right-aligned numeric columns end where their header ends
     for name in ("pairs", "IS Δ", "ES Δ", "complete A/B", "McNemar p"):
         end = header.index(name) + len(name)
@@ -222,3 +234,4 @@ def test_compare_runs_columns_line_up_whatever_the_values():
             assert row[end - 1] != " " and (end == len(row) or row[end] == " "), (name, row)
     s2 = next(r for r in rows if r.startswith("S2/L0"))
     assert "-100.0" in s2 and "3/0" in s2
+    assert re.search(rf"\[{wilson(3, 3)[0]:.0f}, 100\]\s+\[0, {wilson(0, 3)[1]:.0f}\]$", s2)  # each run's, Wilson

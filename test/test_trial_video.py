@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from robofollow_ros.contract import CAMERA_NAMES
+from robofollow_ros.monitoring.trial_video import HELD_FRAMES, HOLD_S
 
 SEC = 1_000_000_000
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
@@ -135,11 +136,15 @@ def test_a_recorded_trial_becomes_an_mp4_a_player_opens(oracle_run: tuple[Path, 
     assert facts["streams"] == facts["video_streams"] == 1
     assert facts["codec"] == {"libx264": "h264", "mpeg4": "mpeg4"}[video_codec()]
     assert facts["pix_fmt"] == "yuv420p"
-    assert len(frames) == len(heads) >= 10  # one frame per recorded head picture
+    # one frame per recorded head picture, then the last picture held HOLD_S with the final verdict
+    assert len(frames) == len(heads) + HELD_FRAMES and len(heads) >= 10
     stamps = np.array([s for _, s, _ in heads], dtype=np.int64)
     span, period = (stamps[-1] - stamps[0]) / 1e9, float(np.median(np.diff(stamps))) / 1e9
-    assert abs(facts["duration_s"] - span) <= period + 1e-3  # the bag's span, within a frame
-    assert np.allclose([t for t, _ in frames], (stamps - stamps[0]) / 1e9, atol=1e-3)  # at the recorded times
+    assert abs(facts["duration_s"] - (span + period + HOLD_S)) <= period + 1e-3  # the span and the hold
+    times = [t for t, _ in frames]
+    assert np.allclose(times[:len(heads)], (stamps - stamps[0]) / 1e9, atol=1e-3)  # at the recorded times
+    assert np.allclose(times[len(heads):], [span + period, span + period + HOLD_S], atol=1e-3)
+    assert all(np.diff(times) > 0)  # strictly increasing
 
     layout = Layout.for_camera(64, 48)
     assert (facts["width"], facts["height"]) == (layout.width, layout.height)
@@ -158,7 +163,7 @@ def test_a_recorded_trial_becomes_an_mp4_a_player_opens(oracle_run: tuple[Path, 
     scores = recorded["scores"]
     stages = list(scores[-1][1]["stages"])
     seen = []
-    for (t_log, _, _), (_, picture) in zip(heads, frames, strict=True):
+    for (t_log, _, _), (_, picture) in zip(heads, frames[:len(heads)], strict=True):
         live = next((s for t, s in reversed(scores) if t <= t_log), None)
         for slot, stage in enumerate(stages):
             bx0, by0, _, by1 = layout.stage_box(slot)
@@ -166,6 +171,12 @@ def test_a_recorded_trial_becomes_an_mp4_a_player_opens(oracle_run: tuple[Path, 
             assert nearest_state(box) == expected_state(live, stage), (t_log, stage)
         seen.append(expected_state(live, stages[0]))
     assert {"pending", "intent", "done"} <= set(seen)  # the state evolved while the video ran
+    final = {**scores[-1][1], "final": True}
+    for _, picture in frames[len(heads):]:  # the held frames: the verdict, every stage done or missed
+        for slot, stage in enumerate(stages):
+            bx0, by0, _, by1 = layout.stage_box(slot)
+            box = picture[by0 + 2:by1 - 2, bx0 + 2:bx0 + 5].reshape(-1, 3).mean(axis=0)
+            assert nearest_state(box) == expected_state(final, stage) in ("done", "missed"), stage
 
     # the contact sheet: six evenly spaced frames of the video, half size, under a header
     from robofollow_ros.monitoring.video_frames import sheet_indices
@@ -224,6 +235,13 @@ def test_the_failure_view_links_the_video(tmp_path: Path, capsys: pytest.Capture
     failures = json.loads(capsys.readouterr().out)["failures"]
     assert [f["trial"] for f in failures] == [trial]
     assert failures[0]["video"] == str(run / "videos" / f"{trial}.mp4") and Path(failures[0]["video"]).is_file()
+    # the video ends on the verdict: the stage the trial failed is drawn MISSED in the last frame
+    from robofollow_ros.monitoring.video_frames import Layout
+
+    last = decoded(Path(failures[0]["video"]))[1][-1][1]
+    layout = Layout.for_camera(64, 48)
+    x0, y0, _, y1 = layout.stage_box(0)
+    assert nearest_state(last[y0 + 2:y1 - 2, x0 + 2:x0 + 5].reshape(-1, 3).mean(axis=0)) == "missed"
 
 
 # -- a bag shaped like the ROS graph's ---------------------------------------------------------------------------
@@ -314,7 +332,9 @@ def test_a_graph_bag_gives_a_video_per_trial_with_pictures_matched_by_stamp(tmp_
     for video in written:
         frames = decoded(video.mp4)[1]
         ticks = heads[video.trial]
-        assert len(frames) == len(ticks)
+        held = HELD_FRAMES if video.trial == "a" else 0  # b was cut short: no verdict to hold
+        assert len(frames) == len(ticks) + held
+        frames = frames[:len(ticks)]
         assert np.allclose([t for t, _ in frames], [(k - ticks[0]) / 10 for k in ticks], atol=1e-3)
         for k, (_, picture) in zip(ticks, frames, strict=True):
             for camera in CAMERA_NAMES:  # every camera shows the picture of the frame's own stamp
@@ -328,7 +348,7 @@ def test_a_graph_bag_gives_a_video_per_trial_with_pictures_matched_by_stamp(tmp_
         states.append(nearest_state(picture[y0 + 2:y1 - 2, x0 + 2:x0 + 5].reshape(-1, 3).mean(axis=0)))
     # scores at 1.0 (pending), 1.42 (intent), 1.72 (done); frames at 1.05, 1.15, ...
     assert states == ["pending" if 0.05 + k / 10 < 1.42 else "intent" if 0.05 + k / 10 < 1.72 else "done"
-                      for k in heads["a"]]
+                      for k in heads["a"]] + ["done"] * HELD_FRAMES
 
 
 def test_a_picture_that_cannot_be_decoded_stops_that_bag_and_leaves_no_partial_file(tmp_path: Path) -> None:
@@ -341,7 +361,7 @@ def test_a_picture_that_cannot_be_decoded_stops_that_bag_and_leaves_no_partial_f
     heads = write_graph_bag(tmp_path / "bag", corrupt_tick=30)  # the head picture at 3.05 s, in trial b
     lines: list[str] = []
     written = write_videos([plan_bag(tmp_path / "bag")], tmp_path / "eval", lines.append, skip_bad=True)
-    assert [v.trial for v in written] == ["a"] and len(decoded(written[0].mp4)[1]) == len(heads["a"])
+    assert [v.trial for v in written] == ["a"] and len(decoded(written[0].mp4)[1]) == len(heads["a"]) + HELD_FRAMES
     assert lines[-1].startswith(f"video: no video of the rest of {tmp_path / 'bag'} (") and "head" in lines[-1]
     assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["a.mp4", "a.png"]
     assert main(["video", str(tmp_path / "bag"), "--out", str(tmp_path / "cli")]) == 2
@@ -384,3 +404,27 @@ def test_eval_refuses_video_without_recording_or_cameras(tmp_path: Path) -> None
         EvalConfig(policy="hold", output=tmp_path / "r", video=True, render=True)
     with pytest.raises(ValueError, match="--video: needs the cameras"):
         EvalConfig(policy="hold", output=tmp_path / "r", video=True, record=True, render=False)
+    with pytest.raises(ValueError, match="--video: --record-rate policy records one picture per policy call"):
+        EvalConfig(policy="hold", output=tmp_path / "r", video=True, record=True, render=True, record_hz=None)
+
+
+def test_eval_video_records_at_the_control_rate_unless_told_the_policy_rate(tmp_path: Path, capsys) -> None:
+    import argparse
+
+    from robofollow_ros.cli import main
+    from robofollow_ros.cli.eval import build_config
+
+    def config(*extra: str) -> Any:
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        from robofollow_ros.cli.eval import register
+
+        register(sub)
+        return build_config(parser.parse_args(["eval", "--policy", "hold", "--output", str(tmp_path / "r"), *extra]))
+
+    assert config("--record", "--video").record_hz == 10  # a video at the control rate, not a slide show
+    assert config("--record").record_hz is None  # without --video, as before: what the policy is sent
+    assert main(["eval", "--policy", "hold", "--record", "--video", "--record-rate", "policy",
+                 "--output", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--record-rate policy" in err[0] and not (tmp_path / "p").exists()

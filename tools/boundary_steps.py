@@ -2,8 +2,9 @@
 
 ``robofollow bringup sim --execution realtime`` records every trial's ``/robofollow/joint_command`` in
 ``<run>/mcap/<trial>.mcap`` (one command per control tick, holds included) and, in ``results.json``, the
-ticks on which a new chunk arrived (``realtime.chunk_ticks``) and on which the arm held
-(``realtime.hold_tick_list``). The step of tick i is ``max |command[i] - command[i-1]|`` over the 12 arm
+ticks on which a new chunk arrived (``execution.chunk_ticks``) and on which the arm held
+(``execution.hold_tick_list``; ``realtime.*`` in ROS runs written before the name was eval's).
+The step of tick i is ``max |command[i] - command[i-1]|`` over the 12 arm
 joints (rad; the grippers, 0..1 open fraction, close and open in one command by design and are left out);
 a boundary step is that of a tick on which a chunk arrived, a within-chunk step that of any other tick
 that sent a row after a row. The ratio is the largest boundary step over the largest within-chunk step
@@ -56,10 +57,12 @@ def step_ratio(sent: np.ndarray, chunk_ticks: list[int], hold_ticks: list[int]) 
 
 
 def run_ratios(run_dir: Path) -> dict[str, Any]:
+    from robofollow_ros.evaluation.execution_mode import trial_execution
+
     results = json.loads((run_dir / "results.json").read_text())
     trials = {}
     for result in results:
-        realtime = result.get("realtime")
+        realtime = trial_execution(result)
         if not realtime:
             continue
         trial_id = f"{result['task']}_r{result['round']}_s{result['seed']}"

@@ -220,7 +220,8 @@ def with_overrides(profile: Profile, *, trials: str | None = None, policy: str |
     if unknown:
         raise ProfileError(f"profile {profile.name}: has no {', '.join(unknown)} to apply options to")
     nodes = tuple(replace(n, parameters={**n.parameters, **changes.get(n.executable, {})}) for n in profile.nodes)
-    return replace(profile, nodes=_record_live_view(_record_execution(_record_privileged(nodes))),
+    recorded = _record_live_view(_record_execution(_record_privileged(_record_policy_and_render(nodes))))
+    return replace(profile, nodes=recorded,
                    remappings=profile.remappings + tuple(remappings))
 
 
@@ -250,6 +251,21 @@ def _record_privileged(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:
     privileged = bool(by_name["policy_node"].parameters.get("privileged", False))
     return tuple(replace(n, parameters={**n.parameters, "privileged": privileged}) if n.executable == TRIAL_MANAGER
                  else n for n in nodes)
+
+
+def _record_policy_and_render(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:
+    """The trial manager records policy_node's kwargs and sim_node's ``render`` in run.json (as eval records its
+    own): copied, never chosen apart. A graph without a sim (the rig) records render as not known."""
+    by_name = {n.executable: n for n in nodes}
+    if TRIAL_MANAGER not in by_name:
+        return nodes
+    added: dict[str, Any] = {}
+    if "policy_node" in by_name:
+        added["policy_kwargs"] = str(by_name["policy_node"].parameters.get("policy_kwargs", "{}") or "{}")
+    if "sim_node" in by_name:
+        added["render"] = "true" if bool(by_name["sim_node"].parameters.get("render", True)) else "false"
+    return tuple(replace(n, parameters={**n.parameters, **added}) if n.executable == TRIAL_MANAGER else n
+                 for n in nodes)
 
 
 def _record_execution(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:

@@ -154,9 +154,14 @@ def prepare(args: argparse.Namespace, output: Path) -> Any:
         policy_of,
         privileged_of,
     )
+    from robofollow_ros.evaluation.selection import parse_task_list
     from robofollow_ros.policy.spec import PolicySpecError
     from robofollow_ros.preflight import PolicyUnreachable, PortInUse, port_free, reach_policy
 
+    try:
+        parse_task_list(args.tasks)  # an id given twice is refused, as by eval
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     try:
         profile = apply_choices(load_profile(args.profile or args.rig), _choices(args, output), _flag)
         if profile.has("trial_manager_node"):
@@ -185,6 +190,19 @@ def _quiet_manager(profile: Any) -> Any:
     from robofollow_ros.bringup import with_overrides
 
     return with_overrides(profile, extra={"trial_manager_node": {"print_summary": False}})
+
+
+def _closing_table(run_dir: Path | None, summary: dict[str, Any], title: str) -> str:
+    """The trials' Table 1 with n and intervals (as ``eval`` prints it), from the run's results.json."""
+    from robofollow_ros.evaluation.report import format_table, run_table
+    from robofollow_ros.evaluation.report_views import format_run_summary
+    from robofollow_ros.rundir.atomic import read_json
+    from robofollow_ros.rundir.layout import RESULTS_FILE
+
+    path = run_dir / RESULTS_FILE if run_dir is not None else None
+    if path is None or not path.is_file():  # no trials file to take n and intervals from: the means alone
+        return format_table(run_table(summary), title=f"{title} (no results.json: no n, no intervals)")
+    return format_run_summary(read_json(path), title)
 
 
 def _failed_trials(run_dir: Path | None) -> list[str]:
@@ -218,8 +236,6 @@ def _per_process(args: argparse.Namespace, profile: Any) -> bool:
 
 def _bringup(args: argparse.Namespace) -> int:
     from robofollow_ros.bringup import BringupOutcome, NodeExit, NodeStartError, run_as_processes, run_in_process
-    from robofollow_ros.evaluation.report import format_table, run_table
-
     output = args.output or Path("results") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise CliError(f"--output: {output} exists and is not an empty directory")
@@ -248,7 +264,7 @@ def _bringup(args: argparse.Namespace) -> int:
             print(json.dumps(summary, indent=2))
         elif summary is not None:
             label = profile.node("policy_node").parameters.get("policy", "?") if profile.has("policy_node") else "?"
-            print(format_table(run_table(summary), title=f"{label} over ROS — {outcome.run_dir}"))
+            print(_closing_table(outcome.run_dir, summary, f"{label} over ROS — {outcome.run_dir}"))
         for trial in _failed_trials(outcome.run_dir):
             print(f"failed trial {trial}")
 

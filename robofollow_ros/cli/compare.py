@@ -71,14 +71,14 @@ def _kwargs(text: str, flag: str) -> dict[str, Any]:
 def build_compare_config(args: argparse.Namespace) -> Any:
     from robofollow_ros.evaluation.episode import EpisodeSettings
     from robofollow_ros.evaluation.runner import EvalConfig
-    from robofollow_ros.evaluation.selection import parse_levels, parse_scenes
+    from robofollow_ros.evaluation.selection import parse_levels, parse_scenes, parse_task_list
     from robofollow_ros.evaluation.sequential_run import CompareConfig
 
     try:
         base = EvalConfig(
             policy=args.policy_a, output=args.output, scenes=tuple(parse_scenes(args.scene)),
             levels=tuple(parse_levels(args.levels)), limit=args.limit,
-            tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else (),
+            tasks=parse_task_list(args.tasks),
             settings=EpisodeSettings(args.max_steps, args.actions_per_step), render=args.render,
             backend=args.backend, policy_timeout_s=args.policy_timeout, privileged=args.privileged)
         config = CompareConfig(base=base, policy_a=args.policy_a, policy_b=args.policy_b,

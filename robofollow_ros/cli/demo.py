@@ -67,6 +67,6 @@ def _demo(args: argparse.Namespace) -> int:
                           stream=sys.stderr)
     except (RunDirError, ValueError, RuntimeError) as exc:
         raise CliError(str(exc), exit_code=1) from None
-    print(side_by_side(mirage.tables))
+    print(side_by_side(mirage.stats))
     print(f"\nplot: {mirage.plot}")
     return 0 if verdicts_equal else 1

@@ -94,10 +94,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON at the end")
     p.add_argument("--record", action="store_true",
                    help="record every trial to OUTPUT/mcap/<trial>.mcap (Foxglove; `robofollow replay` re-scores)")
-    p.add_argument("--record-rate", default="policy", metavar="RATE",
-                   help="policy: cameras when the policy gets them (default); control, 5, 10, 25 or 50: joint "
-                        "states, set-points and the three cameras every 1/N s of robot time (control = 10), what "
-                        "`robofollow export-lerobot` needs; with --record")
+    p.add_argument("--record-rate", default=None, metavar="RATE",
+                   help="policy: cameras when the policy gets them (the default without --video); control, 5, 10, "
+                        "25 or 50: joint states, set-points and the three cameras every 1/N s of robot time "
+                        "(control = 10, the default with --video), what `robofollow export-lerobot` needs; with "
+                        "--record")
     p.add_argument("--video", action="store_true",
                    help="with --record: after the trials, OUTPUT/videos/<trial>.mp4 (cameras, instruction, stage "
                         "states, IS/ES burned in) and a contact sheet <trial>.png per trial (`robofollow video`)")
@@ -107,7 +108,7 @@ def register(subparsers: Any) -> None:
 def build_config(args: argparse.Namespace) -> Any:
     from robofollow_ros.evaluation.episode import EpisodeSettings
     from robofollow_ros.evaluation.runner import EvalConfig
-    from robofollow_ros.evaluation.selection import parse_levels, parse_scenes
+    from robofollow_ros.evaluation.selection import parse_levels, parse_scenes, parse_task_list
     from robofollow_ros.monitoring.rates import parse_record_rate
 
     try:
@@ -117,7 +118,7 @@ def build_config(args: argparse.Namespace) -> Any:
     if not isinstance(kwargs, dict):
         raise CliError(f"--kwargs: expected a JSON object, got {args.kwargs!r}")
     try:
-        record_hz = parse_record_rate(args.record_rate)
+        record_hz = parse_record_rate(args.record_rate or ("control" if args.video else "policy"))
     except ValueError as exc:
         raise CliError(str(exc)) from None
     try:
@@ -125,7 +126,7 @@ def build_config(args: argparse.Namespace) -> Any:
             policy=args.policy, policy_kwargs=kwargs, output=args.output,
             scenes=tuple(parse_scenes(args.scene)), levels=tuple(parse_levels(args.levels)),
             rounds=args.rounds, limit=args.limit,
-            tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else (),
+            tasks=parse_task_list(args.tasks),
             settings=EpisodeSettings(args.max_steps, args.actions_per_step, _execution(args)), render=args.render,
             stepper=args.stepper or ("direct" if args.execution == "realtime" else "topp"),
             workers=_workers(args), resume=args.resume, record=args.record, record_hz=record_hz, video=args.video,
@@ -193,11 +194,12 @@ def resume_command(args: argparse.Namespace) -> str:
 def _eval(args: argparse.Namespace) -> int:
     from robofollow_ros.benchmark import UnknownTaskError
     from robofollow_ros.evaluation.ray_pool import RayHeadLost
-    from robofollow_ros.evaluation.report import format_table, run_table
+    from robofollow_ros.evaluation.report_views import format_run_summary
     from robofollow_ros.evaluation.runner import run_evaluation
     from robofollow_ros.evaluation.worker_errors import WorkerStartError
     from robofollow_ros.policy.spec import PolicySpecError
     from robofollow_ros.rundir import OutputUnusableError, RunDirError
+    from robofollow_ros.rundir.atomic import read_json
 
     config = build_config(args)
     reach(config, config.policy)
@@ -231,7 +233,7 @@ def _eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(outcome.summary, indent=2))
     else:
-        print(format_table(run_table(outcome.summary), title=args.policy))
+        print(format_run_summary(read_json(outcome.run_dir / "results.json"), title=args.policy))
         if outcome.skipped:
             print(f"resumed: {outcome.skipped} trials were already recorded, {outcome.recorded} ran now")
         if outcome.requeued_trials:

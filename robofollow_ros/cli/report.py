@@ -1,5 +1,6 @@
 """``robofollow report RUN_DIR [--compare MODEL ...]``: Table 1 of a run and a comparison plot;
-``robofollow report --compare-runs RUN_A RUN_B``: two runs of the same trials compared pair by pair."""
+``robofollow report --compare-runs RUN_A RUN_B``: two runs of the same trials compared pair by pair;
+``robofollow report --table1 RUN...``: the paper's Table 1 with the runs beside the published models."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--sim-real", nargs=2, metavar=("SIM_RUN", "RIG_RUN"), type=Path,
                    help="a sim run against a rig run of the same tasks: per-task and per-level agreement, "
                         "Pearson r (Fisher-z 95%% interval), MMRV and a scatter plot")
+    p.add_argument("--table1", nargs="+", metavar="RUN", type=Path,
+                   help="the paper's Table 1: the runs' rows (n against the protocol's, 95%% intervals, marks for "
+                        "privileged, subset, other rig or budget) beside the published models (all, or --compare); "
+                        "also writes table1.png and table1.csv into --out")
+    p.add_argument("--out", metavar="DIR", type=Path,
+                   help="--table1: where to write table1.png and table1.csv (default: the first RUN)")
     p.add_argument("--bootstrap", type=integer(1, 1_000_000), default=10_000, metavar="N",
                    help="bootstrap resamples (default 10000)")
     p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0)")
@@ -70,6 +77,12 @@ def _report(args: argparse.Namespace) -> int:
     )
     from robofollow_ros.scoring.summary import summarize
 
+    if args.table1:
+        from robofollow_ros.cli._report_table1 import table1
+
+        return table1(args)
+    if args.out is not None:
+        raise CliError("--out: only with --table1 (the other views take --png and --csv)")
     if args.rank or args.sim_real:
         return _rank_or_sim_real(args)
     if args.compare_runs:
@@ -170,6 +183,7 @@ def _views(args: argparse.Namespace, run_dir: Path, trials: list[dict[str, Any]]
 
 
 def _compare_runs(args: argparse.Namespace) -> int:
+    from robofollow_ros.evaluation import comparability
     from robofollow_ros.evaluation.compare import (
         compare_runs,
         comparison_json,
@@ -184,16 +198,22 @@ def _compare_runs(args: argparse.Namespace) -> int:
     if not args.no_plot:
         output_file(png, "--png")
     try:
-        cells = compare_runs(load_run_trials(run_a), load_run_trials(run_b), n_resamples=args.bootstrap,
-                             seed=args.seed, names=names)
+        trials_a, trials_b = load_run_trials(run_a), load_run_trials(run_b)
+        cells = compare_runs(trials_a, trials_b, n_resamples=args.bootstrap, seed=args.seed, names=names)
     except (ValueError, KeyError, TypeError) as exc:
         raise CliError(str(exc).splitlines()[0]) from None
+    runs = [comparability.traits(name, comparability.read_run_json(d), t)
+            for name, d, t in ((names[0], run_a, trials_a), (names[1], run_b, trials_b))]
+    warnings = comparability.warnings(runs)
     if not args.no_plot:
         with writing(png, "--png"):
-            plot_comparison(png, cells, names)
+            plot_comparison(png, cells, names, warnings)
     if args.json:
-        print_json({**comparison_json(cells, names), "png": None if args.no_plot else str(png)})
+        print_json({**comparison_json(cells, names), "png": None if args.no_plot else str(png),
+                    "not_comparable": warnings})
         return 0
+    for line in warnings:
+        print(f"warning: not comparable: {line}")
     print(format_comparison(cells, names))
     if not args.no_plot:
         print(f"\nplot: {png}")
@@ -210,6 +230,7 @@ def _rank_or_sim_real(args: argparse.Namespace) -> int:
 
 
 def _rank(args: argparse.Namespace) -> int:
+    from robofollow_ros.evaluation import comparability
     from robofollow_ros.evaluation.ranking import (
         format_ranking,
         load_run,
@@ -226,19 +247,26 @@ def _rank(args: argparse.Namespace) -> int:
     try:
         loaded = [load_run(d, "--rank") for d in args.rank]
         names = unique_names([label for label, _ in loaded], args.rank)
+        runs = [comparability.traits(name, comparability.read_run_json(d), trials)
+                for name, d, (_, trials) in zip(names, args.rank, loaded, strict=True)]
         ranking = rank_runs([trials for _, trials in loaded], names, [str(d) for d in args.rank],
                             n_resamples=args.bootstrap, seed=args.seed)
     except (ValueError, KeyError, TypeError) as exc:
         raise CliError(str(exc).splitlines()[0]) from None
     published = published_rows()
+    warnings = comparability.warnings(runs)
+    marks = {r.name: r.tags for r in runs}
     if args.json:
-        print_json(ranking_json(ranking, published))
+        print_json({**ranking_json(ranking, published, marks), "not_comparable": warnings})
     else:
-        print(format_ranking(ranking, published))
+        for line in warnings:
+            print(f"warning: not comparable: {line}")
+        print(format_ranking(ranking, published, marks))
     return 0
 
 
 def _sim_real(args: argparse.Namespace) -> int:
+    from robofollow_ros.evaluation import comparability
     from robofollow_ros.evaluation.ranking import load_run
     from robofollow_ros.evaluation.simreal import format_sim_real, plot_sim_real, sim_real_json, sim_vs_real
 
@@ -250,15 +278,24 @@ def _sim_real(args: argparse.Namespace) -> int:
     try:
         _, sim = load_run(sim_dir, "--sim-real")
         _, rig = load_run(rig_dir, "--sim-real")
+        runs = [comparability.traits(name, comparability.read_run_json(d), t)
+                for name, d, t in ((names[0], sim_dir, sim), (names[1], rig_dir, rig))]
+        refused = comparability.other_policies(runs)
+        if refused:
+            raise ValueError(f"--sim-real: {refused}; sim against real compares one policy on two embodiments")
         result = sim_vs_real(sim, rig)
     except (ValueError, KeyError, TypeError) as exc:
         raise CliError(str(exc).splitlines()[0]) from None
     if not args.no_plot:
         with writing(png, "--png"):
             plot_sim_real(png, result, names)
+    privileged = [line for line in comparability.warnings(runs, rigs=False) if " is privileged" in line]
     if args.json:
-        print_json({**sim_real_json(result, names), "png": None if args.no_plot else str(png)})
+        print_json({**sim_real_json(result, names), "png": None if args.no_plot else str(png),
+                    "not_comparable": privileged})
         return 0
+    for line in privileged:
+        print(f"warning: not comparable: {line}")
     print(format_sim_real(result, names))
     if not args.no_plot:
         print(f"\nplot: {png}")

@@ -3,8 +3,10 @@
 Trials are paired by (task, seed); both runs must hold exactly the same trials, or the comparison
 is refused with one line naming what is missing (an unpaired comparison would mix the protocol's
 difficulty into the difference). Per scene × level, and over all pairs: the mean IS and ES of each
-run, the difference B − A with a paired-bootstrap 95 % interval, the completion counts and the
-exact McNemar p-value on completion (``paired_stats``).
+run, the difference B − A with a paired-bootstrap 95 % interval (pairs of a task resampled together
+when tasks have several rounds; the Wilson bound when the bootstrap collapses, ``intervals``), the
+completion counts with each run's Wilson interval and the exact McNemar p-value on completion
+(``paired_stats``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.benchmark import LEVELS, SCENES
-from robofollow_ros.evaluation.paired_stats import mcnemar_exact, paired_bootstrap_ci
+from robofollow_ros.evaluation.intervals import WILSON_BOUND, footnote, mean_interval, wilson
+from robofollow_ros.evaluation.paired_stats import mcnemar_exact
 from robofollow_ros.evaluation.report import SCENE_LABEL
 from robofollow_ros.evaluation.text_table import text_table
 
@@ -46,6 +49,10 @@ class CellComparison:
     only_a: int  # pairs completed by A only
     only_b: int  # pairs completed by B only
     mcnemar_p: float
+    complete_a_ci95: tuple[float, float] = (0.0, 1.0)  # Wilson on complete_a / pairs
+    complete_b_ci95: tuple[float, float] = (0.0, 1.0)
+    is_method: str = ""  # the method of each Δ interval (intervals.py)
+    es_method: str = ""
 
 
 def load_run_trials(run_dir: Path) -> list[dict[str, Any]]:
@@ -106,11 +113,16 @@ def compare_cell(cell: str, pairs: Sequence[Pair], n_resamples: int, seed: int) 
     only_b = sum(1 for ca, cb in done if cb and not ca)
     is_d = [b - a for a, b in zip(is_a, is_b, strict=True)]
     es_d = [b - a for a, b in zip(es_a, es_b, strict=True)]
+    tasks = [str(x["task"]) for x, _ in pairs]
+    is_ci = mean_interval(is_d, tasks, n_resamples, seed, low=-1.0, high=1.0)
+    es_ci = mean_interval(es_d, tasks, n_resamples, seed + 1, low=-1.0, high=1.0)
+    complete_a, complete_b = sum(ca for ca, _ in done), sum(cb for _, cb in done)
     return CellComparison(
-        cell=cell, pairs=len(pairs), is_a=mean(is_a), is_b=mean(is_b), is_diff=mean(is_d),
-        is_ci95=paired_bootstrap_ci(is_d, n_resamples, seed), es_a=mean(es_a), es_b=mean(es_b), es_diff=mean(es_d),
-        es_ci95=paired_bootstrap_ci(es_d, n_resamples, seed + 1), complete_a=sum(ca for ca, _ in done),
-        complete_b=sum(cb for _, cb in done), only_a=only_a, only_b=only_b, mcnemar_p=mcnemar_exact(only_a, only_b))
+        cell=cell, pairs=len(pairs), is_a=mean(is_a), is_b=mean(is_b), is_diff=mean(is_d), is_ci95=is_ci.pair(),
+        es_a=mean(es_a), es_b=mean(es_b), es_diff=mean(es_d), es_ci95=es_ci.pair(), complete_a=complete_a,
+        complete_b=complete_b, only_a=only_a, only_b=only_b, mcnemar_p=mcnemar_exact(only_a, only_b),
+        complete_a_ci95=wilson(complete_a, len(pairs)).pair(), complete_b_ci95=wilson(complete_b, len(pairs)).pair(),
+        is_method=is_ci.method, es_method=es_ci.method)
 
 
 def compare_runs(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, n_resamples: int = 10_000,
@@ -132,25 +144,46 @@ def format_comparison(cells: Sequence[CellComparison], names: tuple[str, str]) -
     """One row per cell; columns as wide as their widest value (``text_table``), so they never run together."""
     a, b = names
 
-    def change(x: float, y: float, diff: float, ci: tuple[float, float]) -> list[str]:
-        return [f"{100 * x:.1f}", f"{100 * y:.1f}", f"{100 * diff:+.1f}", f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"]
+    def change(x: float, y: float, diff: float, ci: tuple[float, float], method: str) -> list[str]:
+        star = "*" if method == WILSON_BOUND else ""
+        return [f"{100 * x:.1f}", f"{100 * y:.1f}", f"{100 * diff:+.1f}",
+                f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]{star}"]
+
+    def share(ci: tuple[float, float]) -> str:
+        return f"[{100 * ci[0]:.0f}, {100 * ci[1]:.0f}]"
 
     header = ["cell", "pairs", "IS A", "IS B", "IS Δ", "IS Δ 95% CI", "ES A", "ES B", "ES Δ", "ES Δ 95% CI",
-              "complete A/B", "A only/B only", "McNemar p"]
-    rows = [[c.cell, str(c.pairs), *change(c.is_a, c.is_b, c.is_diff, c.is_ci95),
-             *change(c.es_a, c.es_b, c.es_diff, c.es_ci95), f"{c.complete_a}/{c.complete_b}", f"{c.only_a}/{c.only_b}",
-             f"{c.mcnemar_p:.4f}"] for c in cells]
-    right = [False, True, True, True, True, False, True, True, True, False, True, True, True]
+              "complete A/B", "A only/B only", "McNemar p", "complete A 95% CI", "complete B 95% CI"]
+    rows = [[c.cell, str(c.pairs), *change(c.is_a, c.is_b, c.is_diff, c.is_ci95, c.is_method),
+             *change(c.es_a, c.es_b, c.es_diff, c.es_ci95, c.es_method), f"{c.complete_a}/{c.complete_b}",
+             f"{c.only_a}/{c.only_b}", f"{c.mcnemar_p:.4f}", share(c.complete_a_ci95), share(c.complete_b_ci95)]
+            for c in cells]
+    right = [False, True, True, True, True, False, True, True, True, False, True, True, True, False, False]
     title = f"paired comparison: A = {a}, B = {b} (differences are B − A, in points of 100; n = pairs)"
-    return title + "\n" + text_table(header, rows, right)
+    note = (f"{footnote('IS Δ, ES Δ', 'the mean paired difference')}; complete A/B: Wilson on completed/pairs; "
+            "McNemar: exact, on the discordant pairs")
+    return title + "\n" + text_table(header, rows, right) + "\n" + note
 
 
 def comparison_json(cells: Sequence[CellComparison], names: tuple[str, str]) -> dict[str, Any]:
     return {"run_a": names[0], "run_b": names[1], "difference": "B - A", "cells": [asdict(c) for c in cells]}
 
 
-def plot_comparison(path: str | Path, cells: Sequence[CellComparison], names: tuple[str, str]) -> None:
-    """ΔIS and ΔES with their intervals per cell, and completion counts with the McNemar p above."""
+def plot_comparison(path: str | Path, cells: Sequence[CellComparison], names: tuple[str, str],
+                    warnings: Sequence[str] = ()) -> None:
+    """ΔIS and ΔES with their intervals per cell, and completion with Wilson intervals and the McNemar p above;
+    ``warnings`` (why the runs are not comparable) printed under the panels."""
+    import matplotlib.pyplot as plt
+
+    fig = comparison_plot(cells, names)
+    for i, warning in enumerate(warnings):
+        fig.text(0.01, -0.02 - 0.025 * i, f"warning: not comparable: {warning}", fontsize=8, color="darkred")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+
+def comparison_plot(cells: Sequence[CellComparison], names: tuple[str, str]) -> Any:
+    """The figure of :func:`plot_comparison`, returned open (n under every cell, a marker at a zero rate)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,16 +200,26 @@ def plot_comparison(path: str | Path, cells: Sequence[CellComparison], names: tu
         ax.set_ylabel(f"Δ{metric.upper()} (B − A, points)")
         ax.grid(axis="y", alpha=0.3)
     width = 0.38
-    series = ((-width / 2, "complete_a", f"A: {names[0]}"), (width / 2, "complete_b", f"B: {names[1]}"))
-    for shift, attr, label in series:
-        axes[2].bar([x + shift for x in xs], [100 * getattr(c, attr) / c.pairs for c in cells], width, label=label)
+    series = ((-width / 2, "complete_a", f"A: {names[0]}", "C0"), (width / 2, "complete_b", f"B: {names[1]}", "C1"))
+    for shift, attr, label, colour in series:
+        at = [i + shift for i in xs]
+        rates = [100 * getattr(c, attr) / c.pairs for c in cells]
+        cis = [getattr(c, f"{attr}_ci95") for c in cells]
+        axes[2].bar(at, rates, width, label=label, color=colour)
+        axes[2].errorbar(at, rates, fmt="none", ecolor="black", capsize=2, elinewidth=0.8,
+                         yerr=[[max(0.0, r - 100 * ci[0]) for r, ci in zip(rates, cis, strict=True)],
+                               [max(0.0, 100 * ci[1] - r) for r, ci in zip(rates, cis, strict=True)]])
+        zero = [i for i, r in enumerate(rates) if r == 0.0]  # a bar of height 0 is invisible: a marker says "0"
+        axes[2].plot([at[i] for i in zero], [0.0] * len(zero), marker="D", markersize=6, color=colour,
+                     markeredgecolor="black", linestyle="none", gid=f"zero:{attr}", zorder=5)
     for x, c in zip(xs, cells, strict=True):
-        axes[2].text(x, 102, f"p={c.mcnemar_p:.2g}", ha="center", fontsize="small")
-    axes[2].set_ylim(0, 112)
-    axes[2].set_ylabel("completed trials (%)")
-    axes[2].legend(loc="lower right", fontsize="small")
-    axes[2].set_xticks(xs, [c.cell for c in cells])
-    fig.suptitle("Paired comparison: 95 % paired-bootstrap intervals; exact McNemar p on completion")
+        axes[2].text(x, 104, f"p={c.mcnemar_p:.2g}", ha="center", fontsize="small")
+    axes[2].set_ylim(-5, 112)
+    axes[2].set_ylabel("completed pairs (%), Wilson 95 %")
+    axes[2].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")  # outside: never over a bar
+    axes[2].set_xticks(xs, [f"{c.cell}\nn={c.pairs}" for c in cells])
+    fig.suptitle("Paired comparison (n = pairs): 95 % paired-bootstrap intervals of B − A (over tasks when "
+                 "tasks have several rounds;\nWilson bound where the bootstrap collapses); completion with Wilson "
+                 "intervals, exact McNemar p")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig

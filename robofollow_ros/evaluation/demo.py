@@ -10,16 +10,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from robofollow_ros.benchmark import LEVELS, SCENES, Registry
 from robofollow_ros.evaluation.episode import EpisodeSettings
-from robofollow_ros.evaluation.report import METRICS, Table, plot_comparison, run_table, with_mean
+from robofollow_ros.evaluation.intervals import FOOTNOTE, WILSON_BOUND
+from robofollow_ros.evaluation.report import Table, plot_comparison, run_table
+from robofollow_ros.evaluation.report_views import CellStats, cell_stats
 from robofollow_ros.evaluation.runner import EvalConfig, RunOutcome, run_evaluation
+from robofollow_ros.evaluation.text_table import text_table
+from robofollow_ros.rundir.atomic import read_json
+from robofollow_ros.rundir.layout import RESULTS_FILE
 
 DEMO_POLICIES = ("oracle", "memorizer")
 #: Tasks taken from the head of every (scene, level) group: 2 x 16 groups = 32 tasks, one round.
 DEMO_TASKS_PER_GROUP = 2
+#: Bootstrap resamples of the demo's IS intervals (seed 0).
+DEMO_RESAMPLES = 2000
 
 
 def demo_task_ids(registry: Registry, per_group: int = DEMO_TASKS_PER_GROUP) -> list[str]:
@@ -34,6 +41,8 @@ class DemoOutcome:
     runs: dict[str, RunOutcome]
     tables: dict[str, Table]
     plot: Path
+    #: Per policy, every cell's n and 95 % intervals (``report_views.cell_stats``).
+    stats: dict[str, CellStats]
 
 
 def run_demo(output: Path, registry: Registry, policies: Sequence[str] = DEMO_POLICIES,
@@ -48,24 +57,37 @@ def run_demo(output: Path, registry: Registry, policies: Sequence[str] = DEMO_PO
             stream.write(f"==> {policy}: {len(tasks)} tasks, 1 round, no rendering -> {config.output}\n")
         runs[policy] = run_evaluation(config, stream=stream)
     tables = {p: run_table(r.summary) for p, r in runs.items()}
+    stats = {p: cell_stats(read_json(r.run_dir / RESULTS_FILE), DEMO_RESAMPLES) for p, r in runs.items()}
     first, *rest = policies
     plot = output / "demo.png"
-    plot_comparison(plot, tables[first], {p: tables[p] for p in rest}, run_label=first)
-    return DemoOutcome(runs, tables, plot)
+    plot_comparison(plot, tables[first], {p: tables[p] for p in rest}, run_label=first, stats=stats[first])
+    return DemoOutcome(runs, tables, plot, stats)
 
 
-def side_by_side(tables: dict[str, Table]) -> str:
-    """One row per scene (plus mean); per level, each policy's IS/ES/CR in percent."""
-    names = list(tables)
-    meaned = {n: with_mean(t) for n, t in tables.items()}
-    width = max(16, max(len(n) for n in names) + 5)
-    head = f"{'':<6}" + "".join(f"{lv + ' ' + n:>{width}}" for lv in LEVELS for n in names)
-    lines = [f"IS/ES/CR (%) — {' vs '.join(names)}", head, "-" * len(head)]
-    for scene in [*sorted({s for t in meaned.values() for s in t if s != "mean"}), "mean"]:
-        cells = []
+def _ci(c: dict[str, Any], metric: str) -> str:
+    lo, hi = c[f"{metric}_ci95"]
+    return f"[{lo:.0f}, {hi:.0f}]" + ("*" if c.get(f"{metric}_method") == WILSON_BOUND else "")
+
+
+def side_by_side(stats: dict[str, CellStats]) -> str:
+    """One row per scene × level cell (then the mean rows); per policy IS/ES/CR in percent, n, the IS
+    interval and the completed trials with their Wilson interval; the footnote names the methods."""
+    names = list(stats)
+    header = ["cell"]
+    for n in names:
+        header += [f"{n} IS/ES/CR", f"{n} IS 95% CI", f"{n} completed", f"{n} CR 95% CI"]
+    rows = []
+    for scene in [*sorted({s for st in stats.values() for s in st if s != "mean"}), "mean"]:
         for lv in LEVELS:
+            if not any(lv in st.get(scene, {}) for st in stats.values()):
+                continue
+            row = [f"{scene}/{lv}"]
             for n in names:
-                c = meaned[n].get(scene, {}).get(lv)
-                cells.append("/".join(f"{c[m]:.0f}" for m in METRICS) if c else "-")
-        lines.append(f"{scene:<6}" + "".join(f"{c:>{width}}" for c in cells))
-    return "\n".join(lines)
+                c = stats[n].get(scene, {}).get(lv)
+                row += (["-"] * 4 if c is None else
+                        [f"{c['IS']:.0f}/{c['ES']:.0f}/{c['CR']:.0f}", _ci(c, "IS"), f"{c['CR_k']}/{c['n']}",
+                         _ci(c, "CR")])
+            rows.append(row)
+    title = f"IS/ES/CR (%) — {' vs '.join(names)}; n = trials per cell"
+    note = f"{FOOTNOTE}; {DEMO_RESAMPLES} resamples; mean rows: unweighted over scenes, n summed"
+    return title + "\n" + text_table(header, rows, [False, *([True] * (4 * len(names)))]) + "\n" + note

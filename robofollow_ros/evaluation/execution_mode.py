@@ -11,11 +11,14 @@
 
 What is recorded: run.json's ``execution`` (:meth:`ExecutionSettings.describe`, a ``--resume`` refuses a
 change of it); each trial's results entry gains ``execution`` (the executor's counters and the motion
-measures) in realtime mode, a field the official scorer does not read.
+measures) in realtime mode, a field the official scorer does not read. The ROS graph's trial manager writes
+the same counters under the same name (:func:`realtime_result`); its results written before that had them
+under ``realtime``, which :func:`trial_execution` still reads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,3 +117,32 @@ class ExecutionSettings:
                 "latency": "latency: policies: the declared draw (not slept); others: wall time from the request "
                            "to the answer; a request of tick t is available at tick t + ceil(latency / dt)",
                 "executor": executor.describe()}
+
+
+#: A trial result's key for the real-time counters, in ``eval``'s results and the ROS graph's alike.
+RESULT_KEY = "execution"
+#: The key the ROS graph's results used before (read, never written).
+OLD_ROS_RESULT_KEY = "realtime"
+
+
+def counters_record(counters: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial result's ``execution`` from the executor's counters (``RealtimeStats.as_dict()`` and what the
+    caller adds): ``mode`` realtime, every counter, and ``latencies_s`` summarised as ``latency_s``."""
+    import numpy as np
+
+    out = dict(counters)
+    latencies = np.asarray(out.pop("latencies_s", []), dtype=np.float64)
+    out["latency_s"] = None if not latencies.size else {
+        "n": int(latencies.size), "mean": float(latencies.mean()), "p50": float(np.percentile(latencies, 50)),
+        "p90": float(np.percentile(latencies, 90)), "max": float(latencies.max())}
+    return {"mode": "realtime", **out}
+
+
+def trial_execution(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A trial result's real-time counters: ``execution``, or ``realtime`` in a ROS run written before the
+    name was shared (read as ``execution``); None for a lock-step trial."""
+    value = entry.get(RESULT_KEY)
+    if isinstance(value, Mapping):
+        return dict(value)
+    old = entry.get(OLD_ROS_RESULT_KEY)
+    return counters_record(old) if isinstance(old, Mapping) else None

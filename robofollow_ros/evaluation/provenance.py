@@ -316,30 +316,70 @@ def seed_settings(base_seed: int) -> dict[str, Any]:
     return {"base_seed": int(base_seed), "rule": SEED_RULE}
 
 
-def observation_keys(spec: str, privileged: bool) -> list[str]:
-    """The keys of every observation the policy is sent, as dotted paths: what its transport puts on the
-    wire (``tcp://``: ``wire_observation``; ``openpi://``: the ALOHA request), or what an in-process policy
-    is handed. Computed by running the transport's own conversion on an observation of the evaluator's
-    shape, so that it follows the code. ``privileged`` appears only when privileged state is given."""
+def observation_keys(spec: str, privileged: bool, kwargs: Mapping[str, Any] | None = None) -> list[str]:
+    """The keys of every observation the policy is sent, as dotted paths: what its transport hands its codec
+    for one predict call (``tcp://``: ``wire_observation``, the ``privileged.*`` keys included in a run
+    with ``--privileged``; ``openpi://``: the ALOHA request; ``act+http://``, ``vla-eval://``, ``gr00t://``,
+    ``xpolicylab://``: the peer's request under its own keys, built by the client from the SPEC and
+    ``kwargs`` as a run builds it), or what an in-process policy is handed. Computed by running the
+    transport's own conversion on an observation of the evaluator's shape, so that it follows the code."""
     import numpy as np
 
-    image = np.zeros((2, 2, 3), dtype=np.uint8)
+    image = np.zeros((240, 320, 3), dtype=np.uint8)
     obs: dict[str, Any] = {"observation": {key: {"rgb": image} for key in CAMERA_OBS_KEYS.values()},
                            "joint_action": {"vector": np.zeros(14)}, "instruction": "x"}
     if privileged:
         obs["privileged"] = {"task_id": "", "objects": {}, "object_quats": {}}
+    return _paths(wire_payload(spec, obs, privileged, dict(kwargs or {})))
+
+
+def wire_payload(spec: str, obs: dict[str, Any], privileged: bool, kwargs: dict[str, Any]) -> Mapping[str, Any]:
+    """What the SPEC's transport sends for ``obs`` (the observation itself for an in-process policy)."""
     scheme = spec.strip().split("://", 1)[0] if "://" in spec else None
     if scheme == "tcp":
         from robofollow_ros.policy.wire.robofollow.client import wire_observation
 
-        sent: Mapping[str, Any] = wire_observation(obs, "x")
-    elif scheme == "openpi":
+        return wire_observation(obs, "x", forward_privileged=privileged)
+    if scheme == "openpi":
         from robofollow_ros.policy.wire.openpi.observation import to_openpi_observation
 
-        sent = to_openpi_observation(obs, "x", 2)
-    else:
-        sent = obs
-    return _paths(sent)
+        return to_openpi_observation(obs, "x", 2)
+    if scheme == "vla-eval":
+        from robofollow_ros.policy.wire.vlaeval.observation import to_vlaeval_observation
+
+        return to_vlaeval_observation(obs, "x")
+    if scheme in ("act+http", "gr00t", "xpolicylab"):
+        return _peer_request(spec, scheme, obs, kwargs)
+    return obs
+
+
+def _peer_request(spec: str, scheme: str, obs: dict[str, Any], kwargs: dict[str, Any]) -> Mapping[str, Any]:
+    """The request of a peer's client whose keys depend on its options (preset, key map, cameras): the
+    client is built as a run builds it (no connection is made) and its own conversion is run."""
+    from robofollow_ros.policy.remote import parse_remote
+    from robofollow_ros.policy.spec import FORWARD_PRIVILEGED
+
+    remote = parse_remote(spec)
+    assert remote is not None  # a scheme of REMOTE_CLIENTS
+    options = remote.client_kwargs({k: v for k, v in kwargs.items() if k != FORWARD_PRIVILEGED})
+    if scheme == "act+http":
+        from robofollow_ros.policy.wire.act.client import ActHttpPolicy
+        from robofollow_ros.policy.wire.act.presets import to_request
+
+        return to_request(ActHttpPolicy(**options).preset, obs, "x")
+    if scheme == "gr00t":
+        from robofollow_ros.policy.wire.gr00t.client import Gr00tZmqPolicy
+        from robofollow_ros.policy.wire.gr00t.observation import to_gr00t_observation
+
+        client = Gr00tZmqPolicy(**options)
+        try:
+            return to_gr00t_observation(obs, "x", client.keys, client.api)
+        finally:
+            client._context.term()  # nothing was connected: the ZMQ context alone to free
+    from robofollow_ros.policy.wire.xpolicylab.client import XPolicyLabPolicy
+    from robofollow_ros.policy.wire.xpolicylab.observation import to_xpolicylab_observation
+
+    return to_xpolicylab_observation(obs, "x", XPolicyLabPolicy(**options).cameras)
 
 
 def _paths(value: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -360,7 +400,8 @@ def policy_record(settings: RunSettings, evaluator: bool = True) -> dict[str, An
     describes); a run of the ROS graph, whose policy node builds its own, records null there."""
     return {"spec": settings.policy, "kwargs": jsonable(redacted(settings.policy_kwargs)),
             "server_metadata": server_metadata(settings.server_metadata),
-            "observation_keys": observation_keys(settings.policy, settings.privileged) if evaluator else None}
+            "observation_keys": observation_keys(settings.policy, settings.privileged, settings.policy_kwargs)
+            if evaluator else None}
 
 
 def server_metadata(value: Mapping[str, Any] | None) -> Any:

@@ -259,9 +259,14 @@ def published_rows(data_dir: Path | None = None) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["cr"])
 
 
-def format_ranking(ranking: Ranking, published: Sequence[Mapping[str, Any]]) -> str:
-    """The leaderboard, then the published rows for reference (not in the fit)."""
-    width = max([len(r.model) for r in ranking.runs] + [5])
+def format_ranking(ranking: Ranking, published: Sequence[Mapping[str, Any]],
+                   marks: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The leaderboard, then the published rows for reference (not in the fit); ``marks`` tags a run's row
+    (``[privileged, subset]``: comparability.RunTraits.tags)."""
+    marks = marks or {}
+    label = {r.model: f"{r.model} [{', '.join(marks[r.model])}]" if marks.get(r.model) else r.model
+             for r in ranking.runs}
+    width = max([len(v) for v in label.values()] + [5])
     head = (f"{'rank':>4}  {'model':<{width}}  {'strength θ':>10}  {'95% interval':>17}  {'n comparisons':>13}"
             f"  {'wins':>7}  completion % (n trials, 95% CI)")
     lines = [f"Bradley-Terry ranking: {ranking.comparisons} paired comparisons on {ranking.tasks} tasks "
@@ -270,7 +275,7 @@ def format_ranking(ranking: Ranking, published: Sequence[Mapping[str, Any]]) -> 
     for r in ranking.runs:
         cr = 100.0 * r.completed / r.trials if r.trials else 0.0
         cr_txt = (f"{cr:5.1f} (n={r.trials}, {100 * r.completion_ci95[0]:.1f}-{100 * r.completion_ci95[1]:.1f})")
-        lines.append(f"{r.rank:>4}  {r.model:<{width}}  {r.strength:>+10.3f}  "
+        lines.append(f"{r.rank:>4}  {label[r.model]:<{width}}  {r.strength:>+10.3f}  "
                      f"{f'{r.ci95[0]:+.3f}..{r.ci95[1]:+.3f}':>17}  {r.comparisons:>13}  {r.wins:>7.1f}  {cr_txt}")
     lines.append("θ: log-strength, mean 0; P(A beats B) = 1 / (1 + exp(θ_B − θ_A))")
     for name, n in ranking.unpaired.items():
@@ -287,9 +292,10 @@ def format_ranking(ranking: Ranking, published: Sequence[Mapping[str, Any]]) -> 
     return "\n".join(lines)
 
 
-def ranking_json(ranking: Ranking, published: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def ranking_json(ranking: Ranking, published: Sequence[Mapping[str, Any]],
+                 marks: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     return {"method": "bradley-terry", "win": "completion, then intent score, then exec score; full ties half",
             "prior_games": PRIOR_GAMES, "bootstrap": {"unit": "task", "resamples": ranking.n_resamples},
             "tasks": ranking.tasks, "comparisons": ranking.comparisons, "unpaired": ranking.unpaired,
-            "runs": [r.__dict__ for r in ranking.runs],
+            "runs": [{**r.__dict__, "marks": list((marks or {}).get(r.model, []))} for r in ranking.runs],
             "published": {"in_fit": False, "rows": list(published)}}

@@ -208,9 +208,6 @@ def run_realtime_episode(world: World, policy: Policy, task: EvalTask, seed: int
 
 def execution_record(executor: RealtimeChunkExecutor, trace: MotionTrace) -> dict[str, Any]:
     """A trial's ``execution`` entry: the executor's counters (latencies summarised) and the motion measures."""
-    stats = executor.stats.as_dict()
-    latencies = np.asarray(stats.pop("latencies_s"), dtype=np.float64)
-    stats["latency_s"] = None if not latencies.size else {
-        "n": int(latencies.size), "mean": float(latencies.mean()), "p50": float(np.percentile(latencies, 50)),
-        "p90": float(np.percentile(latencies, 90)), "max": float(latencies.max())}
-    return {"mode": "realtime", **stats, "motion": trace.summary()}
+    from robofollow_ros.evaluation.execution_mode import counters_record
+
+    return {**counters_record(executor.stats.as_dict()), "motion": trace.summary()}

@@ -30,11 +30,18 @@ PROTOCOL: dict[str, Any] = {"rounds": 10, "max_steps": 10, "actions_per_step": 5
 
 
 def is_privileged(run: Mapping[str, Any] | None) -> bool:
-    """True when run.json says its policy was given privileged state (``arguments.privileged``, or ours)."""
+    """True when run.json says its policy was given privileged state (``arguments.privileged``, or ours), or
+    its policy is a built-in that reads it in process (``oracle``, ``blind``: ``spec.PRIVILEGED_BUILTINS``;
+    their run.json says ``privileged: false``, the flag not having been needed)."""
+    from robofollow_ros.policy.spec import PRIVILEGED_BUILTINS
+
     if not run:
         return False
     arguments = run.get("arguments")
-    return bool(run.get("privileged")) or (isinstance(arguments, Mapping) and bool(arguments.get("privileged")))
+    policy = run.get("policy")
+    builtin = isinstance(policy, Mapping) and policy.get("spec") in PRIVILEGED_BUILTINS
+    return (bool(run.get("privileged")) or builtin
+            or (isinstance(arguments, Mapping) and bool(arguments.get("privileged"))))
 
 
 def protocol_differences(run: Mapping[str, Any] | None, trials: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -186,10 +193,11 @@ def comparison_figure(run: Table, models: Mapping[str, Table], run_label: str = 
         n = (stats or {}).get(s, {}).get(level, {}).get("n")
         labels.append(f"{s}\n{level}" + (f"\nn={n}" if n is not None else ""))
     axes[-1].set_xticks(range(len(cells)), labels)
-    axes[0].legend(ncols=min(6, len(series)), loc="upper right", fontsize="small")
+    axes[0].legend(ncols=min(6, len(series)), loc="lower left", bbox_to_anchor=(0.0, 1.02), fontsize="small")
     title = "RoboFollow: intent (IS), execution (ES) and completion (CR) by scene and level"
     if stats:
-        title += "\nrun: n trials per cell, 95 % intervals (IS/ES bootstrap, CR Wilson); published: no intervals"
+        title += ("\nrun: n trials per cell, 95 % intervals (IS/ES bootstrap over tasks, or the Wilson bound where "
+                  "every score is equal; CR Wilson); published: no intervals")
     fig.suptitle(title)
     for i, warning in enumerate(warnings):
         fig.text(0.01, 0.005 + 0.022 * i, f"warning: {warning}", fontsize=8, color="darkred")

@@ -1,14 +1,13 @@
 """The views of ``robofollow report`` that a reviewer asks for: sample sizes and 95 % intervals per cell,
 each task over its rounds, each failed trial with its stage, reason and recordings, and CSV of all of it.
 
-Why these intervals: completion is a per-trial yes/no, so its interval is Wilson's (good at the small
-n and the rates near 0 or 1 of this benchmark, where the normal interval collapses); IS and ES are
-means of bounded scores with no distribution to assume, so their intervals are percentile bootstraps
-of the mean over trials (the same resampler as ``--compare-runs``). The paper's CR is task-macro
-(mean over tasks of each task's completed fraction); its interval is Wilson's on the completed trials
-of the cell, which is the same rate whenever every task has the same number of rounds (the protocol).
-The ``mean`` row (unweighted over scenes) gets bootstrap intervals for all three, resampling trials
-within each scene. Everything here is in percent, as Table 1 is.
+The intervals all come from :mod:`robofollow_ros.evaluation.intervals` (Wilson for completion, a seeded
+bootstrap over tasks for IS/ES, never a point for n > 0; its docstring says why); each cell records the
+method that gave each interval (``IS_method`` ...), and the tables print ``intervals.FOOTNOTE``. The
+paper's CR is task-macro (mean over tasks of each task's completed fraction); the ``mean`` row is the
+unweighted mean over scenes, its IS/ES intervals resampling within each scene, its CR interval Wilson's
+on the completed trials over n summed (the same rate as the macro CR when every task has the same rounds,
+the protocol). Everything here is in percent, as Table 1 is.
 
 A trial that could not be executed (``policy_error`` or ``fault``) counts as a zero in every cell, as
 the official evaluator counts an error row; a run in which no trial was executed is not reported.
@@ -22,17 +21,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from robofollow_ros.benchmark import LEVELS, SCENES
-from robofollow_ros.evaluation.paired_stats import paired_bootstrap_ci
+from robofollow_ros.evaluation.intervals import FOOTNOTE, WILSON_BOUND, Interval, stratified_interval, wilson
 from robofollow_ros.evaluation.report import METRICS, PROTOCOL, SCENE_LABEL, Table, with_mean
 from robofollow_ros.evaluation.text_table import text_table
 from robofollow_ros.rundir.layout import RECORDINGS_DIR, VIDEOS_DIR
-from robofollow_ros.scoring.summary import summarize_group, wilson_interval
+from robofollow_ros.scoring.summary import summarize_group
 
-#: Resamples drawn at a time by the stratified bootstrap (memory: chunk x trials integers).
-_CHUNK = 1000
 #: A stage score this close below its maximum is full (the scores are plain float sums).
 _FULL = 1e-9
 
@@ -58,8 +53,10 @@ def trial_name(entry: Mapping[str, Any]) -> str:
     return f"{entry['task']}_r{entry.get('round')}_s{entry.get('seed')}"
 
 
-def _pct(interval: Sequence[float]) -> list[float]:
-    return [100.0 * float(interval[0]), 100.0 * float(interval[1])]
+def _put(out: dict[str, Any], metric: str, interval: Interval) -> None:
+    """``<metric>_ci95`` in percent and ``<metric>_method``, the method that gave it."""
+    out[f"{metric}_ci95"] = [100.0 * interval.lo, 100.0 * interval.hi]
+    out[f"{metric}_method"] = interval.method
 
 
 def _metric_values(trials: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
@@ -71,34 +68,14 @@ def group_stats(trials: Sequence[Mapping[str, Any]], n_resamples: int, seed: int
     """n, the three Table 1 metrics (percent) and their 95 % intervals for one group of trials."""
     summary = summarize_group(list(trials))
     values = _metric_values(trials)
-    completed = int(sum(values["CR"]))
-    return {
-        "n": len(trials), "tasks": summary["task_count"], "executed": executed_count(trials),
-        "IS": 100.0 * summary["mean_intent_score"],
-        "IS_ci95": _pct(paired_bootstrap_ci(values["IS"], n_resamples, seed)),
-        "ES": 100.0 * summary["mean_exec_score"],
-        "ES_ci95": _pct(paired_bootstrap_ci(values["ES"], n_resamples, seed + 1)),
-        "CR": 100.0 * summary["completion_rate"], "CR_k": completed,
-        "CR_ci95": _pct(wilson_interval(completed, len(trials))),
-    }
-
-
-def stratified_mean_ci(groups: Sequence[Sequence[float]], n_resamples: int, seed: int,
-                       level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of the unweighted mean of group means, resampling within each group."""
-    arrays = [np.asarray(g, dtype=np.float64) for g in groups]
-    if not arrays or any(a.ndim != 1 or a.size == 0 for a in arrays):
-        raise ValueError("groups: need at least one non-empty group")
-    rng = np.random.default_rng(seed)
-    means = np.zeros(n_resamples, dtype=np.float64)
-    for start in range(0, n_resamples, _CHUNK):
-        stop = min(n_resamples, start + _CHUNK)
-        for a in arrays:
-            means[start:stop] += a[rng.integers(0, a.size, size=(stop - start, a.size))].mean(axis=1)
-    means /= len(arrays)
-    alpha = (1.0 - level) / 2.0
-    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
+    tasks = [str(t["task"]) for t in trials]
+    out: dict[str, Any] = {"n": len(trials), "tasks": summary["task_count"], "executed": executed_count(trials),
+                           "IS": 100.0 * summary["mean_intent_score"], "ES": 100.0 * summary["mean_exec_score"],
+                           "CR": 100.0 * summary["completion_rate"], "CR_k": int(sum(values["CR"]))}
+    for k, metric in enumerate(("IS", "ES")):
+        _put(out, metric, stratified_interval([(values[metric], tasks)], n_resamples, seed + k))
+    _put(out, "CR", wilson(out["CR_k"], len(trials)))
+    return out
 
 
 def cell_stats(trials: Sequence[Mapping[str, Any]], n_resamples: int = 10_000, seed: int = 0) -> CellStats:
@@ -124,8 +101,12 @@ def cell_stats(trials: Sequence[Mapping[str, Any]], n_resamples: int = 10_000, s
                                "CR_k": sum(c["CR_k"] for _, c in cells)}
         for k, metric in enumerate(METRICS):
             row[metric] = sum(c[metric] for _, c in cells) / len(cells)
-            per_scene = [_metric_values(groups[(s, level)])[metric] for s, _ in cells]
-            row[f"{metric}_ci95"] = _pct(stratified_mean_ci(per_scene, n_resamples, seed + 2 + k))
+            if metric == "CR":
+                _put(row, metric, wilson(row["CR_k"], row["n"]))
+                continue
+            per_scene = [(_metric_values(groups[(s, level)])[metric], [str(t["task"]) for t in groups[(s, level)]])
+                         for s, _ in cells]
+            _put(row, metric, stratified_interval(per_scene, n_resamples, seed + 2 + k))
         mean[level] = row
     if mean:
         out["mean"] = mean
@@ -149,8 +130,9 @@ def published_cells(table: Table) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
-def _interval(ci: Sequence[float]) -> str:
-    return f"[{ci[0]:.1f}, {ci[1]:.1f}]"
+def _interval(ci: Sequence[float], method: str | None = None) -> str:
+    """``[lo, hi]`` in percent; marked "*" where the bootstrap collapsed and the Wilson bound stands in."""
+    return f"[{ci[0]:.1f}, {ci[1]:.1f}]" + ("*" if method == WILSON_BOUND else "")
 
 
 def format_grid(title: str, cells: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
@@ -167,16 +149,25 @@ def format_grid(title: str, cells: Mapping[str, Mapping[str, Mapping[str, Any]]]
 
 
 def format_intervals(stats: CellStats, n_resamples: int) -> str:
-    """Every cell with n and the 95 % interval of each metric."""
+    """Every cell with n and the 95 % interval of each metric; the footnote names the methods."""
     rows = []
     for scene, levels in stats.items():
         for level, c in levels.items():
-            rows.append([scene, level, str(c["n"]), f"{c['IS']:.1f}", _interval(c["IS_ci95"]), f"{c['ES']:.1f}",
-                         _interval(c["ES_ci95"]), f"{c['CR']:.1f}", f"{c['CR_k']}/{c['n']}", _interval(c["CR_ci95"])])
+            rows.append([scene, level, str(c["n"]), f"{c['IS']:.1f}", _interval(c["IS_ci95"], c.get("IS_method")),
+                         f"{c['ES']:.1f}", _interval(c["ES_ci95"], c.get("ES_method")), f"{c['CR']:.1f}",
+                         f"{c['CR_k']}/{c['n']}", _interval(c["CR_ci95"])])
     header = ["scene", "level", "n", "IS", "IS 95% CI", "ES", "ES 95% CI", "CR", "completed", "CR 95% CI"]
-    note = (f"95 % intervals (%): IS, ES bootstrap of the mean over trials ({n_resamples} resamples); CR Wilson "
-            "on completed/n; mean row: bootstrap within each scene")
-    return note + "\n" + text_table(header, rows, [False, False, True, True, False, True, False, True, True, False])
+    note = f"{FOOTNOTE}; {n_resamples} resamples; mean row: IS, ES resampled within each scene, CR Wilson with n summed"
+    return text_table(header, rows, [False, False, True, True, False, True, False, True, True, False]) + "\n" + note
+
+
+def format_run_summary(trials: Sequence[Mapping[str, Any]], title: str, n_resamples: int = 2000,
+                       seed: int = 0) -> str:
+    """The closing table of ``eval`` and ``bringup``: Table 1's grid with n, then every cell's intervals."""
+    if not trials:
+        return f"{title}: no trial recorded"
+    stats = cell_stats(trials, n_resamples, seed)
+    return format_grid(f"{title} (IS/ES/CR, %)", stats) + "\n" + format_intervals(stats, n_resamples)
 
 
 def task_stats(trials: Sequence[Mapping[str, Any]], n_resamples: int = 10_000, seed: int = 0) -> list[dict[str, Any]]:
@@ -195,10 +186,13 @@ def task_stats(trials: Sequence[Mapping[str, Any]], n_resamples: int = 10_000, s
 
 def format_tasks(rows: Sequence[Mapping[str, Any]]) -> str:
     header = ["task", "scene", "level", "n", "IS", "IS 95% CI", "ES", "ES 95% CI", "completed", "CR 95% CI"]
-    body = [[r["task"], r["scene"], r["level"], str(r["n"]), f"{r['IS']:.1f}", _interval(r["IS_ci95"]),
-             f"{r['ES']:.1f}", _interval(r["ES_ci95"]), f"{r['CR_k']}/{r['n']}", _interval(r["CR_ci95"])] for r in rows]
-    return ("per task over its rounds (%; IS, ES bootstrap, CR Wilson 95 % intervals)\n"
-            + text_table(header, body, [False, False, False, True, True, False, True, False, True, False]))
+    body = [[r["task"], r["scene"], r["level"], str(r["n"]), f"{r['IS']:.1f}",
+             _interval(r["IS_ci95"], r.get("IS_method")), f"{r['ES']:.1f}",
+             _interval(r["ES_ci95"], r.get("ES_method")), f"{r['CR_k']}/{r['n']}", _interval(r["CR_ci95"])]
+            for r in rows]
+    return ("per task over its rounds (%)\n"
+            + text_table(header, body, [False, False, False, True, True, False, True, False, True, False])
+            + "\n" + FOOTNOTE)
 
 
 def failed_stage(entry: Mapping[str, Any]) -> tuple[str, str]:
@@ -251,7 +245,8 @@ def trial_rows(trials: Sequence[Mapping[str, Any]], run_dir: Path) -> list[dict[
     for t in trials:
         name = trial_name(t)
         f = failed.get(name, {})
-        rows.append({"trial": name, "task": t["task"], "scene": t["scene"], "level": t["level_tag"],
+        rows.append({"trial": name, "task": t["task"], "scene": SCENE_LABEL.get(t["scene"], t["scene"]),
+                     "level": t["level_tag"],
                      "round": t.get("round"), "seed": t.get("seed"), "intent_score": t["intent_score"],
                      "exec_score": t["exec_score"], "intent_ok": bool(t["intent_ok"]), "exec_ok": bool(t["exec_ok"]),
                      "completion_ok": bool(t["completion_ok"]), "executed": could_not_execute(t) is None,

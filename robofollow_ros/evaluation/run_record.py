@@ -80,7 +80,9 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         # The graph's pacing, as the trial manager recorded it from policy_node and sim_node (bringup's
         # ``_record_execution``): ``{"mode": "lockstep"}`` or ``{"mode": "rate", "execution": ...}``.
         pacing = args.get("execution")
+        kwargs = args.get("kwargs")  # the graph's: policy_node's kwargs as given (the official key is a JSON string)
         settings = RunSettings(policy=str(spec) if spec else "", max_steps=args.get("max_steps"),
+                               policy_kwargs=dict(kwargs) if isinstance(kwargs, Mapping) else {},
                                actions_per_step=args.get("actions_per_step"), render=args.get("render"),
                                privileged=bool(args.get("privileged", False)),
                                execution=pacing if isinstance(pacing, Mapping) and pacing.get("mode") else None)
@@ -115,6 +117,7 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         "reference": dict(REFERENCE),
         **{key: env[key] for key in ("package", "git", "python", "platform")},
         "resumes": [],
+        "official_rerun": official_rerun(args.get("tasks"), selected_tasks),
         **dict(metadata_extra or {}),
     }
     return run
@@ -133,6 +136,18 @@ def step_budget_record(settings: RunSettings) -> dict[str, Any]:
     unit = "ticks" if mode == "realtime" else str(execution.get("budget", "calls"))
     limit = settings.max_steps if unit == "calls" else settings.max_steps * settings.actions_per_step
     return {"step_budget": {"unit": unit, "limit": limit, "official": unit == "calls"}}
+
+
+def official_rerun(tasks: Any, selected_tasks: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """run.json's ``official_rerun``: whether the official ``evaluate.py`` can rerun this selection from
+    ``arguments``. A ``--tasks`` list spanning scenes cannot be: evaluate.py reads the list against one scene's
+    tasks and refuses it, while this package runs it (a superset: smoke runs and tests are made so)."""
+    scenes = sorted({scene for scene, _ in selected_tasks})
+    if tasks and len(scenes) > 1:
+        return {"reproducible": False,
+                "why": f"--tasks spans {len(scenes)} scenes ({', '.join(scenes)}); the official evaluate.py refuses "
+                       "such a list: rerun it one scene at a time (selected_tasks lists each task's scene)"}
+    return {"reproducible": True, "why": None}
 
 
 def jsonable_execution(execution: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -105,6 +105,9 @@ class EvalConfig:
             raise ValueError("--video: only with --record (videos are made from the recordings)")
         if self.video and not self.render:
             raise ValueError("--video: needs the cameras; leave out --no-render")
+        if self.video and self.record_hz is None:
+            raise ValueError("--video: --record-rate policy records one picture per policy call (a video of a few "
+                             "frames); leave --record-rate out (control, 10 Hz) or give a control rate")
         if self.record_hz is not None and self.record_hz not in CONTROL_HZ:
             raise ValueError(f"--record-rate: {self.record_hz} Hz is not one of {', '.join(map(str, CONTROL_HZ))}")
         check_privileged(self.policy, self.privileged)  # a PolicySpecError is a ValueError

@@ -6,6 +6,11 @@ final IS/ES burned in: ``monitoring.video_frames``; encoded by ``monitoring.vide
 ``<out>/<trial>.png``, a contact sheet of ``SHEET_FRAMES`` evenly spaced frames for a look without a player.
 Both are written under a temporary name and renamed when complete, so a killed run never leaves a
 half-written video where the report would link it.
+
+The verdict is scored after the last camera picture (the trial ends, then it is scored), so a video of
+the pictures alone would end with a failed stage still ``PENDING``. When the recording holds the final
+score, the video therefore ends on the last picture **held** for ``HOLD_S`` with the final verdict: every
+stage done or ``MISSED``, the final IS/ES and completion.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from robofollow_ros.rundir.atomic import write_bytes_atomic
 
 #: Frames on a contact sheet.
 SHEET_FRAMES = 6
+#: Seconds the last picture is held with the final verdict (two frames: its start and its end).
+HOLD_S = 1.5
+HELD_FRAMES = 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,17 @@ def overlay_for(clip: Clip, stamp_ns: int, log_ns: int) -> Overlay:
                    stages=stage_lines(live, clip.stage_names),
                    live=None if live is None else (float(live.get("intent", 0.0)), float(live.get("exec", 0.0))),
                    final=clip.final)
+
+
+def final_overlay(clip: Clip, t_s: float) -> Overlay | None:
+    """The held frame's overlay: the latest score of the trial taken as final (a stage not done is missed);
+    None when the recording has no final verdict (a trial cut short)."""
+    if clip.final is None:
+        return None
+    last = dict(clip.scores[-1][1]) if clip.scores else {}
+    last["final"] = True
+    return Overlay(title=clip.name, instruction=clip.instruction, t_s=t_s,
+                   stages=stage_lines(last, clip.stage_names), live=(clip.final[0], clip.final[1]), final=clip.final)
 
 
 def write_videos(plans: Sequence[BagPlan], out: Path, say: Callable[[str], None] = lambda _line: None,
@@ -86,21 +105,39 @@ class _ClipWriter:
         self.tmp = out / f".{self.mp4.name}.{secrets.token_hex(4)}.tmp"
         height, width = first.shape[:2]
         self.layout = Layout.for_camera(width, height)
-        self.writer = Mp4Writer(self.tmp, self.layout.width, self.layout.height, nominal_fps(clip.stamps))
-        self.keep = set(sheet_indices(clip.frames, SHEET_FRAMES))
+        self.fps = nominal_fps(clip.stamps)
+        self.writer = Mp4Writer(self.tmp, self.layout.width, self.layout.height, self.fps)
+        self.held = HELD_FRAMES if clip.final is not None else 0
+        self.keep = set(sheet_indices(clip.frames + self.held, SHEET_FRAMES))
         self.kept: list[np.ndarray] = []
         self.index = 0
+        self.last: tuple[dict[str, np.ndarray | None], int] | None = None
 
     def add(self, images: dict[str, np.ndarray | None], stamp_ns: int, log_ns: int) -> None:
-        picture = compose(images, overlay_for(self.clip, stamp_ns, log_ns), self.layout)
+        self._put(compose(images, overlay_for(self.clip, stamp_ns, log_ns), self.layout), stamp_ns)
+        self.last = (images, stamp_ns)
+
+    def _put(self, picture: np.ndarray, stamp_ns: int) -> None:
         self.writer.add(picture, stamp_ns)
         if self.index in self.keep:
             self.kept.append(picture)
         self.index += 1
 
+    def _hold(self) -> None:
+        """The last picture again, one frame period after it and ``HOLD_S`` later, with the final verdict."""
+        if not self.held or self.last is None:
+            return
+        images, stamp_ns = self.last
+        start = stamp_ns + round(1e9 / self.fps)
+        for at in (start, start + round(HOLD_S * 1e9)):
+            overlay = final_overlay(self.clip, (at - self.clip.stamps[0]) / 1e9)
+            assert overlay is not None  # self.held: the clip has a final verdict
+            self._put(compose(images, overlay, self.layout), at)
+
     def finish(self) -> TrialVideo:
         import cv2
 
+        self._hold()
         info = self.writer.close()
         os.replace(self.tmp, self.mp4)
         final = self.clip.final

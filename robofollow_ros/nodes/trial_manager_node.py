@@ -64,6 +64,7 @@ from robofollow_ros.contract import (
     TOPIC_SCORE,
     TOPIC_TRIAL,
 )
+from robofollow_ros.evaluation.execution_mode import RESULT_KEY, counters_record
 from robofollow_ros.evaluation.progress import QUIET_S
 from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.exit_status import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_UNREACHABLE, EXIT_TRIALS_FAILED
@@ -84,7 +85,7 @@ from robofollow_ros.nodes.trial_faults import (
     SafetyWatch,
     fault_result,
 )
-from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, empty_result
+from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, empty_result, ros_run_arguments
 from robofollow_ros.nodes.trial_redo import Redo, attempt_id, superseding
 from robofollow_ros.nodes.trial_services import TrialServices
 from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S
@@ -190,6 +191,10 @@ class TrialManagerNode(TrialServices, Node):
         stepper = params.declare("stepper", "topp", "recorded in run.json (the sim node's stepper)")
         live_view = params.declare("live_view", "", "recorded in run.json: where the live Foxglove view binds and "
                                    "whether it offers the operator's services (bringup copies foxglove_node's)")
+        policy_kwargs = params.declare("policy_kwargs", "{}", "recorded in run.json: policy_node's policy_kwargs, "
+                                       "JSON (bringup copies it)", _json_or_empty)
+        render = params.declare("render", "", "recorded in run.json: sim_node's render (bringup copies it); "
+                                "empty: not known (the rig)", one_of("", "true", "false"))
         execution = params.declare("execution", "", "recorded in run.json: how policy_node paces rows and sim_node "
                                    "steps, a JSON object (bringup copies it from those nodes)", _json_or_empty)
         # -- reset verification (rig.reset_check) and health checks (rig.health) --------------------------------
@@ -227,10 +232,12 @@ class TrialManagerNode(TrialServices, Node):
         self.registry = default_registry()
         self.plan = parse_trials(trials, self.registry)
         self.run_dir = Path(output) if output else Path("runs") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
-        arguments = {"trials": trials, "max_steps": self.max_steps, "actions_per_step": self.actions_per_step,
-                     "policy": self.policy_label, "mode": "rig" if self.rig_mode else "sim", "via": "ros",
-                     "privileged": privileged, "execution": json.loads(execution) if execution else None,
-                     "live_view": json.loads(live_view) if live_view else None}
+        arguments = ros_run_arguments(
+            trials, self.plan, max_steps=self.max_steps, actions_per_step=self.actions_per_step, stepper=stepper,
+            output=str(self.run_dir), policy=self.policy_label, kwargs=json.loads(policy_kwargs or "{}"),
+            policy_timeout_s=policy_timeout_s, render=None if render == "" else render == "true",
+            rig_mode=self.rig_mode, privileged=privileged, execution=json.loads(execution) if execution else None)
+        arguments["live_view"] = json.loads(live_view) if live_view else None
         self.bounds = PhaseBounds.derive(reset_s=self.reset_timeout_s, confirm_s=confirm_timeout_s,
                                          score_s=self.score_timeout_s, running_s=running_timeout_s,
                                          stop_s=stop_timeout_s, policy_timeout_s=policy_timeout_s,
@@ -623,8 +630,8 @@ class TrialManagerNode(TrialServices, Node):
 
         done = self._policy_done or {}
         result["policy_steps"] = int(done.get("steps", 0))
-        if isinstance(done.get("realtime"), dict):  # rate mode with the real-time executor: its counters
-            result["realtime"] = done["realtime"]
+        if isinstance(done.get("realtime"), dict):  # rate mode with the real-time executor: its counters,
+            result[RESULT_KEY] = counters_record(done["realtime"])  # under eval's name and in its shape
         result["wall_s"] = round(time.monotonic() - self._started_wall, 3)
         self.safety.watch(False)
         holds = self.safety.take_holds()

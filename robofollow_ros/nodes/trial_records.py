@@ -147,3 +147,28 @@ class PolicyGate:
         else:
             self.state = "failed"
             self.reason = str(reply.message) if reply is not None else f"{self._service} failed"
+
+
+def ros_run_arguments(trials: str, plan: Any, *, max_steps: int, actions_per_step: int, stepper: str, output: str,
+                      policy: str, kwargs: Any, policy_timeout_s: float, render: bool | None, rig_mode: bool,
+                      privileged: bool, execution: Any) -> dict[str, Any]:
+    """run.json's ``arguments`` of a run of the graph: the official evaluator's keys with the values eval gives
+    them (``provenance.official_arguments``, from the trials SPEC), then the graph's own (the SPEC, the mode,
+    ``kwargs`` as given to policy_node, ``render``, ``privileged``, ``execution``)."""
+    from robofollow_ros.evaluation.provenance import official_arguments
+    from robofollow_ros.evaluation.selection import limit_differs_from_official, parse_levels, parse_scenes
+    from robofollow_ros.nodes.trial_plan import spec_values
+
+    values = spec_values(trials)  # as eval reads its flags: the same official values for the same selection
+    levels = tuple(parse_levels(values.get("levels", "L0,L1,L2,L3")))
+    limit = int(values["limit"]) if "limit" in values else None
+    tasks: tuple[str, ...] = tuple(t for t in values.get("tasks", "").split(",") if t)
+    if limit_differs_from_official(levels, limit):
+        tasks, limit = tuple(task for _, task in plan.selected_tasks), None
+    official = official_arguments(
+        scenes=tuple(parse_scenes(values.get("scene", "all"))), levels=levels, tasks=tasks or None, limit=limit,
+        rounds=int(values.get("rounds", "1")), max_steps=max_steps, actions_per_step=actions_per_step,
+        stepper=stepper, output=output, policy=policy, policy_kwargs=kwargs if isinstance(kwargs, dict) else {},
+        policy_timeout=policy_timeout_s)
+    return {**official, "trials": trials, "policy": policy, "kwargs": kwargs, "mode": "rig" if rig_mode else "sim",
+            "via": "ros", "render": render, "privileged": privileged, "execution": execution}

@@ -68,6 +68,11 @@ def _memorizer(**kwargs: Any) -> Policy:
     return MemorizerPolicy(**kwargs)
 
 
+#: Built-ins whose policy declares ``needs_privileged`` (they read the true poses and the task id in process):
+#: a run of one is privileged whatever its flags say, and ``report`` marks it so (a test keeps this equal to
+#: what the classes declare).
+PRIVILEGED_BUILTINS = frozenset({"oracle", "blind"})
+
 #: SPEC name → factory. The package's own entries import nothing until called (see the module doc).
 _BUILTINS: dict[str, PolicyFactory] = {"hold": _hold, "oracle": _oracle, "blind": _blind, "memorizer": _memorizer}
 
