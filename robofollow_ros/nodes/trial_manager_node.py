@@ -630,6 +630,7 @@ class TrialManagerNode(TrialServices, Node):
 
         done = self._policy_done or {}
         result["policy_steps"] = int(done.get("steps", 0))
+        result["rows_executed"] = int(done.get("rows", 0))  # as eval records them: budget_used counts both
         if isinstance(done.get("realtime"), dict):  # rate mode with the real-time executor: its counters,
             result[RESULT_KEY] = counters_record(done["realtime"])  # under eval's name and in its shape
         result["wall_s"] = round(time.monotonic() - self._started_wall, 3)

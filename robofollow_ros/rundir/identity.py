@@ -114,6 +114,8 @@ def show(recorded: Any, now: Any) -> str:
     if isinstance(recorded, Mapping) and isinstance(now, Mapping) and (
             len(_value(recorded, cut=False)) > _SHOWN_CHARS or len(_value(now, cut=False)) > _SHOWN_CHARS):
         keys = sorted(k for k in set(recorded) | set(now) if recorded.get(k, _ABSENT) != now.get(k, _ABSENT))
+        if len(keys) == len(set(recorded) | set(now)):  # nothing shared to leave out
+            return f"{_value(recorded)} in the run, {_value(now)} now"
         recorded_part = ", ".join(f"{json.dumps(k)}: {_value(recorded.get(k, _ABSENT))}" for k in keys)
         now_part = ", ".join(f"{json.dumps(k)}: {_value(now.get(k, _ABSENT))}" for k in keys)
         return f"(only the keys that differ) {{{recorded_part}}} in the run, {{{now_part}}} now"
