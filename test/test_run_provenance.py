@@ -213,7 +213,7 @@ def _with(argv: list[str], flag: str, *value: str) -> list[str]:
     ("--policy", ["hold"], [f'policy.spec "{DYING}" in the run, "hold" now']),
     ("--max-steps", ["2"], ["max_steps 1 in the run, 2 now"]),
     ("--actions-per-step", ["6"], ["actions_per_step 5 in the run, 6 now"]),
-    ("--render", [], ['render {"cameras": [], ', '"enabled": false', '"enabled": true']),
+    ("--render", [], ['render (only the keys that differ) {"cameras": [], ', '"enabled": false', '"enabled": true']),
     ("--stepper", ["direct"], ['stepper "robotwin-topp" in the run, "direct" now']),
     ("--rounds", ["2"], ["expected_trials 2 in the run, 4 now"]),
     ("--tasks", [TASKS[0]], ["(expected_trials, selected_tasks differ: expected_trials 2 in the run, 1 now; ",
