@@ -45,7 +45,8 @@ setup(
     # importable folder that is not in `packages`, and their files land beside the loader either way.
     packages=[*find_packages(exclude=["test", "test.*", "bench", "bench.*"]),
               f"{PACKAGE}.benchmark.data", f"{PACKAGE}.benchmark.data.tasks"],
-    package_data={f"{PACKAGE}.benchmark.data": ["*"], f"{PACKAGE}.benchmark.data.tasks": ["*"]},
+    package_data={f"{PACKAGE}.benchmark.data": ["*"], f"{PACKAGE}.benchmark.data.tasks": ["*"],
+                  f"{PACKAGE}.evaluation.view": ["assets/*"]},  # `robofollow view`'s page, script and style
     include_package_data=True,
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
