@@ -249,6 +249,8 @@ def _check_trials(page: Any, base: str, trials: dict[str, list[dict[str, Any]]],
     history = page.locator("table.attempts tbody tr").all_inner_texts()
     assert len(history) == 2 and "fault timeout" in history[0] and "superseded by a redo" in history[0]
     assert marked["instruction"] in text
+    if shots:
+        page.screenshot(path=str(Path(shots) / "view_marked_trial.png"), full_page=True)
     for key, name in (("r1", "oracle"), ("r2", "memorizer")):
         for t in trials[name]:
             page.goto(base + f"index.html#trial/{key}/{trial_name(t)}")

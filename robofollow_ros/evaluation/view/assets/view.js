@@ -117,7 +117,8 @@ function cellView(runKey, scene, level) {
 
 // ---- one trial -------------------------------------------------------------------------------------------
 function timeline(tl) {
-  const W = 640, left = 150, right = 12, top = 10, plotH = 110, row = 18;
+  // The last point (the verdict when the trial was scored) gets a band of its own, FINAL wide, at the right.
+  const W = 640, left = 150, right = 12 + (tl.final ? 44 : 0), top = 10, plotH = 110, row = 18, FINAL = 40;
   const H = top + plotH + 24 + row * tl.stages.length + 8;
   const pts = tl.points, tMax = Math.max(pts[pts.length - 1].t, 1e-6);
   const x = (t) => left + (W - left - right) * (t / tMax);
@@ -138,12 +139,15 @@ function timeline(tl) {
     const y0 = top + plotH + 24 + row * k;
     svg.append(h("svg:text", { x: 6, y: y0 + 12 }, name.length > 22 ? name.slice(0, 21) + "…" : name));
     pts.forEach((p, i) => {
-      const x0 = x(p.t), x1 = i + 1 < pts.length ? x(pts[i + 1].t) : Math.min(W - right, x0 + 6);
+      const last = i + 1 === pts.length;
+      const x0 = last && tl.final ? W - right + 4 : x(p.t);
+      const x1 = !last ? x(pts[i + 1].t) : (tl.final ? x0 + FINAL : Math.min(W - right, x0 + 6));
       const state = tl.states[p.s[k]];
       svg.append(h("svg:rect", { x: x0, y: y0, width: Math.max(1, x1 - x0), height: row - 4, fill: `var(--${state})`,
-        class: `stage-${state}` }, h("svg:title", {}, `${name}: ${state} at ${p.t.toFixed(2)} s`)));
+        class: `stage-${state}`, "shape-rendering": "crispEdges" }, h("svg:title", {}, `${name}: ${state} at ${p.t.toFixed(2)} s`)));
     });
   });
+  if (tl.final) svg.append(h("svg:text", { x: W - right + 4, y: top + plotH + 16 }, "verdict"));
   svg.append(h("svg:text", { x: W - right, y: top + plotH + 16, "text-anchor": "end" }, `${tMax.toFixed(1)} s`),
     h("svg:text", { x: left, y: top + plotH + 16 }, "0 s"));
   return svg;
