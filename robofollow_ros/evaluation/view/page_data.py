@@ -90,10 +90,15 @@ def page_data(runs: Sequence[Run], n_resamples: int, seed: int) -> dict[str, Any
     keys = [f"r{i}" for i in range(1, len(runs) + 1)]
     # Each run's own marks (privileged, subset) are printed with it; here only what sets runs apart.
     traits = [replace(comparability.traits(r.label, r.record, r.trials), privileged=False, subset=None) for r in runs]
+    out = [run_data(key, r, n_resamples, seed) for key, r in zip(keys, runs, strict=True)]
+    labels = [r.label for r in runs]
+    for data, run in zip(out, runs, strict=True):
+        if labels.count(run.label) > 1:  # two folders of one name: their full paths set them apart
+            data["label"] = f"{run.label} [{run.path.resolve()}]"
     return {
         "levels": list(LEVELS), "footnote": f"{FOOTNOTE}; {n_resamples} resamples, seed {seed}; {MEAN_NOTE}",
         "bootstrap": n_resamples, "seed": seed,
-        "runs": [run_data(k, r, n_resamples, seed) for k, r in zip(keys, runs, strict=True)],
+        "runs": out,
         "published": published(),
         "comparisons": [comparison(keys[0], runs[0], k, r, n_resamples, seed)
                         for k, r in zip(keys[1:], runs[1:], strict=True)],
