@@ -44,8 +44,10 @@ setup(
     # The shipped benchmark data folders are listed as (data-only) packages: setuptools warns about an
     # importable folder that is not in `packages`, and their files land beside the loader either way.
     packages=[*find_packages(exclude=["test", "test.*", "bench", "bench.*"]),
-              f"{PACKAGE}.benchmark.data", f"{PACKAGE}.benchmark.data.tasks"],
-    package_data={f"{PACKAGE}.benchmark.data": ["*"], f"{PACKAGE}.benchmark.data.tasks": ["*"]},
+              f"{PACKAGE}.benchmark.data", f"{PACKAGE}.benchmark.data.tasks",
+              f"{PACKAGE}.evaluation.view.assets"],  # `robofollow view`'s page, script and style
+    package_data={f"{PACKAGE}.benchmark.data": ["*"], f"{PACKAGE}.benchmark.data.tasks": ["*"],
+                  f"{PACKAGE}.evaluation.view.assets": ["*"]},
     include_package_data=True,
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
