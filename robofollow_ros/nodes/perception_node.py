@@ -216,6 +216,7 @@ class PerceptionNode(Node):
                             for d in result.unexplained],
             "objects": {name: {"confidence": round(t.confidence, 4), "age_s": round(t.age_s, 3),
                                "visible": t.visible} for name, t in result.tracks.items()},
+            "doubts": result.doubts,
             "colour_calibrated": self.colour_calibrated,
             "colour_drift": None if result.colour_drift is None else result.colour_drift.as_dict(),
         }

@@ -26,10 +26,11 @@ import numpy as np
 
 from robofollow_ros.benchmark.records import Layout
 from robofollow_ros.contract import TABLE_TOP_Z
+from robofollow_ros.perception import doubt
 from robofollow_ros.perception.align import DepthToColour, load_depth_alignment
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_drift import ColourDrift, DriftMonitor
-from robofollow_ros.perception.colour_model import ColourModel
+from robofollow_ros.perception.colour_model import COLOUR_CLASSES, ColourModel
 from robofollow_ros.perception.colour_names import default_model
 from robofollow_ros.perception.confidence import LIFTED_HALF_LIFE_S, decayed, fit_quality, support
 from robofollow_ros.perception.detector import MIN_PIXELS, ColourBlobDetector, Detection, measure_colour
@@ -38,6 +39,7 @@ from robofollow_ros.perception.grounding import Grounding, ground, is_lifted, re
 from robofollow_ros.perception.identities import IdentityModel, identity_models
 from robofollow_ros.perception.plane import Plane
 from robofollow_ros.perception.segmenter import GeometrySegmenter
+from robofollow_ros.perception.silhouette import blob_iou, evidence, outline_points, silhouette
 
 #: A cut segment within this distance of its track is the same object, still lying where it was.
 PARTIAL_NEAR_M = 0.03
@@ -49,6 +51,8 @@ RESTING_TOLERANCE_M = 0.015
 #: The reference pixel count of a track forgets slowly (an object moved further away shows fewer).
 REFERENCE_DECAY = 0.98
 COLOUR_MODEL_FILE = "colour.yaml"
+#: A refused segment this close (m) to where an identity is expected makes that identity doubted.
+DOUBT_NEAR_M = 0.06
 #: A segment within this many pixels (centroid) and this share of its pixel count of last frame's is the same.
 REUSE_PX = 0.5
 REUSE_SHARE = 0.03
@@ -119,6 +123,8 @@ class PerceptionResult:
     groundings: list[Grounding] = field(default_factory=list)
     colour_drift: ColourDrift | None = None
     plane: Plane | None = None
+    #: Identities not named this frame, with why grounding refused their name to a segment (a look-alike).
+    doubts: dict[str, str] = field(default_factory=dict)
 
     def positions(self) -> dict[str, list[float]]:
         return {name: [float(v) for v in t.position] for name, t in self.tracks.items()}
@@ -179,8 +185,9 @@ class Perception:
         detections, plane = self.detect(rgb, depth)
         self._reuse_shape_fits(detections)
         track_xy = {name: t.position[:2] for name, t in self.tracks.items()}
+        view = self.segmenter.view if depth is not None else None
         groundings = ground(detections, list(self.models.values()), track_xy, plane,
-                            np.asarray(self.camera.world_position))
+                            np.asarray(self.camera.world_position), self.camera, view)
         seen = set()
         for g in groundings:
             if g.name is None:
@@ -190,6 +197,11 @@ class Perception:
             if position is None:
                 continue
             track = self.tracks.get(g.name)
+            if view is None:
+                position, yaw, confidence = self._colour_only(g, model, track, position, yaw)
+                self._observe(g.name, position, yaw, confidence, stamp)
+                seen.add(g.name)
+                continue
             confidence = self._measured_confidence(g, track)
             lifted = is_lifted(g.detection, model, plane)
             if g.detection.kind == "solid" and track is not None:
@@ -204,6 +216,10 @@ class Perception:
                     # Seen where it rests but cut (far fewer pixels than before), or only a sliver: the fit
                     # of a cut outline could drift, the resting pose it agrees with is the better answer.
                     position, yaw, confidence = track.position.copy(), track.yaw, g.confidence
+            if model.shape != "bowl":
+                confidence *= doubt.silhouette_factor(evidence(
+                    self.camera, view, model.primitive, position, yaw if model.has_yaw else 0.0,
+                    g.detection.pixels, self._flat_code(model)), model.flat)
             self._observe(g.name, position, yaw, confidence, stamp)
             if not lifted:
                 current = self.tracks[g.name]
@@ -216,6 +232,12 @@ class Perception:
                 half_life = (self.half_life_s if self._resting(track.position, self.models[name], plane)
                              else min(self.half_life_s, LIFTED_HALF_LIFE_S))
                 track.confidence = decayed(track.seen_confidence, track.age_s, half_life)
+                if view is not None and self._negative_evidence_applies(name) and doubt.absent(evidence(
+                        self.camera, view, self.models[name].primitive, track.position,
+                        track.yaw if self.models[name].has_yaw else 0.0, None)):
+                    # Nobody saw it, and the table shows where it is said to be: it is not there.
+                    track.seen_confidence = min(track.seen_confidence, doubt.ABSENT_CONFIDENCE)
+                    track.confidence = min(track.confidence, doubt.ABSENT_CONFIDENCE)
         missing = [name for name in self.models if name not in self.tracks]
         unexplained = [g.detection for g in groundings if g.name is None]
         self._previous = [d for d in detections if d.kind == "solid"]
@@ -227,7 +249,36 @@ class Perception:
                 measure_colour(detection, rgb, self.colour)
             self.drift.update(named, table)
         drift = self.drift.report()
-        return PerceptionResult(stamp, dict(self.tracks), missing, unexplained, groundings, drift, plane)
+        named_now = {g.name for g in groundings if g.name is not None}
+        doubts = {name: why for g in groundings for name, why in g.detection.refused.items()
+                  if name not in named_now and self._near_spot(name, g.detection)}
+        return PerceptionResult(stamp, dict(self.tracks), missing, unexplained, groundings, drift, plane, doubts)
+
+    def _near_spot(self, name: str, detection: Detection) -> bool:
+        """The segment stands where the identity is expected (its track, else its layout spot)."""
+        track = self.tracks.get(name)
+        spot = track.position[:2] if track is not None else np.asarray(self.models[name].nominal_xy)
+        return bool(np.linalg.norm(detection.xy() - spot) < DOUBT_NEAR_M)
+
+    def _negative_evidence_applies(self, name: str) -> bool:
+        """Labels lie under things and a bowl's floor is below the table threshold: no table-means-absent."""
+        model = self.models[name]
+        return not model.flat and model.shape != "bowl"
+
+    @staticmethod
+    def _flat_code(model: IdentityModel) -> int:
+        return COLOUR_CLASSES.index(model.colour) + 1 if model.flat else 0
+
+    def _colour_only(self, g: Grounding, model: IdentityModel, track: Track | None, position: np.ndarray,
+                     yaw: float) -> tuple[np.ndarray, float, float]:
+        """Without depth no height is seen: the pose depth last confirmed is kept (at its confidence) while the
+        blob covers its silhouette; anything else is the blob on the resting plane at ``COLOUR_ONLY_CAP``."""
+        if track is not None and track.seen_confidence > doubt.COLOUR_ONLY_CAP:
+            outline = outline_points(model.primitive, track.position, track.yaw if model.has_yaw else 0.0)
+            found = None if outline is None else silhouette(self.camera, outline)
+            if found is not None and blob_iou(found, g.detection.pixels, self.camera.width) >= doubt.COLOUR_ONLY_IOU:
+                return track.position.copy(), track.yaw, min(g.confidence, track.seen_confidence)
+        return position, yaw, min(g.confidence, doubt.COLOUR_ONLY_CAP)
 
     def _measured_confidence(self, g: Grounding, track: Track | None) -> float:
         """p_identity · q_fit · s_support (``confidence.py``); flat patches and RGB-only blobs: p_identity."""
