@@ -35,6 +35,27 @@ def markdown_table(report: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.0f} %"
+
+
+def doubt_table(report: dict[str, Any]) -> str:
+    """Issue 37's figures per item: p50/p95 of named objects, confident-wrong counts, and the reliability
+    diagram as the share of published poses > 2 cm off per confidence bin (n in brackets)."""
+    bins = [b["bin"] for b in report["items"][0].get("reliability", [])]
+    rows = ["| family | identity | p50 mm | p95 mm | poses | > 2 cm at ≥ 0.9 | > 3 cm at ≥ 0.5 | "
+            + " | ".join(f"> 2 cm, conf {b}" for b in bins) + " |",
+            "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(bins)]
+    for item in report["items"]:
+        identity = item["identity_accuracy"]
+        cells = [f"{_share(b['share_over_2cm'])} ({b['n']})" for b in item.get("reliability", [])]
+        rows.append(f"| {item['name']} | {'—' if identity is None else f'{identity * 100:.2f} %'} "
+                    f"| {_mm(item['median_error_m'])} | {_mm(item['p95_error_m'])} | {item.get('poses_published', 0)} "
+                    f"| {item.get('confident_wrong_2cm_09', '—')} | {item.get('confident_wrong_3cm_05', '—')} | "
+                    + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def plot(report: dict[str, Any], path: Path) -> None:
     """Bars of median / p95 error and identity accuracy per item, with the goal lines."""
     import matplotlib

@@ -2,8 +2,8 @@
 
 A pose is a claim about pixels: the identity's primitive placed there projects onto a silhouette in
 the head camera (the convex hull of its projected outline points; upright primitives are convex; a bowl's floor lies
-below the foreground threshold, so for a bowl only the silhouette's size means something). Each pixel of that silhouette (one pixel eroded off: outlines are
-where depth and colour disagree) is then
+below the foreground threshold, so for a bowl only the silhouette's size means something). Each pixel
+of that silhouette (one pixel eroded off: outlines are where depth and colour disagree) is then
 
 - **seen**: a pixel of the segment the pose was fitted to;
 - **occluded**: something else stands there (foreground that is not this segment) or depth has no
