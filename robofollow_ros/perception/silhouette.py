@@ -119,7 +119,7 @@ def silhouette(camera: CameraModel, points: np.ndarray) -> tuple[tuple[int, int,
         return None
     hull = cv2.convexHull(np.round((uv - [u0, v0]) * 4).astype(np.int32))
     mask = np.zeros((v1 - v0, u1 - u0), dtype=np.uint8)
-    cv2.fillConvexPoly(mask, hull, 1, lineType=cv2.LINE_8, shift=2)
+    cv2.fillConvexPoly(mask, hull, (1,), lineType=cv2.LINE_8, shift=2)
     return (u0, v0, u1, v1), mask
 
 
