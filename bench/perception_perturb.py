@@ -22,11 +22,12 @@ from typing import Any
 
 from benchdoc import write_section
 
-from robofollow_ros.perception.perturb_report import doubt_table, markdown_table, plot
+from robofollow_ros.perception.perturb_report import doubt_table, markdown_table, plot, reliability_plot
 
 ROOT = Path(__file__).resolve().parents[1]
 ROBOFOLLOW = str(Path(sys.executable).with_name("robofollow"))
 PLOT = ROOT / "docs" / "images" / "perception_perturbations.png"
+RELIABILITY_PLOT = ROOT / "docs" / "images" / "perception_reliability.png"
 PERCEPTION_DOC = ROOT / "docs" / "perception.md"
 
 
@@ -92,9 +93,12 @@ def _faults(report: dict[str, Any], args: argparse.Namespace) -> None:
               f"layouts taken), perception scored on the settled layout and every {report['every']}th executed row "
               f"against SAPIEN's truth. *poses*: every pose published (each object, each frame, seen or kept); "
               f"confident-wrong: > 2 cm off at confidence ≥ 0.9, > 3 cm off at ≥ 0.5; the last columns are the "
-              f"reliability diagram (share of poses > 2 cm off per confidence bin, n in brackets). Identity and "
+              f"reliability diagram (share of poses > 2 cm off per confidence bin, n in brackets); *monotone*: "
+              f"that share never rises with confidence. Identity and "
               f"p50/p95 over correctly named visible objects, as in the table above.")
-    text = "\n".join([header, "", doubt_table(report)])
+    reliability_plot(report, RELIABILITY_PLOT)
+    text = "\n".join([header, "", doubt_table(report), "",
+                      "![reliability diagram per fault family](images/perception_reliability.png)"])
     print(text)
     write_section("fault-families", text, doc=PERCEPTION_DOC)
 

@@ -55,3 +55,21 @@ def test_the_look_alike_family_removes_an_object_and_nothing_takes_its_name(repo
     assert item["false_detections"] >= 1 or item["unexplained_segments"] >= 1
     shares = [b["share_over_2cm"] for b in item["reliability"] if b["n"]]
     assert shares and np.isfinite(shares).all()
+
+
+#: A look-alike identical to a layout object: Scene 2's 4 cm ``small_red_cube`` is carried to a bowl while a
+#: 4 cm red cube stands where the removed ``large_red_cylinder`` was; appearance cannot tell them apart.
+TWIN_TASK = "L1_scene2_5_01_place_right_cube_in_green_bowl_rightmost_cube_to_green_bowl"
+
+
+def test_an_identical_look_alike_does_not_take_the_carried_objects_name(registry):  # type: ignore[no-untyped-def]
+    from robofollow_ros.perception.sim_eval import layouts_trials
+
+    camera = CameraModel.from_calibration_dir(DEFAULT_CALIBRATION_DIR, "head")
+    colour = load_colour_model(DEFAULT_CALIBRATION_DIR)[0]
+    trial = next(t for t in layouts_trials("scene2", 1) if t[0].task_id == TWIN_TASK)
+    item = next(p for p in FAULTS if p.name == "look-alike")
+    out = run_perturbation_eval([trial], camera, colour, [item], every=4)["items"][0]
+    assert out["poses_published"] > 20
+    assert out["confident_wrong_2cm_09"] == 0 and out["confident_wrong_3cm_05"] == 0, out["confident_wrong_examples"]
+    assert out["identity_accuracy"] >= 0.95, out["examples"]

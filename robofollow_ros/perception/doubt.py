@@ -9,7 +9,9 @@
   + excess share reached 0.3, a 4 cm cube fitted as a cylinder 0.14.)
 - **How much of it is seen** (``silhouette_factor``): the measured confidence is multiplied by the share of
   the silhouette not contradicted and the share of the segment inside it; a label (flat) also by its
-  visible share (a half-hidden label's centre is not where its visible pixels' centre is).
+  visible share (a half-hidden label's centre is not where its visible pixels' centre is); a bowl by the
+  share of its silhouette showing the table's colour (its floor lies below the foreground threshold but
+  shows the bowl's colour; a pose fitted to a cut arc puts part of the silhouette on bare table).
 - **Negative evidence** (``absent``): a pose nobody saw this frame whose silhouette shows the table
   is not where the object is (carried away, taken off the table).
 - **Colour only** (``COLOUR_ONLY_CAP``): without depth a blob's height cannot be seen: a pose is
@@ -32,11 +34,16 @@ FRAGMENT_TINY_SHARE = 0.1
 #: Confidence falls linearly from 1 to 0 between these shares of contradiction / excess.
 CONTRADICTED_OK, CONTRADICTED_BAD = 0.08, 0.3
 EXCESS_OK, EXCESS_BAD = 0.12, 0.35
+#: A bowl's: its floor is seen by colour, not depth (``silhouette.evidence`` with its colour code); the table's
+#: colour over more than this share of its silhouette means the pose is off (a fit of a cut arc drifts).
+BOWL_CONTRADICTED_OK, BOWL_CONTRADICTED_BAD = 0.3, 0.45
 #: A label's confidence: 0 at this visible share of its silhouette, 1 at FLAT_FULL.
 FLAT_NONE, FLAT_FULL = 0.5, 0.9
 #: An unseen pose whose silhouette shows the table over this share is not where the object is.
 ABSENT_CONTRADICTED = 0.3
 ABSENT_CONFIDENCE = 0.05
+#: A name whose size cannot be confirmed (``unconfirmed_height``) is published at no more than this.
+UNCONFIRMED_CAP = 0.3
 #: Colour only: a blob covering the silhouette of the last depth-confirmed pose this well keeps it.
 COLOUR_ONLY_IOU = 0.5
 COLOUR_ONLY_CAP = 0.3
@@ -44,6 +51,20 @@ COLOUR_ONLY_CAP = 0.3
 
 def _ramp(value: float, ok: float, bad: float) -> float:
     return float(min(1.0, max(0.0, (bad - value) / (bad - ok))))
+
+
+def unconfirmed_height(ev: Evidence, lifted: bool, top_m: float | None, allowed_tops_m: tuple[float, ...],
+                       noise_m: float = 0.0) -> str | None:
+    """Why a resting segment's name cannot be confirmed (None: it can): its top stands lower than the
+    identity's can rest while part of its outline is hidden, so it may be the identity cut by what hides
+    it, or a smaller look-alike. Such a pose is published at no more than ``UNCONFIRMED_CAP``."""
+    if ev.expected == 0 or lifted or top_m is None or not allowed_tops_m:
+        return None
+    tolerance = max(TOP_TOLERANCE_M, TOP_SIGMAS * noise_m)
+    nearest = min(allowed_tops_m, key=lambda t: abs(top_m - t))
+    if nearest - top_m > tolerance and ev.occluded / ev.expected >= TOP_HIDDEN_SHARE:
+        return f"stands {top_m * 100:.1f} cm tall where it should be {nearest * 100:.1f} cm, partly hidden"
+    return None
 
 
 def refuses_name(ev: Evidence, lifted: bool, near_track: bool, top_m: float | None = None,
@@ -74,6 +95,13 @@ def silhouette_factor(ev: Evidence | None, flat: bool = False) -> float:
     if flat:
         return factor * _ramp(ev.visible_share, FLAT_FULL, FLAT_NONE)
     return factor * _ramp(ev.excess_share, EXCESS_OK, EXCESS_BAD)
+
+
+def bowl_factor(ev: Evidence | None) -> float:
+    """Multiplier of a bowl pose's confidence: the table's colour where its walls and floor should be."""
+    if ev is None or ev.expected == 0:
+        return 1.0
+    return _ramp(ev.contradicted_share, BOWL_CONTRADICTED_OK, BOWL_CONTRADICTED_BAD)
 
 
 def absent(ev: Evidence | None) -> bool:

@@ -26,6 +26,7 @@ from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_space import fast_median
 from robofollow_ros.perception.detector import Detection
 from robofollow_ros.perception.identities import IdentityModel
+from robofollow_ros.perception.others import OtherObjects
 from robofollow_ros.perception.plane import Plane
 from robofollow_ros.perception.primitives import Fit, Primitive, fit_shape
 from robofollow_ros.perception.silhouette import View, evidence
@@ -183,13 +184,18 @@ def _veto(costs: np.ndarray, detections: Sequence[Detection], models: Sequence[I
             if reason is not None:
                 detection.refused[model.name] = reason
                 costs[i, j] = math.inf
+                continue
+            unsure = doubt.unconfirmed_height(ev, is_lifted(detection, model, plane), top, tops, detection.noise_m)
+            if unsure is not None:
+                detection.doubted[model.name] = unsure
 
 
 def ground(detections: Sequence[Detection], models: Sequence[IdentityModel], track_xy: Mapping[str, np.ndarray],
            plane: Plane | None = None, camera_origin: np.ndarray | None = None, camera: CameraModel | None = None,
-           view: View | None = None) -> list[Grounding]:
+           view: View | None = None, others: OtherObjects | None = None) -> list[Grounding]:
     """Assign names to detections (one-to-one, per colour); unexplained ones get ``name=None``. With the
-    camera and the frame's ``view``, silhouettes veto look-alikes and fragments (``doubt.refuses_name``)."""
+    camera and the frame's ``view``, silhouettes veto look-alikes and fragments (``doubt.refuses_name``);
+    ``others`` vetoes names seen elsewhere while a segment standing here was not them (``others.py``)."""
     origin = np.zeros(3) if camera_origin is None else np.asarray(camera_origin, dtype=np.float64)
     best_loss = np.zeros(len(detections))
     for i, detection in enumerate(detections):
@@ -202,6 +208,8 @@ def ground(detections: Sequence[Detection], models: Sequence[IdentityModel], tra
                       for i, d in enumerate(detections)]).reshape(len(detections), len(models))
     if camera is not None and view is not None:
         _veto(costs, detections, models, track_xy, plane, camera, view)
+    if others is not None:
+        others.veto(costs, detections, models)
     names: list[str | None] = [None] * len(detections)
     for colour in {d.colour for d in detections}:
         det_idx = [i for i, d in enumerate(detections) if d.colour == colour]
