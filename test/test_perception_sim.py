@@ -206,6 +206,9 @@ def test_node_publishes_named_markers_tf_and_status_from_camera_topics(frames): 
         assert body["missing"] == [] and body["unexplained"] == [] and body["layout"] == "scene1:scene1_2"
         assert body["colour_calibrated"] is True  # calibration/sim/colour.yaml, found beside the camera files
         assert body["colour_drift"]["drifted"] is False and body["colour_drift"]["reasons"] == []
+        frames_status = body["frames"]  # issue 37: what perception kept up with is on the status
+        assert frames_status["received"] == frames_status["processed"] == 1 and frames_status["dropped"] == 0
+        assert body["depth_age_s"] == 0.0 and body["doubts"] == {}
 
         # A new trial names its task: the node expects that task's layout from then on.
         from robofollow_ros.nodes import trial_protocol as tp

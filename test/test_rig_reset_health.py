@@ -12,7 +12,16 @@ from robofollow_ros.contract import JOINT_NAMES
 from robofollow_ros.nodes.trial_faults import FAULT_ESTOP, FAULT_HEALTH, FAULT_RESET, FAULT_TIMEOUT, Fault, fault_result
 from robofollow_ros.paths import share_path
 from robofollow_ros.rig.health import HALT, RECORD_AND_CONTINUE, HealthInputs, HealthSettings, check_health, worst_class
-from robofollow_ros.rig.reset_check import MISPLACED, MISSING, OK, Seen, check_reset, expected_poses, yaw_error
+from robofollow_ros.rig.reset_check import (
+    MISPLACED,
+    MISSING,
+    OK,
+    UNCONFIRMED,
+    Seen,
+    check_reset,
+    expected_poses,
+    yaw_error,
+)
 from robofollow_ros.robot.kinematics import RigKinematics
 from robofollow_ros.robot.urdf_limits import read_joint_limits
 
@@ -54,10 +63,12 @@ def test_missing_doubtful_and_extra_objects_fail_the_check():
     seen["purple_teapot"] = Seen((0.1, 0.1, 0.76))
     report = check_reset(layout, expected, seen, blobs=[("green", (0.2, -0.1, 0.75))])
     statuses = {o.name: o.status for o in report.objects}
-    assert statuses[first] == MISSING and statuses[second] == MISSING
+    # Issue 37: a pose seen without confidence is not "missing" but unconfirmed, and the line says so.
+    assert statuses[first] == MISSING and statuses[second] == UNCONFIRMED
     assert all(s == OK for n, s in statuses.items() if n not in (first, second))
     assert [e.what for e in report.extra] == ["purple_teapot", "unknown green object"]
-    assert report.as_dict()["missing"] == [first, second]
+    assert report.as_dict()["missing"] == [first] and report.as_dict()["unconfirmed"] == [second]
+    assert any(line.startswith(f"cannot confirm {second}: seen at confidence 0.30") for line in report.lines())
     assert report.as_dict()["extra"] == [e.what for e in report.extra]
     assert any("take it off the table" in line for line in report.lines())
     hidden = dict(_as_seen(expected), **{first: Seen(tuple(expected[first].position), visible=False)})

@@ -31,6 +31,8 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--oracle-agreement", action="store_true",
                     help="also score each trial from perception poses and compare with ground-truth scoring "
                          "(needs a policy; reported whenever one plays)")
+    ev.add_argument("--trial-stride", type=integer(1, 1000), default=1, metavar="K",
+                    help="every K-th trial only (a spread over the scenes in less time)")
     ev.add_argument("--max-trials", type=integer(1, 100_000), metavar="N", help="stop after N trials (a quick look)")
     ev.add_argument("--every", type=integer(1, 1000), default=2, metavar="K",
                     help="perceive after every K executed rows")
@@ -94,6 +96,7 @@ def _eval(args: argparse.Namespace) -> int:
         except (PolicySpecError, ValueError) as exc:
             raise CliError(f"--policy: {exc}") from None
     trials = layouts_trials(None if args.scene == "all" else args.scene, args.rounds, args.tasks_per_layout)
+    trials = trials[:: args.trial_stride]
     if args.max_trials is not None:
         trials = trials[: args.max_trials]
 

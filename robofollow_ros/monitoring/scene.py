@@ -7,6 +7,11 @@ relation sector, bowl / stack / slot disc, Scene 3 route box, the finish stage's
 is drawn translucent on the table, because "why did that stage fail?" is the usual question.
 A ROS type (not foxglove.SceneUpdate) so the recording stays a ROS 2 bag; Foxglove draws markers
 natively. Each update starts with DELETEALL, so a region that no longer applies disappears.
+
+Doubt is drawn (issue 37): an object whose pose perception published below the stage monitor's threshold
+(the frame's ``doubtful`` names, ``contract.MIN_POSE_CONFIDENCE``) is drawn at ``DOUBTFUL_ALPHA`` with a
+"doubtful" label over it; with per-object ``confidence`` (the frame drawn from ``/robofollow/objects``) every
+object's opacity follows its confidence (never below ``MIN_ALPHA``, so it stays visible).
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ SOURCE_COLOUR = (1.0, 0.55, 0.0)
 TARGET_COLOUR = (0.1, 0.6, 1.0)
 REGION_ALPHA = 0.25
 EE_COLOURS = {"left": (0.9, 0.2, 0.9), "right": (0.2, 0.9, 0.9)}
+DOUBTFUL_ALPHA = 0.25
+MIN_ALPHA = 0.1
+DOUBT_COLOUR = (0.85, 0.1, 0.1)
 
 Vec3 = Sequence[float]
 
@@ -48,9 +56,12 @@ class SceneBuilder:
         self._regions_static(m)
         objects: Mapping[str, Vec3] = frame.get("objects", {})
         quats: Mapping[str, Vec3] = frame.get("object_quats", {})
+        doubtful = set(frame.get("doubtful", ()))
+        confidence: Mapping[str, float] = frame.get("confidence", {})
         for spec in self.layout.objects:
             if spec.name in objects:
-                self._object(m, spec, objects[spec.name], quats.get(spec.name))
+                self._object(m, spec, objects[spec.name], quats.get(spec.name), spec.name in doubtful,
+                             confidence.get(spec.name))
         self._regions_dynamic(m, objects)
         for arm in ("left", "right"):
             if f"ee_{arm}" in frame:
@@ -59,11 +70,17 @@ class SceneBuilder:
                 m.add(f"ee/{arm}", "SPHERE", xyz=frame[f"ee_{arm}"], scale=(d, d, d), rgba=(*EE_COLOURS[arm], 1.0))
         return m.array()
 
-    def _object(self, m: _Markers, spec: ObjectSpec, xyz: Vec3, quat: Vec3 | None) -> None:
+    def _object(self, m: _Markers, spec: ObjectSpec, xyz: Vec3, quat: Vec3 | None, doubtful: bool = False,
+                confidence: float | None = None) -> None:
         ns = f"object/{spec.name}"
         role = "source" if spec.name in (self.task.source, self.task.second_source) else (
             "target" if spec.name == self.task.target else "")
-        rgba = (*spec.color_rgb, 0.5 if spec.role == "bowl" else 1.0)
+        alpha = 0.5 if spec.role == "bowl" else 1.0
+        if confidence is not None:
+            alpha *= max(MIN_ALPHA, min(1.0, float(confidence)))
+        if doubtful:
+            alpha = min(alpha, DOUBTFUL_ALPHA)
+        rgba = (*spec.color_rgb, alpha)
         if spec.shape == "sphere":
             d = 2 * spec.size[0]
             m.add(ns, "SPHERE", xyz=xyz, scale=(d, d, d), rgba=rgba)
@@ -82,6 +99,9 @@ class SceneBuilder:
             m.add(ns, "LINE_STRIP", scale=(0.004, 0, 0), rgba=(*rgb, 1.0), points=[*ring, ring[0]])
             m.add(ns, "TEXT_VIEW_FACING", xyz=(xyz[0], xyz[1], xyz[2] + 0.06), scale=(0, 0, 0.03), rgba=(*rgb, 1.0),
                   text=f"{role}: {spec.name}")
+        if doubtful:
+            m.add(ns, "TEXT_VIEW_FACING", xyz=(xyz[0], xyz[1], xyz[2] + (0.1 if role else 0.06)), scale=(0, 0, 0.03),
+                  rgba=(*DOUBT_COLOUR, 1.0), text=f"doubtful: {spec.name}")
 
     def _regions_static(self, m: _Markers) -> None:
         """Regions fixed in the world: the operation area (finish stage) and a Scene 4 slot."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.benchmark import Registry, UnknownTaskError, default_registry
-from robofollow_ros.contract import TRIAL_ID_KEY
+from robofollow_ros.contract import MIN_POSE_CONFIDENCE, TRIAL_ID_KEY
 from robofollow_ros.monitoring import rosmsg, topics
 from robofollow_ros.monitoring.channels import TrialChannels
 from robofollow_ros.monitoring.scene import SceneBuilder
@@ -231,12 +231,22 @@ class LiveSession:
         self.log.frame(self.trial_id or "", str(message.get("task", self.task_id)), index, frame, object_tf=False)
         self._close_when_complete()
 
-    def on_objects(self, poses: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> None:
-        """Object poses (name -> xyz, wxyz) from /robofollow/objects: the 3-D scene when no frames come."""
+    def on_perception(self, report: Mapping[str, Any]) -> None:
+        """``/robofollow/perception/status`` JSON: perception's doubts and rates, shown in ``/robofollow/status``."""
+        self.log.perception_status(report)
+
+    def on_objects(self, poses: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+                   confidences: Mapping[str, float] | None = None) -> None:
+        """Object poses (name -> xyz, wxyz) from /robofollow/objects: the 3-D scene when no frames come; with
+        perception's ``confidences`` drawn by opacity, and the ones below the threshold labelled doubtful."""
         if self._exact_frames:  # the scorer frames already draw the scene, with the scorer's EE points
             return
-        self.log.draw({"objects": {n: list(p) for n, (p, _) in poses.items()},
-                       "object_quats": {n: list(q) for n, (_, q) in poses.items()}, **self._ee})
+        frame: dict[str, Any] = {"objects": {n: list(p) for n, (p, _) in poses.items()},
+                                 "object_quats": {n: list(q) for n, (_, q) in poses.items()}, **self._ee}
+        if confidences:
+            frame["confidence"] = dict(confidences)
+            frame["doubtful"] = sorted(n for n, c in confidences.items() if c < MIN_POSE_CONFIDENCE)
+        self.log.draw(frame)
 
     def close(self) -> None:
         self._close_recording()

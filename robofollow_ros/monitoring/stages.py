@@ -7,7 +7,10 @@ and State Transitions panels cannot look into. So the monitor derives two standa
   the current task's stages 1..3 (whatever their names), so one plot of 8 fixed series shows any task;
 - ``/robofollow/status`` (``diagnostic_msgs/DiagnosticArray``): ``STATUS_NAMES`` in that order, each
   with a ``message`` from a small enumerated set (``TRIAL_PHASES``, ``STAGE_STATES``,
-  ``COMPLETION_STATES``) and the details (stage name, reasons, instruction) as key/values.
+  ``COMPLETION_STATES``) and the details (stage name, reasons, instruction) as key/values; on the rig a
+  last entry ``perception`` (``PERCEPTION_STATES``) carries perception's status: the objects it doubts (below
+  ``contract.MIN_POSE_CONFIDENCE``, where the stage monitor holds its verdict) and why, the depth age, the
+  camera and processing rates and the frames dropped.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from robofollow_ros.contract import TRIAL_ID_KEY
+from robofollow_ros.contract import MIN_POSE_CONFIDENCE, TRIAL_ID_KEY
 from robofollow_ros.monitoring import rosmsg
 
 #: A task has at most three stages (stage1_*, stage2_*, stage3_*; tested over every task).
@@ -25,6 +28,9 @@ STAGE_VALUES: Final = ("IS total", "ES total", *(f"stage {k} {kind}" for k in ra
                                                   for kind in ("IS", "ES")))
 #: ``/robofollow/status.status[i].name``.
 STATUS_NAMES: Final = ("trial", *(f"stage {k}" for k in range(1, STAGE_SLOTS + 1)), "completion")
+#: ``/robofollow/status`` entry of perception's status (after ``STATUS_NAMES``; only when perception runs).
+PERCEPTION_NAME: Final = "perception"
+PERCEPTION_STATES: Final = ("ok", "doubtful", "dropping frames")
 #: The trial manager's phases (nodes/trial_protocol.py), plus ``unknown`` for anything else.
 TRIAL_PHASES: Final = ("idle", "resetting", "awaiting_confirm", "verifying_reset", "checking", "starting", "running",
                        "stopping", "scoring", "done",
@@ -60,8 +66,25 @@ def stage_state(stage: Mapping[str, Any], final: bool) -> str:
     return "pending"
 
 
-def status(time_ns: int, trial: Mapping[str, Any] | None, live: Mapping[str, Any] | None) -> Any:
-    """The DiagnosticArray of ``/robofollow/status`` for the latest trial state and live score."""
+def perception_status(report: Mapping[str, Any]) -> Any:
+    """The ``perception`` entry from ``/robofollow/perception/status`` JSON (``nodes.perception_node``)."""
+    objects = report.get("objects") or {}
+    doubtful = sorted(n for n, o in objects.items() if float(o.get("confidence", 1.0)) < MIN_POSE_CONFIDENCE)
+    frames = report.get("frames") or {}
+    doubts = report.get("doubts") or {}
+    state = "doubtful" if doubtful or doubts else ("dropping frames" if frames.get("dropped") else "ok")
+    values = {"doubtful": ", ".join(doubtful), "doubts": "; ".join(f"{n}: {why}" for n, why in sorted(doubts.items())),
+              "depth_age_s": str(report.get("depth_age_s")), "camera_hz": str(frames.get("camera_hz")),
+              "processed_hz": str(frames.get("processed_hz")), "frames_dropped": str(frames.get("dropped", 0)),
+              "missing": ", ".join(report.get("missing") or [])}
+    level = "WARN" if state != "ok" else "OK"
+    return rosmsg.diagnostic_status(level, PERCEPTION_NAME, state, str(report.get("layout", "")), values)
+
+
+def status(time_ns: int, trial: Mapping[str, Any] | None, live: Mapping[str, Any] | None,
+           perception: Mapping[str, Any] | None = None) -> Any:
+    """The DiagnosticArray of ``/robofollow/status`` for the latest trial state and live score (and perception's
+    status, when one came)."""
     trial = trial or {}
     phase = str(trial.get("phase", "idle"))
     phase = phase if phase in TRIAL_PHASES else "unknown"
@@ -83,4 +106,6 @@ def status(time_ns: int, trial: Mapping[str, Any] | None, live: Mapping[str, Any
     totals = {k: str((live or {}).get(k, 0.0)) for k in ("intent", "exec")}
     out.append(rosmsg.diagnostic_status(_COMPLETION_LEVEL[completion], STATUS_NAMES[-1], completion,
                                         str((live or {}).get("task", "")), totals))
+    if perception is not None:
+        out.append(perception_status(perception))
     return rosmsg.diagnostic_array(time_ns, out)

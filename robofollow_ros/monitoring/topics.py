@@ -61,6 +61,8 @@ class Topic:
 SCENE: Final = "/robofollow/scene"
 #: Before a rig trial: each object's place in the layout, where it is seen, what to move (``nodes.reset_watch``).
 RESET_CHECK: Final = "/robofollow/reset_check"
+#: Perception's status (JSON: doubts, depth age, camera rate, frames dropped; ``nodes.perception_node``).
+PERCEPTION_STATUS: Final = "/robofollow/perception/status"
 #: The results.json entry the live trial produced, logged once at the end of a trial.
 RESULT: Final = "/robofollow/result"
 #: ``[IS total, ES total, stage 1 IS, stage 1 ES, stage 2 IS, stage 2 ES, stage 3 IS, stage 3 ES]``.
@@ -116,6 +118,7 @@ def _table() -> dict[str, Topic]:
         Topic(RESULT, STRING, LATCHED_HISTORY),
         Topic(STAGES, "std_msgs/msg/Float64MultiArray", STREAM),
         Topic(STATUS, "diagnostic_msgs/msg/DiagnosticArray", STREAM),
+        Topic(PERCEPTION_STATUS, STRING, STREAM),
         Topic(ROSOUT, "rcl_interfaces/msg/Log", LATCHED_HISTORY),
     ]
     for camera in CAMERA_NAMES:

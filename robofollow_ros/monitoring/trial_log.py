@@ -24,6 +24,8 @@ class TrialLog:
         self.scene: SceneBuilder | None = None
         self.state: dict[str, Any] = {}
         self.live: dict[str, Any] | None = None
+        #: The latest ``/robofollow/perception/status`` (rig only): shown as the status's ``perception`` entry.
+        self.perception: dict[str, Any] | None = None
 
     def set_scene(self, builder: SceneBuilder | None) -> None:
         """The task's scene (layout, source/target, regions); None stops drawing it."""
@@ -36,7 +38,13 @@ class TrialLog:
             self.live = None  # a new trial: the previous score no longer applies
         self.state = dict(state)
         self.channels.log_json(topics.TRIAL, state, now)
-        self.channels.send(topics.STATUS, stages.status(now, self.state, self.live), now)
+        self.channels.send(topics.STATUS, stages.status(now, self.state, self.live, self.perception), now)
+
+    def perception_status(self, report: Mapping[str, Any], time_ns: int | None = None) -> None:
+        """Perception's status JSON: its doubts, depth age and frame rates join ``/robofollow/status``."""
+        now = time.time_ns() if time_ns is None else time_ns
+        self.perception = dict(report)
+        self.channels.send(topics.STATUS, stages.status(now, self.state, self.live, self.perception), now)
 
     def score(self, live: Mapping[str, Any], time_ns: int | None = None) -> None:
         """StageMonitor.live() (docs/scoring.md), plus the plotted values and the stage states it implies."""
@@ -44,7 +52,7 @@ class TrialLog:
         self.live = dict(live)
         self.channels.log_json(topics.SCORE, live, now)
         self.channels.send(topics.STAGES, rosmsg.float64_array(stages.stage_values(live), "IS/ES"), now)
-        self.channels.send(topics.STATUS, stages.status(now, self.state, self.live), now)
+        self.channels.send(topics.STATUS, stages.status(now, self.state, self.live, self.perception), now)
 
     def result(self, trial_id: str, result: Mapping[str, Any], time_ns: int | None = None) -> None:
         """The results.json entry the live trial produced (replay compares against it)."""

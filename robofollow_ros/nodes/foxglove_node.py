@@ -48,6 +48,7 @@ from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import Bounds, ParameterSet, positive
 from robofollow_ros.nodes.conversions import OBJECT_FRAME_PREFIX, stamp_ns
 from robofollow_ros.nodes.graph_peers import PeerReport
+from robofollow_ros.nodes.stage_monitor_node import marker_confidences
 
 #: Streams: best effort matches reliable and best-effort publishers alike; deep, so bursts are kept.
 STREAM_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT,
@@ -62,7 +63,7 @@ ROSOUT_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durab
 FORWARDED = {topics.JOINT_STATES: STREAM_QOS, topics.JOINT_COMMAND: STREAM_QOS, topics.INTERVENTION: STREAM_QOS,
              topics.TF: STREAM_QOS,
              topics.TF_STATIC: LATCHED_QOS, topics.ROBOT_DESCRIPTION: LATCHED_QOS, topics.INSTRUCTION: LATCHED_QOS,
-             topics.OBJECTS: STREAM_QOS, topics.RESET_CHECK: LATCHED_QOS}
+             topics.OBJECTS: STREAM_QOS, topics.RESET_CHECK: LATCHED_QOS, topics.PERCEPTION_STATUS: STREAM_QOS}
 _ROS_LOG_LEVELS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "fatal"}
 
 
@@ -168,8 +169,13 @@ class FoxgloveNode(Node):
                     self.channels.publish(topic, type_name, data)
                 else:  # per-state streams lag behind the trial's messages: the recording waits for them
                     self.session.on_state(*stamp, lambda: self.channels.publish(topic, type_name, data))
+                if topic == topics.PERCEPTION_STATUS:
+                    report = tp.decode_or_log(deserialize_message(data, String).data, topic, self.get_logger())
+                    if report is not None:
+                        self.session.on_perception(report)
                 if topic == topics.OBJECTS and self.channels.wants(topics.SCENE):
-                    self.session.on_objects(_object_poses(deserialize_message(data, MarkerArray)))
+                    markers = deserialize_message(data, MarkerArray)
+                    self.session.on_objects(_object_poses(markers), marker_confidences(markers))
         return forward
 
     def _on_image(self, camera: str, msg: Image) -> None:

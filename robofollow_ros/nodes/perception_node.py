@@ -14,7 +14,9 @@ Outputs (stamped with the picture's stamp, frame ``world``):
 - ``/robofollow/perception/status`` (String JSON): ``{"stamp_ns", "task", "layout", "missing": [names],
   "unexplained": [{"colour", "position", "pixels"}], "objects": {name: {"confidence", "age_s", "visible"}},
   "colour_calibrated", "colour_drift": {"drifted", "reasons", "hue_shift_deg", "gains", "exposure",
-  "table_shift"}}``. A drift from the colour calibration is also logged as a (throttled) warning.
+  "table_shift"}, "doubts": {name: why}, "depth_age_s", "frames": {"camera_hz", "processed_hz", "received",
+  "processed", "dropped", "dropped_by_cause", "depth_age_s"}}`` (``perception.frame_stats``). A drift from the
+  colour calibration, and frames dropped (never silently), are also logged as (throttled) warnings.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import Bounds, ParameterSet, one_of, positive
 from robofollow_ros.nodes.conversions import MessageError, image_array, object_frame, stamp_ns, time_msg, transform_msg
 from robofollow_ros.nodes.graph_peers import PeerReport
+from robofollow_ros.perception.frame_stats import FrameStats
 
 TOPIC_PERCEPTION_STATUS = "/robofollow/perception/status"
 TOPIC_HEAD_DEPTH = "/cameras/head/depth"
@@ -105,6 +108,9 @@ class PerceptionNode(Node):
         self._pictures: dict[int, np.ndarray] = {}
         self._depths: dict[int, np.ndarray] = {}
         self._last_depth_ns = -DEPTH_STALE_NS
+        #: Camera rate, processed and dropped frames, depth age: on the status topic, and logged when frames drop.
+        self.frame_stats = FrameStats()
+        self._dropped_logged = 0
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, 10)
         self.tf = self.create_publisher(TFMessage, "/tf", 10)
         self.status = self.create_publisher(String, TOPIC_PERCEPTION_STATUS, 10)
@@ -142,12 +148,13 @@ class PerceptionNode(Node):
             self.get_logger().error(str(exc), throttle_duration_sec=5.0)
             return
         stamp = stamp_ns(msg.header.stamp)
+        self.frame_stats.on_picture(stamp)
         depth_live = self.use_depth and stamp - self._last_depth_ns < DEPTH_STALE_NS
         if stamp in self._depths or not depth_live:
             self._process(stamp, rgb, self._depths.pop(stamp, None))
             return
         self._pictures[stamp] = rgb
-        _trim(self._pictures)
+        self.frame_stats.on_unpaired(_trim(self._pictures))
 
     def _on_depth(self, msg: Image) -> None:
         if not self.use_depth:
@@ -163,7 +170,7 @@ class PerceptionNode(Node):
             self._process(stamp, self._pictures.pop(stamp), depth)
             return
         self._depths[stamp] = depth
-        _trim(self._depths)
+        self.frame_stats.on_unpaired(_trim(self._depths))
 
     # -- work ------------------------------------------------------------------------------------
     def _process(self, stamp: int, rgb: np.ndarray, depth: np.ndarray | None) -> None:
@@ -176,12 +183,19 @@ class PerceptionNode(Node):
         except ValueError as exc:
             self.get_logger().error(f"picture at {stamp} ns: {exc}", throttle_duration_sec=5.0)
             return
+        self.frame_stats.on_processed(stamp, self._last_depth_ns if self._last_depth_ns >= 0 else None)
         self.objects.publish(self._markers(result, stamp))
         if self.publish_tf:
             self.tf.publish(TFMessage(transforms=[
                 transform_msg(WORLD_FRAME, object_frame(name), t.position, t.quat_wxyz, stamp)
                 for name, t in result.tracks.items()]))
         self.status.publish(String(data=json.dumps(self._status(result, stamp))))
+        if self.frame_stats.dropped_total > self._dropped_logged:
+            self._dropped_logged = self.frame_stats.dropped_total
+            frames = self.frame_stats.as_dict()
+            self.get_logger().warning(
+                f"perception dropped {frames['dropped']} frames so far ({frames['dropped_by_cause']}): camera "
+                f"{frames['camera_hz']} Hz, processed {frames['processed_hz']} Hz", throttle_duration_sec=10.0)
         if result.colour_drift is not None and result.colour_drift.drifted:
             self.get_logger().warning("colours drifted from the colour calibration: "
                                       + "; ".join(result.colour_drift.reasons), throttle_duration_sec=10.0)
@@ -216,6 +230,9 @@ class PerceptionNode(Node):
                             for d in result.unexplained],
             "objects": {name: {"confidence": round(t.confidence, 4), "age_s": round(t.age_s, 3),
                                "visible": t.visible} for name, t in result.tracks.items()},
+            "doubts": result.doubts,
+            "depth_age_s": self.frame_stats.as_dict()["depth_age_s"],
+            "frames": self.frame_stats.as_dict(),
             "colour_calibrated": self.colour_calibrated,
             "colour_drift": None if result.colour_drift is None else result.colour_drift.as_dict(),
         }
@@ -225,9 +242,13 @@ _COLOUR_RGB = {"red": (0.9, 0.15, 0.15), "yellow": (0.95, 0.85, 0.1), "green": (
                "blue": (0.1, 0.3, 0.95)}
 
 
-def _trim(buffer: dict[int, Any]) -> None:
+def _trim(buffer: dict[int, Any]) -> int:
+    """Drop the oldest entries beyond PAIR_BUFFER; returns how many were dropped (counted, never silent)."""
+    dropped = 0
     while len(buffer) > PAIR_BUFFER:
         del buffer[min(buffer)]
+        dropped += 1
+    return dropped
 
 
 def main(args: list[str] | None = None) -> None:

@@ -56,6 +56,8 @@ class ResetWatch:
         #: the trial starts from when the table changed after the reset (``sim_node``'s ``displace_object``).
         self.checked_stamp_ns = 0
         self._blobs: list[tuple[str, list[float] | None]] = []
+        #: perception's ``doubts``: per name, why it refused that name to what it saw (a look-alike).
+        self._doubts: dict[str, str] = {}
         # The newest table only (each message holds every object): a deep queue read by a busy node would
         # compare the layout with a table seconds old.
         node.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects,
@@ -68,6 +70,7 @@ class ResetWatch:
         with self._lock:
             self._layout, self._expected = layout, expected_poses(layout, seed)
             self._seen, self._blobs, self._seen_ns, self.checked_stamp_ns = None, [], 0, 0
+            self._doubts = {}
 
     def check(self) -> ResetReport | None:
         """The table against the layout, from what was seen since :meth:`begin` (None: nothing seen yet)."""
@@ -76,7 +79,7 @@ class ResetWatch:
                 return None
             self.checked_stamp_ns = self._seen_ns
             return check_reset(self._layout, self._expected, self._seen, self.tolerance_m, self.yaw_tolerance_deg,
-                               self.yaw_shapes, self.min_confidence, list(self._blobs))
+                               self.yaw_shapes, self.min_confidence, list(self._blobs), dict(self._doubts))
 
     def show(self, report: ResetReport | None, stamp_ns: int) -> None:
         """Publish the live view of ``report`` (None: clear it)."""
@@ -132,9 +135,11 @@ class ResetWatch:
         blobs = status.get("unexplained") if status is not None else None
         if not isinstance(blobs, list):
             return
+        doubts = status.get("doubts") if status is not None else None
         with self._lock:
             if self._layout is not None:
                 self._blobs = [(str(b.get("colour", "?")), b.get("position")) for b in blobs if isinstance(b, dict)]
+                self._doubts = ({str(k): str(v) for k, v in doubts.items()} if isinstance(doubts, dict) else {})
 
 
 def _marker(stamp_ns: int, ns: str, marker_id: int, kind: int, *, action: int = Marker.ADD,

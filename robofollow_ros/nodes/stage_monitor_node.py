@@ -3,7 +3,9 @@
 A frame is built from ``/joint_states`` (EE points by forward kinematics, ``RigKinematics.ee_points``;
 grippers from the vector) and the object poses — ground-truth TF from the sim, or
 ``/robofollow/objects`` from perception on the rig (``object_source``); a pose published below
-``perception.confidence.MIN_POSE_CONFIDENCE`` is ignored (the object keeps its last confident one).
+``perception.confidence.MIN_POSE_CONFIDENCE`` is ignored (the object keeps its last confident one), and the
+frame is marked ``doubtful`` for it: the monitor holds its verdict on that frame instead of deciding on a
+doubtful pose, and the trial's result lists the held frames (``doubt_held``).
 With ``frame_sync: stamp`` (sim) a frame is scored for every state stamp of the trial, in stamp
 order, once both the joints and the objects of that stamp arrived: exactly one frame per executed
 row plus frame 0, as the headless episode records. With ``latest`` (rig) every joint state makes a frame with the newest
@@ -76,6 +78,9 @@ class StageMonitorNode(Node):
         self._objects: dict[int, Poses] = {}
         self._latest_objects: Poses | None = None
         self._latest_objects_ns = -1
+        #: Per object stamp (and the newest): the objects perception published below the confidence threshold.
+        self._doubtful: dict[int, frozenset[str]] = {}
+        self._latest_doubtful: frozenset[str] = frozenset()
         self._monitor: Any = None
         self._trial: dict[str, Any] = {}
         self._last_scored = -1
@@ -104,7 +109,7 @@ class StageMonitorNode(Node):
             # Only objects seen since the trial started: the previous trial's table is not this one's.
             fresh = self._latest_objects_ns >= int(self._trial.get("start_stamp_ns", 0))
             if self._monitor is not None and self._latest_objects is not None and fresh and self._end is None:
-                self._score(stamp, vector, self._latest_objects)
+                self._score(stamp, vector, self._latest_objects, self._latest_doubtful)
             return
         self._joints[stamp] = vector
         self._trim(self._joints)
@@ -128,8 +133,10 @@ class StageMonitorNode(Node):
         # Poses below MIN_POSE_CONFIDENCE are ignored: the object keeps its last confident pose (or has none).
         poses = {name: (positions[name], quats[name]) for name in positions}
         self._objects[stamp] = self._latest_objects = self._gate.update(poses, marker_confidences(msg))
+        self._doubtful[stamp] = self._latest_doubtful = self._gate.doubtful
         self._latest_objects_ns = max(self._latest_objects_ns, stamp)
         self._trim(self._objects)
+        self._trim(self._doubtful)
         self._advance()
 
     @staticmethod
@@ -158,9 +165,10 @@ class StageMonitorNode(Node):
         self._monitor = StageMonitor(self.registry.eval_task(str(trial["task"])), self.registry)
         self._trial, self._end = trial, None
         self._gate = PoseGate()  # a new table: the last trial's confident poses say nothing about it
+        self._latest_doubtful = frozenset()
         start = int(trial.get("start_stamp_ns", 0))
         self._last_scored = start - 1
-        for buffer in (self._joints, self._objects):
+        for buffer in (self._joints, self._objects, self._doubtful):
             for stamp in [s for s in buffer if s < start]:
                 del buffer[stamp]
 
@@ -178,12 +186,12 @@ class StageMonitorNode(Node):
                 objects = self._objects.get(stamp)
                 if objects is None:
                     break  # its object poses are still on the way; keep the order
-                self._score(stamp, self._joints.pop(stamp), objects)
+                self._score(stamp, self._joints.pop(stamp), objects, self._doubtful.pop(stamp, frozenset()))
                 del self._objects[stamp]
         if self._end is not None and self._last_scored >= self._end:
             self._finish()
 
-    def _score(self, stamp: int, vector: np.ndarray, objects: Poses) -> None:
+    def _score(self, stamp: int, vector: np.ndarray, objects: Poses, doubtful: frozenset[str] = frozenset()) -> None:
         from robofollow_ros.scoring.frame import frame_from_dict
 
         task = self._monitor.task
@@ -192,7 +200,9 @@ class StageMonitorNode(Node):
                "gripper_left": float(vector[GRIPPER_INDEX["left"]]),
                "gripper_right": float(vector[GRIPPER_INDEX["right"]]),
                "objects": objects[0], "object_quats": objects[1]}
-        index = self._monitor.frame_count
+        if doubtful:
+            raw["doubtful"] = sorted(doubtful)
+        index = self._monitor.frame_count + len(self._monitor.held_frames)  # frames offered, held ones included
         try:
             self._monitor.update(frame_from_dict(raw, index=index))
         except (KeyError, ValueError) as exc:

@@ -90,6 +90,7 @@ from robofollow_ros.nodes.trial_redo import Redo, attempt_id, superseding
 from robofollow_ros.nodes.trial_services import TrialServices
 from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S
 from robofollow_ros.rig.health import HALT, HealthFailure, HealthSettings, check_health, worst_class
+from robofollow_ros.rig.reset_check import ResetBlockers
 from robofollow_ros.robot.calibration import rig_calibration_dir
 
 #: How often a table that does not match the layout is shown again (view), and told again (terminal).
@@ -274,6 +275,8 @@ class TrialManagerNode(TrialServices, Node):
         self._override = threading.Event()
         self._pending_stamp: int | None = None
         self._reset_record: dict[str, Any] | None = None
+        #: What kept this trial's reset from passing so far (results.json ``reset_check.blocked_by``).
+        self._reset_blockers = ResetBlockers()
         self._reset_said = ("", 0.0, 0.0)  # the last summary told, when told, when shown
         self._sim_reset_told = (0.0, 0)  # the reset phase's start and the tens of seconds told of it
         self._trial_told = (0.0, 0)  # the same for the phases of a trial under way (_tell_trial)
@@ -385,6 +388,7 @@ class TrialManagerNode(TrialServices, Node):
         self._intervened = 0
         self.trial_paused_since = None
         self._reset_record = self._health_record = None
+        self._reset_blockers = ResetBlockers()
         self._override.clear()
         if self.reset_watch is not None:
             self.reset_watch.begin(self.registry.layout_of(task), key.seed)
@@ -434,8 +438,11 @@ class TrialManagerNode(TrialServices, Node):
         assert self.reset_watch is not None
         report = self.reset_watch.check()
         now = time.monotonic()
+        if report is not None and not report.ok:
+            self._reset_blockers.fold(report, waited)
         record = {"verified": bool(report is not None and report.ok), "overridden": False,
-                  "waited_s": round(waited, 3), **(report.as_dict() if report is not None else {"seen": False})}
+                  "waited_s": round(waited, 3), **(report.as_dict() if report is not None else {"seen": False}),
+                  "blocked_by": self._reset_blockers.as_list()}
         if report is not None and report.ok:
             if self._pending_stamp is not None and self.reset_watch.checked_stamp_ns > self._pending_stamp:
                 # the sim's table changed after its reset (a displace_object drill): the trial starts from

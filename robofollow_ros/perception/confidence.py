@@ -62,13 +62,18 @@ class PoseGate:
         self.threshold = threshold
         self.poses: dict[str, tuple[list[float], list[float]]] = {}
         self.ignored = 0
+        #: The objects whose pose the last update ignored (the stage monitor holds its verdict on them).
+        self.doubtful: frozenset[str] = frozenset()
 
     def update(self, poses: Mapping[str, Pose], confidences: Mapping[str, float]
                ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
         """Fold one frame's poses in; returns (positions, quaternions) to score."""
+        doubtful = set()
         for name, (position, quat) in poses.items():
             if confidences.get(name, 1.0) >= self.threshold:
                 self.poses[name] = ([float(v) for v in position], [float(v) for v in quat])
             else:
                 self.ignored += 1
+                doubtful.add(name)
+        self.doubtful = frozenset(doubtful)
         return ({n: list(p) for n, (p, _) in self.poses.items()}, {n: list(q) for n, (_, q) in self.poses.items()})

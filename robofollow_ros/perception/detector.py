@@ -54,6 +54,10 @@ class Detection:
     linear_colour: np.ndarray | None = field(default=None, repr=False)  # white-balanced median, linear light
     fits: dict[Any, Any] = field(default_factory=dict, repr=False)  # primitive key → primitives.Fit (shape)
     refined: dict[Any, Any] = field(default_factory=dict, repr=False)  # primitive key → the final pose fit
+    #: Identity name → why grounding refused to give this segment that name (``doubt.refuses_name``).
+    refused: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Identity name → why that name, if given, cannot be confirmed (``doubt.unconfirmed_height``).
+    doubted: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def has_depth(self) -> bool:

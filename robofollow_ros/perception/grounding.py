@@ -21,11 +21,15 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from robofollow_ros.perception import doubt
+from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_space import fast_median
 from robofollow_ros.perception.detector import Detection
 from robofollow_ros.perception.identities import IdentityModel
+from robofollow_ros.perception.others import OtherObjects
 from robofollow_ros.perception.plane import Plane
 from robofollow_ros.perception.primitives import Fit, Primitive, fit_shape
+from robofollow_ros.perception.silhouette import View, evidence
 
 #: Cost of calling a detection unexplained; a match costlier than this is not believed.
 UNEXPLAINED_COST = 20.0
@@ -153,9 +157,45 @@ def match_cost(detection: Detection, model: IdentityModel, track_xy: np.ndarray 
     return cost
 
 
+def _veto(costs: np.ndarray, detections: Sequence[Detection], models: Sequence[IdentityModel],
+          track_xy: Mapping[str, np.ndarray], plane: Plane | None, camera: CameraModel, view: View) -> None:
+    """Check every still possible (segment, identity) pair's silhouette: a look-alike of another size or
+    shape, or a fragment, cannot take the name (its cost becomes ∞; the reason is kept on the segment)."""
+    for i, detection in enumerate(detections):
+        if detection.kind != "solid":
+            continue
+        for j, model in enumerate(models):
+            if not math.isfinite(costs[i, j]):
+                continue
+            fit = detection.fits[model.primitive.key]
+            ev = evidence(camera, view, model.primitive, fit.position, fit.yaw if model.has_yaw else 0.0,
+                          detection.pixels)
+            if ev is None:
+                continue
+            track = track_xy.get(model.name)
+            near = track is not None and float(np.linalg.norm(fit.position[:2] - track)) < TRACK_SCALE
+            # The fitted top above the table (robust to flying pixels, unlike the points' highest percentile).
+            table = resting_centre_z(model, plane, fit.position) - model.resting_top_height + model.top_offset
+            top = float(fit.position[2]) + model.top_offset - table
+            tops = (model.resting_top_height,) if model.shape == "bowl" else (
+                model.resting_top_height, model.table_centre_height + model.top_offset)
+            reason = doubt.refuses_name(ev, is_lifted(detection, model, plane), near, top, tops, detection.noise_m,
+                                        model.shape == "bowl")
+            if reason is not None:
+                detection.refused[model.name] = reason
+                costs[i, j] = math.inf
+                continue
+            unsure = doubt.unconfirmed_height(ev, is_lifted(detection, model, plane), top, tops, detection.noise_m)
+            if unsure is not None:
+                detection.doubted[model.name] = unsure
+
+
 def ground(detections: Sequence[Detection], models: Sequence[IdentityModel], track_xy: Mapping[str, np.ndarray],
-           plane: Plane | None = None, camera_origin: np.ndarray | None = None) -> list[Grounding]:
-    """Assign names to detections (one-to-one, per colour); unexplained ones get ``name=None``."""
+           plane: Plane | None = None, camera_origin: np.ndarray | None = None, camera: CameraModel | None = None,
+           view: View | None = None, others: OtherObjects | None = None) -> list[Grounding]:
+    """Assign names to detections (one-to-one, per colour); unexplained ones get ``name=None``. With the
+    camera and the frame's ``view``, silhouettes veto look-alikes and fragments (``doubt.refuses_name``);
+    ``others`` vetoes names seen elsewhere while a segment standing here was not them (``others.py``)."""
     origin = np.zeros(3) if camera_origin is None else np.asarray(camera_origin, dtype=np.float64)
     best_loss = np.zeros(len(detections))
     for i, detection in enumerate(detections):
@@ -166,6 +206,10 @@ def ground(detections: Sequence[Detection], models: Sequence[IdentityModel], tra
         best_loss[i] = min(losses) if losses else 0.0
     costs = np.array([[match_cost(d, m, track_xy.get(m.name), plane, float(best_loss[i])) for m in models]
                       for i, d in enumerate(detections)]).reshape(len(detections), len(models))
+    if camera is not None and view is not None:
+        _veto(costs, detections, models, track_xy, plane, camera, view)
+    if others is not None:
+        others.veto(costs, detections, models)
     names: list[str | None] = [None] * len(detections)
     for colour in {d.colour for d in detections}:
         det_idx = [i for i, d in enumerate(detections) if d.colour == colour]

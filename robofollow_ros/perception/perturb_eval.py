@@ -89,8 +89,33 @@ def distractors_for(layout: Layout) -> tuple[Any, ...]:
     return tuple(out)
 
 
+#: The look-alike family's stand-in: a cube of this half size (a 4 cm cube).
+LOOKALIKE_HALF = 0.02
+#: Where a removed object is put (far below the table: never seen).
+REMOVED_POSITION = (0.0, 0.0, -5.0)
+
+
+def lookalike_target(layout: Layout) -> Any:
+    """The object the look-alike family removes: the first on the table itself that is not a 4 cm cube."""
+    for spec in layout.objects:
+        if spec.role != "object" or spec.on_top_of or spec.in_container:
+            continue
+        if spec.shape == "cube" and abs(spec.size[0] - LOOKALIKE_HALF) < 1e-3:
+            continue
+        return spec
+    return None
+
+
 def style_for(scene: str, layout: Layout) -> Any:
-    from robofollow_ros.sim.scene_style import SceneStyle
+    from robofollow_ros.sim.scene_style import Distractor, SceneStyle
+
+    if scene == "lookalike":
+        spec = lookalike_target(layout)
+        if spec is None:
+            return SceneStyle()
+        xy = (float(spec.nominal_xy[0]), float(spec.nominal_xy[1]))
+        return SceneStyle(distractors=(Distractor(f"lookalike_{spec.name}", "cube", LOOKALIKE_HALF,
+                                                  tuple(spec.color_rgb), xy),))
 
     if scene in ("oak", "birch", "checker", "gingham"):
         return SceneStyle(table=scene)
@@ -101,18 +126,22 @@ def style_for(scene: str, layout: Layout) -> Any:
     raise ValueError(f"scene variant: unknown {scene!r}")
 
 
-def rerender(world: Any, frames: Sequence[CapturedFrame]) -> list[CapturedFrame]:
-    """The same moments in another look of the scene: joints and object poses set, then rendered."""
+def rerender(world: Any, frames: Sequence[CapturedFrame], removed: str | None = None) -> list[CapturedFrame]:
+    """The same moments in another look of the scene: joints and object poses set, then rendered.
+    ``removed``: an object taken off the table (put far below it; its truth says so)."""
     import sapien
 
     out = []
     for frame in frames:
         world.robot.set_qpos(frame.qpos)
+        truth = dict(frame.truth)
         for name, (p, q) in frame.poses.items():
-            world.objects[name].set_pose(sapien.Pose(p, q))
+            world.objects[name].set_pose(sapien.Pose(REMOVED_POSITION if name == removed else p, q))
+        if removed is not None:
+            truth[removed] = list(REMOVED_POSITION)
         head = world.render_images()["head"]
         out.append(CapturedFrame(head["rgb"], head["depth"], head["segmentation"], world.segmentation_ids(),
-                                 frame.truth, frame.stamp, frame.qpos, frame.poses))
+                                 truth, frame.stamp, frame.qpos, frame.poses))
     return out
 
 
@@ -150,7 +179,8 @@ def run_perturbation_eval(trials: Iterable[tuple[EvalTask, int]], camera: Camera
                 variant = SimWorld(render=True, cameras=settings, style=style_for(scene, layout))
                 try:
                     variant.reset(layout, seed)
-                    by_scene[scene] = rerender(variant, recorder.frames)
+                    target = lookalike_target(layout) if scene == "lookalike" else None
+                    by_scene[scene] = rerender(variant, recorder.frames, None if target is None else target.name)
                 finally:
                     variant.close()
             for item in items:
@@ -175,8 +205,9 @@ def _score_item(item: Perturbation, frames: Sequence[CapturedFrame], layout: Lay
     alignment = None if offset is None else DepthToColour.identity_offset(camera.k, (camera.width, camera.height),
                                                                           offset)
     perception = Perception(camera, layout, colour=colour, depth_alignment=alignment)
+    flat = frozenset(m.name for m in perception.models.values() if m.flat)
     for index, frame in enumerate(frames):
-        rgb, depth = item.apply(frame.rgb, frame.depth, camera.k, rng)
+        rgb, depth = item.apply(frame.rgb, frame.depth, camera.k, rng, index, frame.segmentation, frame.ids, flat)
         start = time.perf_counter()
         result = perception.update(rgb, depth, frame.stamp)
         stats.seconds += time.perf_counter() - start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,77 @@ def markdown_table(report: dict[str, Any]) -> str:
             f"| {item['unexplained_segments']} | {'—' if drift is None else f'{drift * 100:.0f} %'} "
             f"| {_verdict(item)} |")
     return "\n".join(rows)
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.0f} %"
+
+
+def monotone(reliability: list[dict[str, Any]]) -> bool:
+    """Whether the share of poses > 2 cm off never rises with confidence (empty bins skipped)."""
+    shares = [b["share_over_2cm"] for b in reliability if b["n"]]
+    return all(high <= low for low, high in pairwise(shares))
+
+
+def doubt_table(report: dict[str, Any]) -> str:
+    """Issue 37's figures per item: p50/p95 of named objects, confident-wrong counts, and the reliability
+    diagram as the share of published poses > 2 cm off per confidence bin (n in brackets)."""
+    bins = [b["bin"] for b in report["items"][0].get("reliability", [])]
+    rows = ["| family | identity | p50 mm | p95 mm | poses | > 2 cm at ≥ 0.9 | > 3 cm at ≥ 0.5 | "
+            + " | ".join(f"> 2 cm, conf {b}" for b in bins) + " | monotone |",
+            "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(bins) + "---|"]
+    for item in report["items"]:
+        identity = item["identity_accuracy"]
+        cells = [f"{_share(b['share_over_2cm'])} ({b['n']})" for b in item.get("reliability", [])]
+        rows.append(f"| {item['name']} | {'—' if identity is None else f'{identity * 100:.2f} %'} "
+                    f"| {_mm(item['median_error_m'])} | {_mm(item['p95_error_m'])} | {item.get('poses_published', 0)} "
+                    f"| {item.get('confident_wrong_2cm_09', '—')} | {item.get('confident_wrong_3cm_05', '—')} | "
+                    + " | ".join(cells) + f" | {'yes' if monotone(item.get('reliability', [])) else '**no**'} |")
+    return "\n".join(rows)
+
+
+def reliability_plot(report: dict[str, Any], path: Path) -> None:
+    """The reliability diagram per family: share of published poses > 2 cm off in each confidence bin (marker
+    area ∝ poses in the bin), beside the confident-wrong counts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    items = report["items"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [3, 2]})
+    cmap = plt.get_cmap("tab20")
+    for k, item in enumerate(items):
+        bins = [b for b in item.get("reliability", []) if b["n"]]
+        centres = [sum(float(v) for v in b["bin"].split("–")) / 2 for b in bins]
+        shares = [100 * b["share_over_2cm"] for b in bins]
+        left.plot(centres, shares, color=cmap(k % 20), linewidth=1, label=item["name"])
+        left.scatter(centres, shares, s=[6 + 60 * (b["n"] / max(1, item["poses_published"])) ** 0.5 * 4 for b in bins],
+                     color=cmap(k % 20))
+    left.axvline(0.5, color="grey", linestyle=":", linewidth=1)
+    left.axvline(0.9, color="grey", linestyle=":", linewidth=1)
+    left.set_xlim(0, 1)
+    left.set_ylim(-2, 102)
+    left.set_xlabel("published confidence (bin centre); dotted: 0.5 (stage monitor, reset check), 0.9")
+    left.set_ylabel("poses > 2 cm off (%)")
+    left.legend(fontsize=7, ncol=2, loc="upper right")
+    names = [i["name"] for i in items]
+    positions = list(range(len(items)))
+    right.barh([p - 0.2 for p in positions], [i.get("confident_wrong_2cm_09", 0) for i in items], height=0.4,
+               color="#bc4b51", label="> 2 cm at ≥ 0.9")
+    right.barh([p + 0.2 for p in positions], [i.get("confident_wrong_3cm_05", 0) for i in items], height=0.4,
+               color="#f4a259", label="> 3 cm at ≥ 0.5")
+    right.set_yticks(positions, names)
+    right.invert_yaxis()
+    right.set_xlim(0, max(5, *(i.get("confident_wrong_3cm_05", 0) for i in items)) + 1)
+    right.set_xlabel("confident-wrong poses (goal: 0)")
+    right.legend(loc="lower right", fontsize=8)
+    figure.suptitle(f"perception's confidence under a real bench's faults: n = {report['trials']} trials, "
+                    f"{sum(i.get('poses_published', 0) for i in items)} poses", fontsize=10)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:

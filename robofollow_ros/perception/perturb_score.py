@@ -10,6 +10,7 @@ left unnamed are counted as unexplained (distractors are meant to end there).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,28 @@ from robofollow_ros.perception.sim_eval import MIN_VISIBLE_PIXELS
 from robofollow_ros.perception.tracker import PerceptionResult
 
 GOALS = {"identity_accuracy": 0.99, "median_error_m": 0.01, "p95_error_m": 0.02}
+#: Confident-wrong (issue 37): a published pose this far off (m) at this confidence or more.
+CONFIDENT_WRONG = ((0.02, 0.9), (0.03, 0.5))
+#: Reliability diagram: confidence bins (lower edges) and the error that counts as wrong in them.
+RELIABILITY_BINS = (0.0, 0.25, 0.5, 0.7, 0.9)
+RELIABILITY_WRONG_M = 0.02
+
+
+def confident_wrong(error: float, confidence: float) -> bool:
+    """A published pose the issue's bar forbids: > 2 cm off at ≥ 0.9, or > 3 cm off at ≥ 0.5."""
+    return any(error > limit and confidence >= level for limit, level in CONFIDENT_WRONG)
+
+
+def reliability(published: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    """Per confidence bin: how many poses were published in it and the share more than 2 cm off."""
+    out = []
+    edges = (*RELIABILITY_BINS, 1.0 + 1e-9)
+    for low, high in pairwise(edges):
+        errors = [e for e, c in published if low <= c < high]
+        wrong = sum(e > RELIABILITY_WRONG_M for e in errors)
+        out.append({"bin": f"{low:.2f}–{min(high, 1.0):.2f}", "n": len(errors), "over_2cm": wrong,
+                    "share_over_2cm": round(wrong / len(errors), 4) if errors else None})
+    return out
 
 
 @dataclass
@@ -49,6 +72,9 @@ class ItemStats:
     seconds: float = 0.0
     worst: tuple[float, str] = (0.0, "")
     examples: list[str] = field(default_factory=list)
+    #: Every published pose with a truth: (error m, confidence).
+    published: list[tuple[float, float]] = field(default_factory=list)
+    confident_wrong: list[str] = field(default_factory=list)
 
     def summary(self, item: Perturbation) -> dict[str, Any]:
         e = np.asarray(self.errors)
@@ -64,6 +90,10 @@ class ItemStats:
             "drift_reported_share": round(self.drift_frames / self.frames, 3) if self.frames else None,
             "frames_per_second": round(self.frames / self.seconds, 1) if self.seconds > 0 else None,
             "worst_error": self.worst[1], "examples": self.examples[:8],
+            "poses_published": len(self.published),
+            "confident_wrong_2cm_09": sum(e > 0.02 and c >= 0.9 for e, c in self.published),
+            "confident_wrong_3cm_05": sum(e > 0.03 and c >= 0.5 for e, c in self.published),
+            "reliability": reliability(self.published), "confident_wrong_examples": self.confident_wrong[:8],
         }
         if item.goal:
             out["goals_met"] = bool(
@@ -108,5 +138,13 @@ def score(result: PerceptionResult, frame: CapturedFrame, ids: dict[str, int], s
         stats.errors.append(error)
         if error > stats.worst[0]:
             stats.worst = (error, f"{label}{name} off by {error * 1000:.1f} mm ({counts[seg_id]} px visible)")
+    for name, track in result.tracks.items():
+        if name not in frame.truth:
+            continue
+        error = float(np.linalg.norm(track.position - np.asarray(frame.truth[name])))
+        stats.published.append((error, float(track.confidence)))
+        if confident_wrong(error, track.confidence):
+            stats.confident_wrong.append(f"{label}{name} off by {error * 1000:.1f} mm at confidence "
+                                         f"{track.confidence:.2f} (visible {track.visible})")
     if result.colour_drift is not None and result.colour_drift.drifted:
         stats.drift_frames += 1

@@ -8,16 +8,16 @@ items at the levels issue 19 states goals for (identity ≥ 99 %, median ≤ 1 c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from robofollow_ros.perception import perturb
+from robofollow_ros.perception import perturb, perturb_faults
 
 #: Scene variants a suite item may ask SAPIEN for (``clean`` = today's scene).
-SCENES = ("clean", "oak", "birch", "checker", "gingham", "shadows", "distractors")
+SCENES = ("clean", "oak", "birch", "checker", "gingham", "shadows", "distractors", "lookalike")
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,28 @@ class Perturbation:
                 return float(args[0]), float(args[1]), float(args[2])
         return None
 
-    def apply(self, rgb: np.ndarray, depth: np.ndarray, camera_k: np.ndarray,
-              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """The perturbed (rgb, depth); the inputs are not modified."""
+    def apply(self, rgb: np.ndarray, depth: np.ndarray, camera_k: np.ndarray, rng: np.random.Generator,
+              index: int = 0, segmentation: np.ndarray | None = None, ids: Mapping[str, int] | None = None,
+              flat: frozenset[str] = frozenset()) -> tuple[np.ndarray, np.ndarray | None]:
+        """The perturbed (rgb, depth); depth None on a stalled frame (colour only). The inputs are not
+        modified. ``index`` (the frame's place in the trial), ``segmentation``/``ids`` (which pixels are which
+        object) and ``flat`` (the layout's labels) only build the multi-frame faults (``perturb_faults``)."""
         focal_px = float(camera_k[0, 0])
+        out_depth: np.ndarray | None = depth
         for op, args in self.ops:
-            if op == "white_balance":
+            if op in ("half_hidden", "fragments"):
+                if segmentation is None or ids is None:
+                    raise ValueError(f"perturbation {self.name!r}: {op} needs the frame's segmentation")
+                if op == "half_hidden":
+                    rgb, depth, _ = perturb_faults.half_hidden(rgb, depth, segmentation, ids, flat, rng, *args)
+                else:
+                    rgb, depth = perturb_faults.fragments(rgb, depth, segmentation, ids, rng, *args)
+            elif op == "flying_pixels":
+                depth = perturb.flying_pixels(depth, rng, *args)
+            elif op == "depth_stall":
+                if perturb_faults.stalled(index, *args):
+                    out_depth = None
+            elif op == "white_balance":
                 rgb = perturb.white_balance(rgb, args)
             elif op == "white_balance_codes":
                 rgb = perturb.white_balance_codes(rgb, args)
@@ -63,7 +79,7 @@ class Perturbation:
                 depth = perturb.offset_depth_camera(depth, camera_k, tuple(args))
             else:
                 raise ValueError(f"perturbation {self.name!r}: unknown operation {op!r}")
-        return rgb, depth
+        return rgb, (None if out_depth is None else depth)
 
 
 def _wb(name: str, gains: tuple[float, float, float], goal: bool = True) -> Perturbation:
@@ -119,8 +135,28 @@ STANDARD: tuple[Perturbation, ...] = (
                                    ("depth_noise", (0.01,)), ("misregister", (1, 0)), ("jpeg", (70,)))),
 )
 
+#: The fault families of issue 37 (a real RealSense bench), with the earlier families they sit beside.
+FAULTS: tuple[Perturbation, ...] = (
+    STANDARD[0],
+    Perturbation("depth stall", "no fresh depth on 2 of every 4 frames: colour only, as perception_node does with "
+                 "depth more than 1 s old", ops=(("depth_stall", (4, 2)),)),
+    Perturbation("half hidden", "a grey arm 8 cm nearer hides half of one object (a label first)",
+                 ops=(("half_hidden", (0.5,)),)),
+    Perturbation("flying pixels", "mixed depth within 2 px of every depth edge", ops=(("flying_pixels", (2,)),)),
+    Perturbation("look-alike", "one object taken off the table, a 4 cm cube of its colour where it stood (SAPIEN)",
+                 scene="lookalike"),
+    Perturbation("fragments", "two 6×6 px patches of a layout colour standing 2 cm up on the table",
+                 ops=(("fragments", (2,)),)),
+    *(p for p in STANDARD if p.name in ("wb warm", "depth noise 1%", "depth holes", "motion blur 9px", "table oak")),
+    Perturbation("realistic mix", "rig-like combined plus flying pixels, a half-hidden object and depth stalls",
+                 scene="oak", ops=(("white_balance", (1.1, 1.0, 0.9)), ("exposure", (0.8,)), ("edge_holes", ()),
+                                   ("flying_pixels", (2,)), ("depth_noise", (0.01,)), ("misregister", (1, 0)),
+                                   ("half_hidden", (0.5,)), ("jpeg", (70,)), ("depth_stall", (4, 1)))),
+)
+
 SUITES: dict[str, tuple[Perturbation, ...]] = {
     "standard": STANDARD,
+    "faults": FAULTS,
     "goals": tuple(p for p in STANDARD if p.goal or p.name == "clean"),
     "pictures": tuple(p for p in STANDARD if p.scene == "clean"),
     "clean": (STANDARD[0],),
@@ -131,7 +167,7 @@ def resolve_suite(spec: str) -> tuple[Perturbation, ...]:
     """A suite by name, or a comma-separated list of item names (``"clean,jpeg q50"``)."""
     if spec in SUITES:
         return SUITES[spec]
-    by_name = {p.name: p for p in STANDARD}
+    by_name = {p.name: p for p in (*STANDARD, *FAULTS)}
     names = [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [n for n in names if n not in by_name]
     if not names or unknown:

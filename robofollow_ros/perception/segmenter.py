@@ -42,6 +42,7 @@ from robofollow_ros.perception.detector import (
 )
 from robofollow_ros.perception.identities import IdentityModel
 from robofollow_ros.perception.plane import Plane, TablePlane
+from robofollow_ros.perception.silhouette import View
 
 FOREGROUND_MIN_M = 0.010
 NOISE_SIGMAS = 4.0
@@ -68,6 +69,8 @@ class GeometrySegmenter:
         self._origin = np.asarray(camera.world_position, dtype=np.float64)
         self._table_source: tuple[Plane, np.ndarray] | None = None
         self.misregistration = MisregistrationEstimator()
+        #: The last frame's per-pixel facts for silhouette evidence (``silhouette.View``); None without a plane.
+        self.view: View | None = None
 
     def detect(self, rgb: np.ndarray, depth: np.ndarray,
                flat_models: Sequence[IdentityModel] = ()) -> tuple[list[Detection], Plane | None]:
@@ -76,6 +79,7 @@ class GeometrySegmenter:
         valid = np.isfinite(flat_depth) & (flat_depth > 0)
         clean_depth = np.where(valid, flat_depth, 0.0).astype(np.float32)
         plane = self.planes.fit(clean_depth)
+        self.view = None
         if plane is None:
             self._table_source = None
             return [], None
@@ -111,6 +115,7 @@ class GeometrySegmenter:
                     detections.append(detection)
         detections += [d for m in flat_models if (d := self._flat(m, plane, classes, flat_rgb)) is not None]
         self._table_source = (plane, clean_depth)
+        self.view = View(w, h, foreground.reshape(-1), valid, np.asarray(all_classes, dtype=np.uint8).reshape(-1))
         return detections, plane
 
     # -------------------------------------------------------------------------------------- solids

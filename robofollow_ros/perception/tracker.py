@@ -26,29 +26,40 @@ import numpy as np
 
 from robofollow_ros.benchmark.records import Layout
 from robofollow_ros.contract import TABLE_TOP_Z
+from robofollow_ros.perception import doubt
 from robofollow_ros.perception.align import DepthToColour, load_depth_alignment
 from robofollow_ros.perception.camera_model import CameraModel
 from robofollow_ros.perception.colour_drift import ColourDrift, DriftMonitor
-from robofollow_ros.perception.colour_model import ColourModel
+from robofollow_ros.perception.colour_model import COLOUR_CLASSES, ColourModel
 from robofollow_ros.perception.colour_names import default_model
 from robofollow_ros.perception.confidence import LIFTED_HALF_LIFE_S, decayed, fit_quality, support
 from robofollow_ros.perception.detector import MIN_PIXELS, ColourBlobDetector, Detection, measure_colour
 from robofollow_ros.perception.estimate import estimate_pose, yaw_quat_wxyz
 from robofollow_ros.perception.grounding import Grounding, ground, is_lifted, resting_centre_z, tau
 from robofollow_ros.perception.identities import IdentityModel, identity_models
+from robofollow_ros.perception.others import OtherObjects
 from robofollow_ros.perception.plane import Plane
 from robofollow_ros.perception.segmenter import GeometrySegmenter
+from robofollow_ros.perception.silhouette import blob_iou, evidence, outline_points, silhouette
 
 #: A cut segment within this distance of its track is the same object, still lying where it was.
 PARTIAL_NEAR_M = 0.03
 PARTIAL_SHARE = 0.6
 #: A resting track meets a lifted measurement: below this share of its pixels it is doubt, not a lift.
 LIFT_MIN_SHARE = 0.25
+#: A track first seen farther than this (m) from its layout spot has an unconfirmed name (objects start on it).
+FIRST_SEEN_M = 0.06
+FOUND_FAR = "first seen away from its layout spot"
+JUMPED = "lifted far from where it rested"
+#: A resting track meets a lifted measurement this far (m, in the table plane) from it: the name is unconfirmed.
+LIFT_JUMP_M = 0.06
 #: A track within this height (m) of where the layout rests it, or of standing on the table, is resting.
 RESTING_TOLERANCE_M = 0.015
 #: The reference pixel count of a track forgets slowly (an object moved further away shows fewer).
 REFERENCE_DECAY = 0.98
 COLOUR_MODEL_FILE = "colour.yaml"
+#: A refused segment this close (m) to where an identity is expected makes that identity doubted.
+DOUBT_NEAR_M = 0.06
 #: A segment within this many pixels (centroid) and this share of its pixel count of last frame's is the same.
 REUSE_PX = 0.5
 REUSE_SHARE = 0.03
@@ -102,6 +113,9 @@ class Track:
     age_s: float = 0.0
     visible: bool = True
     reference_pixels: float = 0.0
+    #: Why its name is not confirmed (None: it is): ``FOUND_FAR`` (first seen away from its layout spot, not seen
+    #: there since) or ``JUMPED`` (resting, then lifted far from there; until seen standing again).
+    unconfirmed: str | None = None
 
     @property
     def quat_wxyz(self) -> tuple[float, float, float, float]:
@@ -119,6 +133,8 @@ class PerceptionResult:
     groundings: list[Grounding] = field(default_factory=list)
     colour_drift: ColourDrift | None = None
     plane: Plane | None = None
+    #: Identities not named this frame, with why grounding refused their name to a segment (a look-alike).
+    doubts: dict[str, str] = field(default_factory=dict)
 
     def positions(self) -> dict[str, list[float]]:
         return {name: [float(v) for v in t.position] for name, t in self.tracks.items()}
@@ -147,6 +163,8 @@ class Perception:
         self.models: dict[str, IdentityModel] = {}
         self.tracks: dict[str, Track] = {}
         self._previous: list[Detection] = []
+        #: Segments seen beside an identity, which that identity's name may not jump onto (``others.py``).
+        self.others = OtherObjects()
         self._frames = 0
         if layout is not None:
             self.reset(layout)
@@ -156,6 +174,7 @@ class Perception:
         self.models = {m.name: m for m in identity_models(layout)}
         self.tracks = {}
         self._previous = []
+        self.others.reset()
 
     def detect(self, rgb: np.ndarray, depth: np.ndarray | None) -> tuple[list[Detection], Plane | None]:
         expected = (self.camera.height, self.camera.width)
@@ -179,8 +198,9 @@ class Perception:
         detections, plane = self.detect(rgb, depth)
         self._reuse_shape_fits(detections)
         track_xy = {name: t.position[:2] for name, t in self.tracks.items()}
+        view = self.segmenter.view if depth is not None else None
         groundings = ground(detections, list(self.models.values()), track_xy, plane,
-                            np.asarray(self.camera.world_position))
+                            np.asarray(self.camera.world_position), self.camera, view, self.others)
         seen = set()
         for g in groundings:
             if g.name is None:
@@ -190,8 +210,14 @@ class Perception:
             if position is None:
                 continue
             track = self.tracks.get(g.name)
+            if view is None:
+                position, yaw, confidence = self._colour_only(g, model, track, position, yaw)
+                self._observe(g.name, position, yaw, confidence, stamp)
+                seen.add(g.name)
+                continue
             confidence = self._measured_confidence(g, track)
             lifted = is_lifted(g.detection, model, plane)
+            jumped = False
             if g.detection.kind == "solid" and track is not None:
                 shown = g.detection.pixel_count / max(track.reference_pixels, 1.0) if track.reference_pixels else 1.0
                 at_rest = self._resting(track.position, model, plane)
@@ -200,11 +226,19 @@ class Perception:
                     # A handful of points (flying depth at a finger's edge) cannot lift a resting object:
                     # doubted evidence, the track is treated as not seen this frame.
                     continue
+                # Resting there, lifted far from there: a pick starts above the object; another object of its
+                # colour in the hand is as likely. The name is not confirmed until it is seen standing again.
+                jumped = lifted and at_rest and float(np.linalg.norm(position[:2] - track.position[:2])) > LIFT_JUMP_M
                 if not lifted and at_rest and near and shown < PARTIAL_SHARE:
                     # Seen where it rests but cut (far fewer pixels than before), or only a sliver: the fit
                     # of a cut outline could drift, the resting pose it agrees with is the better answer.
                     position, yaw, confidence = track.position.copy(), track.yaw, g.confidence
-            self._observe(g.name, position, yaw, confidence, stamp)
+            ev = evidence(self.camera, view, model.primitive, position, yaw if model.has_yaw else 0.0,
+                          g.detection.pixels, self._colour_code(model))
+            confidence *= doubt.bowl_factor(ev) if model.shape == "bowl" else doubt.silhouette_factor(ev, model.flat)
+            if g.name in g.detection.doubted:
+                confidence = min(confidence, doubt.UNCONFIRMED_CAP)
+            self._observe(g.name, position, yaw, confidence, stamp, standing=not lifted, jumped=jumped)
             if not lifted:
                 current = self.tracks[g.name]
                 current.reference_pixels = max(REFERENCE_DECAY * current.reference_pixels, g.detection.pixel_count)
@@ -216,8 +250,20 @@ class Perception:
                 half_life = (self.half_life_s if self._resting(track.position, self.models[name], plane)
                              else min(self.half_life_s, LIFTED_HALF_LIFE_S))
                 track.confidence = decayed(track.seen_confidence, track.age_s, half_life)
+                if view is None:  # colour only: nothing tells a hidden object from one taken away
+                    track.confidence = min(track.confidence, doubt.COLOUR_ONLY_CAP)
+                if view is not None and self._negative_evidence_applies(name) and doubt.absent(evidence(
+                        self.camera, view, self.models[name].primitive, track.position,
+                        track.yaw if self.models[name].has_yaw else 0.0, None)):
+                    # Nobody saw it, and the table shows where it is said to be: it is not there.
+                    track.seen_confidence = min(track.seen_confidence, doubt.ABSENT_CONFIDENCE)
+                    track.confidence = min(track.confidence, doubt.ABSENT_CONFIDENCE)
         missing = [name for name in self.models if name not in self.tracks]
         unexplained = [g.detection for g in groundings if g.name is None]
+        if view is not None:
+            in_hand = {g.name for g in groundings
+                       if g.name is not None and is_lifted(g.detection, self.models[g.name], plane)}
+            self.others.update(groundings, in_hand, stamp, self.models)
         self._previous = [d for d in detections if d.kind == "solid"]
         self._frames += 1
         if self._frames <= DRIFT_EVERY_FRAME_UNTIL or self._frames % DRIFT_EVERY == 0:
@@ -227,7 +273,43 @@ class Perception:
                 measure_colour(detection, rgb, self.colour)
             self.drift.update(named, table)
         drift = self.drift.report()
-        return PerceptionResult(stamp, dict(self.tracks), missing, unexplained, groundings, drift, plane)
+        named_now = {g.name for g in groundings if g.name is not None}
+        doubts = {name: why for g in groundings for name, why in g.detection.refused.items()
+                  if name not in named_now and self._near_spot(name, g.detection)}
+        doubts.update({name: f"unconfirmed: {t.unconfirmed}" for name, t in self.tracks.items() if t.unconfirmed})
+        doubts.update({g.name: f"unconfirmed: {g.detection.doubted[g.name]}" for g in groundings
+                       if g.name is not None and g.name in g.detection.doubted})
+        return PerceptionResult(stamp, dict(self.tracks), missing, unexplained, groundings, drift, plane, doubts)
+
+    def _near_spot(self, name: str, detection: Detection) -> bool:
+        """The segment stands where the identity is expected (its track, else its layout spot)."""
+        track = self.tracks.get(name)
+        spot = track.position[:2] if track is not None else np.asarray(self.models[name].nominal_xy)
+        return bool(np.linalg.norm(detection.xy() - spot) < DOUBT_NEAR_M)
+
+    def _negative_evidence_applies(self, name: str) -> bool:
+        """Labels lie under things and a bowl's floor is below the table threshold: no table-means-absent."""
+        model = self.models[name]
+        return not model.flat and model.shape != "bowl"
+
+    @staticmethod
+    def _colour_code(model: IdentityModel) -> int:
+        """A label's or a bowl's colour class code: their pixels in the table plane (a label; a bowl's floor,
+        below the foreground threshold) count as seen by colour (``silhouette.evidence``'s ``flat_code``)."""
+        return COLOUR_CLASSES.index(model.colour) + 1 if model.flat or model.shape == "bowl" else 0
+
+    def _colour_only(self, g: Grounding, model: IdentityModel, track: Track | None, position: np.ndarray,
+                     yaw: float) -> tuple[np.ndarray, float, float]:
+        """Without depth no height is seen: the resting pose depth last confirmed is kept (at its confidence) while
+        the blob covers its silhouette; anything else (a lifted pose, the blob on the resting plane) is published
+        at ``COLOUR_ONLY_CAP``."""
+        if (track is not None and track.seen_confidence > doubt.COLOUR_ONLY_CAP
+                and self._resting(track.position, model, None)):
+            outline = outline_points(model.primitive, track.position, track.yaw if model.has_yaw else 0.0)
+            found = None if outline is None else silhouette(self.camera, outline)
+            if found is not None and blob_iou(found, g.detection.pixels, self.camera.width) >= doubt.COLOUR_ONLY_IOU:
+                return track.position.copy(), track.yaw, min(g.confidence, track.seen_confidence)
+        return position, yaw, min(g.confidence, doubt.COLOUR_ONLY_CAP)
 
     def _measured_confidence(self, g: Grounding, track: Track | None) -> float:
         """p_identity · q_fit · s_support (``confidence.py``); flat patches and RGB-only blobs: p_identity."""
@@ -268,12 +350,26 @@ class Perception:
                     detection.refined = dict(old.refined)
                     break
 
-    def _observe(self, name: str, position: np.ndarray, yaw: float, confidence: float, stamp: float) -> None:
+    def _observe(self, name: str, position: np.ndarray, yaw: float, confidence: float, stamp: float,
+                 standing: bool = False, jumped: bool = False) -> None:
         track = self.tracks.get(name)
+        far = float(np.linalg.norm(position[:2] - np.asarray(self.models[name].nominal_xy))) > FIRST_SEEN_M
+        before = None if track is None else track.unconfirmed
+        # First seen away from its layout spot (every object starts on it): unconfirmed until seen on its spot,
+        # another object of its colour is as likely.
+        unconfirmed = None
+        if far and (track is None or before == FOUND_FAR):
+            unconfirmed = FOUND_FAR
+        elif jumped or (before == JUMPED and not standing):
+            unconfirmed = JUMPED
+        if unconfirmed is not None:
+            confidence = min(confidence, doubt.UNCONFIRMED_CAP)
         if track is None or np.linalg.norm(position - track.position) > self.jump_m:
             reference = 0.0 if track is None else track.reference_pixels
-            self.tracks[name] = Track(name, position, yaw, confidence, stamp, confidence, reference_pixels=reference)
+            self.tracks[name] = Track(name, position, yaw, confidence, stamp, confidence, reference_pixels=reference,
+                                      unconfirmed=unconfirmed)
             return
+        track.unconfirmed = unconfirmed
         a = self.smoothing
         track.position = a * position + (1 - a) * track.position
         track.yaw = yaw

@@ -38,6 +38,8 @@ SYMMETRY_RAD = {"box": math.pi, "cube": math.pi / 2}
 OK = "ok"
 MISPLACED = "misplaced"
 MISSING = "missing"
+#: Seen, but not confidently, or perception refused the name to what stands there (a look-alike).
+UNCONFIRMED = "unconfirmed"
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class ObjectCheck:
     seen_yaw: float | None = None
     distance_m: float | None = None
     yaw_error_deg: float | None = None  # None where yaw does not matter
+    doubt: str = ""  # UNCONFIRMED: why perception cannot confirm it
 
     @property
     def correction(self) -> tuple[float, float, float] | None:
@@ -74,6 +77,8 @@ class ObjectCheck:
         where = f"x {x:+.3f} y {y:+.3f} m"
         if self.status == MISSING:
             return f"{self.name}: not seen on the table; place it at {where}"
+        if self.status == UNCONFIRMED:
+            return f"cannot confirm {self.name}: {self.doubt}; check it is the right object at {where}"
         if self.status == OK:
             return ""
         moves = []
@@ -100,6 +105,8 @@ class ObjectCheck:
             out["distance_m"] = round(float(self.distance_m or 0.0), 4)
         if self.yaw_error_deg is not None:
             out["yaw_error_deg"] = round(self.yaw_error_deg, 2)
+        if self.doubt:
+            out["doubt"] = self.doubt
         return out
 
 
@@ -146,6 +153,7 @@ class ResetReport:
         return {"ok": self.ok, "tolerance_m": self.tolerance_m, "yaw_tolerance_deg": self.yaw_tolerance_deg,
                 "misplaced": [o.name for o in self.wrong if o.status == MISPLACED],
                 "missing": [o.name for o in self.wrong if o.status == MISSING],
+                "unconfirmed": [o.name for o in self.wrong if o.status == UNCONFIRMED],
                 "extra": [e.what for e in self.extra], "objects": [o.as_dict() for o in self.objects]}
 
 
@@ -167,16 +175,26 @@ def yaw_error(seen: float, expected: float, period: float) -> float:
 def check_reset(layout: Layout, expected: Mapping[str, RestPose], seen: Mapping[str, Seen],
                 tolerance_m: float = DEFAULT_TOLERANCE_M, yaw_tolerance_deg: float = DEFAULT_YAW_TOLERANCE_DEG,
                 yaw_shapes: Sequence[str] = DEFAULT_YAW_SHAPES, min_confidence: float = DEFAULT_MIN_CONFIDENCE,
-                blobs: Sequence[tuple[str, Sequence[float] | None]] = ()) -> ResetReport:
+                blobs: Sequence[tuple[str, Sequence[float] | None]] = (),
+                doubts: Mapping[str, str] | None = None) -> ResetReport:
     """Compare what is ``seen`` with the ``expected`` resting poses; ``blobs``: things seen that match no
-    object (perception's ``unexplained``: a colour and a position)."""
+    object (perception's ``unexplained``: a colour and a position); ``doubts``: per name, why perception
+    refused that name to a segment (``perception/doubt.py``: a look-alike of the wrong size or shape).
+
+    An object passes only when seen with confidence: one seen at lower confidence, or not named because
+    what stands there is not its shape, is *unconfirmed* and blocks the reset with a line naming it."""
     checks = []
+    doubts = doubts or {}
     for spec in layout.objects:
         pose = expected[spec.name]
         target = _xyz(pose.position)
         got = seen.get(spec.name)
         if got is None or not got.visible or got.confidence < min_confidence:
-            checks.append(ObjectCheck(spec.name, MISSING, target, pose.yaw))
+            doubt = doubts.get(spec.name, "")
+            if not doubt and got is not None and got.visible:
+                doubt = f"seen at confidence {got.confidence:.2f} (below {min_confidence:.2f})"
+            checks.append(ObjectCheck(spec.name, UNCONFIRMED if doubt else MISSING, target, pose.yaw,
+                                      doubt=doubt))
             continue
         position = _xyz(got.position)
         distance = float(np.linalg.norm(np.subtract(target, position)))
@@ -197,3 +215,33 @@ def check_reset(layout: Layout, expected: Mapping[str, RestPose], seen: Mapping[
 def expected_poses(layout: Layout, seed: int) -> dict[str, RestPose]:
     """The layout's resting poses for ``seed`` (what the operator is shown, what the sim starts from)."""
     return layout_rest_poses(layout, seed)
+
+
+class ResetBlockers:
+    """Every object that kept one trial's reset from passing, and how far off it was at worst.
+
+    The reset record in results.json is the report that finally passed (or was overridden); this keeps
+    what blocked it before, so a reset held for 12 s by a displaced bar says so."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, dict[str, Any]] = {}
+
+    def fold(self, report: ResetReport, waited_s: float) -> None:
+        for check in report.wrong:
+            entry = self._by_name.setdefault(check.name, {"name": check.name, "status": check.status,
+                                                          "first_s": round(waited_s, 3), "looks": 0})
+            entry["looks"] += 1
+            entry["status"] = check.status
+            entry["last_s"] = round(waited_s, 3)
+            entry["line"] = check.line()
+            if check.distance_m is not None:
+                entry["max_distance_m"] = round(max(entry.get("max_distance_m", 0.0), check.distance_m), 4)
+        for extra in report.extra:
+            entry = self._by_name.setdefault(extra.what, {"name": extra.what, "status": "extra",
+                                                          "first_s": round(waited_s, 3), "looks": 0})
+            entry["looks"] += 1
+            entry["last_s"] = round(waited_s, 3)
+            entry["line"] = extra.line()
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return list(self._by_name.values())

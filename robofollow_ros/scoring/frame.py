@@ -25,7 +25,9 @@ class Frame:
 
     ``ee_*`` are the points the scene's rules use (Scene 1: fingertip proxy, else the TCP);
     grippers are normalised (1 open, 0 closed); ``object_quats`` (w, x, y, z) only where rules
-    need them (Scene 3 bars).
+    need them (Scene 3 bars). ``doubtful``: objects whose pose perception published this frame below
+    ``contract.MIN_POSE_CONFIDENCE`` (the pose given is the last confident one); the monitor holds its
+    verdict on such a frame (``StageMonitor.update``).
     """
 
     ee_left: Vec3
@@ -34,6 +36,7 @@ class Frame:
     gripper_right: float
     objects: Mapping[str, Vec3]
     object_quats: Mapping[str, Quat] = field(default_factory=dict)
+    doubtful: frozenset[str] = frozenset()
 
     def ee(self, arm: str) -> Vec3:
         return self.ee_left if arm == "left" else self.ee_right
@@ -52,6 +55,8 @@ class Frame:
         }
         if self.object_quats:
             out["object_quats"] = {k: list(v) for k, v in self.object_quats.items()}
+        if self.doubtful:
+            out["doubtful"] = sorted(self.doubtful)
         return out
 
 
@@ -100,4 +105,8 @@ def frame_from_dict(
     for name in required_quats:
         if name not in quats:
             raise TrajectoryError(f"{where}: object_quats.{name}: missing (the task needs it)")
-    return Frame(ee_left, ee_right, g_left, g_right, objects, quats)  # type: ignore[arg-type]
+    raw_doubtful = data.get("doubtful", [])
+    if not isinstance(raw_doubtful, list | tuple) or not all(isinstance(n, str) for n in raw_doubtful):
+        raise TrajectoryError(f"{where}: doubtful: expected a list of object names, got {raw_doubtful!r}")
+    return Frame(ee_left, ee_right, g_left, g_right, objects, quats,  # type: ignore[arg-type]
+                 frozenset(raw_doubtful))

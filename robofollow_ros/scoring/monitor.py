@@ -3,6 +3,11 @@
 ``StageMonitor.update`` is amortised O(1) per frame (each scene's rules keep running facts, see
 the scene modules); ``result()`` and ``live()`` read those facts in O(1), so they may be called on
 every frame. ``score_trajectory`` is defined as feeding a monitor: there is one scorer.
+
+A frame on which an object the rules read is *doubtful* (``Frame.doubtful``: perception published its
+pose below ``contract.MIN_POSE_CONFIDENCE``) is held, not scored: the verdict stays what the confident
+frames made it, and ``result()`` lists the held frames (their index among the frames offered) and the
+objects that caused it under ``doubt_held`` (absent when nothing was held).
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ class StageMonitor:
         registry = registry or default_registry()
         self.task = registry.eval_task(task) if isinstance(task, str) else task
         self._rules = rules_for(self.task, registry)
+        self._offered = 0
+        self._held: list[int] = []
+        self._held_objects: dict[str, int] = {}
 
     @property
     def required_objects(self) -> tuple[str, ...]:
@@ -60,13 +68,32 @@ class StageMonitor:
     def frame_count(self) -> int:
         return self._rules.n
 
-    def update(self, frame: Frame) -> None:
-        """Feed the next recorded frame (frame 0 first). Missing objects raise KeyError naming them."""
+    @property
+    def held_frames(self) -> tuple[int, ...]:
+        """Indices (among the frames offered) of the frames held on a doubtful pose."""
+        return tuple(self._held)
+
+    def update(self, frame: Frame) -> bool:
+        """Feed the next recorded frame (frame 0 first). Missing objects raise KeyError naming them.
+        Returns False when the frame was held (a pose the rules read is doubtful) instead of scored."""
         missing = [n for n in self.required_objects if n not in frame.objects]
         missing += [f"quat {n}" for n in self.required_quats if n not in frame.object_quats]
         if missing:
             raise KeyError(f"frame {self._rules.n}: missing {', '.join(missing)}")
+        index, self._offered = self._offered, self._offered + 1
+        doubted = sorted(frame.doubtful & set(self.required_objects))
+        if doubted:
+            self._held.append(index)
+            for name in doubted:
+                self._held_objects[name] = self._held_objects.get(name, 0) + 1
+            return False
         self._rules.update(frame)
+        return True
+
+    def _with_held(self, result: dict[str, Any]) -> dict[str, Any]:
+        if self._held:
+            result["doubt_held"] = {"frames": list(self._held), "objects": dict(sorted(self._held_objects.items()))}
+        return result
 
     def result(self) -> dict[str, Any]:
         """The RoboFollow results.json entry as if the trial ended after the frames seen so far.
@@ -74,14 +101,15 @@ class StageMonitor:
         Before the first frame this is the official evaluator's verdict on an empty trajectory.
         """
         if self._rules.n == 0:
-            return self._rules.evaluate_empty()
-        return self._rules.evaluate()
+            return self._with_held(self._rules.evaluate_empty())
+        return self._with_held(self._rules.evaluate())
 
     def live(self) -> dict[str, Any]:
         """The live-score JSON published on /robofollow/score (schema in docs/scoring.md)."""
         if self._rules.n == 0:
-            return {"task": self.task.task_id, "scene": self.task.scene, "level": self.task.level,
-                    "frame": -1, "final": False, "intent": 0.0, "exec": 0.0, "complete": False, "stages": {}}
+            return self._with_held({"task": self.task.task_id, "scene": self.task.scene, "level": self.task.level,
+                                    "frame": -1, "final": False, "intent": 0.0, "exec": 0.0, "complete": False,
+                                    "stages": {}})
         view = score_view(self.result())
         return {"task": view.pop("task"), "scene": self.task.scene, "level": self.task.level,
                 "frame": self._rules.n - 1, "final": False, **view}
