@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.evaluation.controls import CONTROLS
-from robofollow_ros.evaluation.intervals import Interval, mean_interval, wilson
+from robofollow_ros.evaluation.intervals import WILSON_BOUND, Interval, mean_interval, wilson
 from robofollow_ros.evaluation.paired_stats import mcnemar_exact
 
 ALL = "all"
@@ -113,7 +113,8 @@ def control_report(trials: Sequence[Mapping[str, Any]], n_resamples: int = 10_00
 # -- views ---------------------------------------------------------------------------------------------
 def _pct(d: Mapping[str, Any]) -> str:
     lo, hi = d["ci"]
-    return f"{100 * d['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+    star = "*" if d["method"] == WILSON_BOUND else ""
+    return f"{100 * d['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]{star}"
 
 
 def _share_text(d: Mapping[str, Any], n: int) -> str:
@@ -140,8 +141,9 @@ def format_controls(report: Mapping[str, Any]) -> str:
             lines.append(f"  {cell:<10} n={s['n']:<4} IS {_pct(s['IS'])}  ES {_pct(s['ES'])}  CR {_pct(s['CR'])} "
                          f"p={s['CR']['mcnemar_p']:.3g} (CR {_share_text(s['CR_true'], s['n'])} → "
                          f"{_share_text(s['CR_control'], s['n'])}){extra}")
-    lines.append("95 % intervals: differences paired bootstrap over tasks (pairs of a task together; * rules as in "
-                 "the main table); shares Wilson; McNemar exact two-sided on the discordant pairs")
+    lines.append("95 % intervals: differences paired bootstrap over tasks (pairs of a task together; * = every "
+                 "resample equal, so the Wilson bound at the mean); shares Wilson; McNemar exact two-sided on the "
+                 "discordant pairs")
     return "\n".join(lines)
 
 

@@ -114,9 +114,6 @@ def skip_reason(control: str) -> str:
             "paraphrase": "no other wording of this task in this layout"}.get(control, "no candidate")
 
 
-__all__ = ["CONTROLS", "ControlPlan", "behaviour", "candidates", "controls_record", "parse_controls", "plan_control",
-           "skip_reason", "with_controls"]
-
 
 def with_controls(registry: Registry, keys: Sequence[TrialKey], controls: Sequence[str]
                   ) -> tuple[list[TrialKey], list[dict[str, str]]]:
@@ -140,3 +137,7 @@ def controls_record(controls: Sequence[str], skipped: Sequence[dict[str, str]]) 
     return {"asked": list(controls), "skipped": list(skipped),
             "note": "a control trial runs the true trial's task, layout and seed with another instruction; "
                     "summary.json counts true trials only (robofollow report --controls)"}
+
+
+__all__ = ["CONTROLS", "ControlPlan", "behaviour", "candidates", "controls_record", "parse_controls", "plan_control",
+           "skip_reason", "with_controls"]
