@@ -89,6 +89,9 @@ def register(subparsers: Any) -> None:
                         "recorded in run.json; such a run is not comparable with published results (without it "
                         "only the oracle and blind get it, in process)")
     add_rig_option(p)
+    p.add_argument("--controls", metavar="LIST",
+                   help="instruction controls run beside every trial on its seed, a comma list of blank, shuffled, "
+                        "swap, paraphrase (docs/controls.md; robofollow report RUN --controls)")
     p.add_argument("--output", required=True, type=Path, help="new or empty run directory")
     p.add_argument("--resume", action="store_true", help="continue a killed run in --output (on the same rig)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON at the end")
@@ -106,6 +109,7 @@ def register(subparsers: Any) -> None:
 
 
 def build_config(args: argparse.Namespace) -> Any:
+    from robofollow_ros.evaluation.controls import parse_controls
     from robofollow_ros.evaluation.episode import EpisodeSettings
     from robofollow_ros.evaluation.runner import EvalConfig
     from robofollow_ros.evaluation.selection import parse_levels, parse_scenes, parse_task_list
@@ -131,7 +135,7 @@ def build_config(args: argparse.Namespace) -> Any:
             stepper=args.stepper or ("direct" if args.execution == "realtime" else "topp"),
             workers=_workers(args), resume=args.resume, record=args.record, record_hz=record_hz, video=args.video,
             backend=args.backend, ray_address=args.ray_address, policy_timeout_s=args.policy_timeout,
-            privileged=args.privileged,
+            privileged=args.privileged, controls=parse_controls(args.controls),
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
@@ -233,7 +237,11 @@ def _eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(outcome.summary, indent=2))
     else:
-        print(format_run_summary(read_json(outcome.run_dir / "results.json"), title=args.policy))
+        trials = read_json(outcome.run_dir / "results.json")
+        print(format_run_summary([t for t in trials if not t.get("control")], title=args.policy))
+        if len(trials) > (true := sum(1 for t in trials if not t.get("control"))):
+            print(f"controls: {len(trials) - true} control trials beside {true} true ones (not in the table above); "
+                  f"robofollow report {shlex.quote(str(outcome.run_dir))} --controls")
         if outcome.skipped:
             print(f"resumed: {outcome.skipped} trials were already recorded, {outcome.recorded} ran now")
         if outcome.requeued_trials:

@@ -44,6 +44,9 @@ def register(subparsers: Any) -> None:
                    help="each task over its rounds: n, IS/ES/CR with 95%% intervals (instead of the table)")
     p.add_argument("--failures", action="store_true",
                    help="each failed trial: the stage that failed, the reason, its MCAP and video when present")
+    p.add_argument("--controls", action="store_true",
+                   help="the run's instruction controls (eval --controls): language reliance, swap sensitivity, "
+                        "paraphrase invariance per scene x level, with n and 95%% intervals; writes controls.png")
     p.add_argument("--csv", metavar="DIR", type=Path,
                    help="also write DIR/trials.csv, DIR/cells.csv and DIR/tasks.csv")
     p.set_defaults(func=_report)
@@ -101,7 +104,12 @@ def _report(args: argparse.Namespace) -> int:
     if not args.no_plot:
         output_file(png, "--png")
     try:
-        trials = json.loads(results_path.read_text(encoding="utf-8"))
+        everything = json.loads(results_path.read_text(encoding="utf-8"))
+        if args.controls:
+            from robofollow_ros.cli._report_controls import report_controls
+
+            return report_controls(args, run_dir, everything)
+        trials = [t for t in everything if not t.get("control")]  # instruction controls: --controls
         summary = summarize(trials)
     except (json.JSONDecodeError, ValueError, TypeError) as exc:
         raise CliError(f"RUN_DIR: {results_path} is not a RoboFollow results file: {exc}") from None

@@ -66,7 +66,7 @@ def load_run_trials(run_dir: Path) -> list[dict[str, Any]]:
         raise ValueError(f"--compare-runs: {path} is not valid JSON ({exc})") from None
     if not isinstance(trials, list) or not all(isinstance(t, dict) and "task" in t and "seed" in t for t in trials):
         raise ValueError(f"--compare-runs: {path} is not a list of RoboFollow trials with task and seed")
-    return trials
+    return [t for t in trials if not t.get("control")]  # instruction controls: robofollow report RUN --controls
 
 
 def _by_key(trials: Sequence[Mapping[str, Any]], name: str) -> dict[tuple[str, int], Mapping[str, Any]]:

@@ -79,12 +79,18 @@ class ScoredTrial:
     told of each. A loop decides only how rows reach the world."""
 
     def __init__(self, world: World, policy: Policy, task: EvalTask, seed: int,
-                 frames_out: list[dict[str, Any]] | None = None, observer: EpisodeObserver | None = None) -> None:
+                 frames_out: list[dict[str, Any]] | None = None, observer: EpisodeObserver | None = None,
+                 scored_task: EvalTask | None = None, also_scored: EvalTask | None = None) -> None:
+        """``task`` sets the world, the instruction and the privileged task id; ``scored_task`` (an instruction
+        control: the true task with its own words, or a swap's other task) scores the trial instead, and
+        ``also_scored`` (a swap's true task) scores it too, as ``original_verdict``."""
         self.started = time.monotonic()
         self.world, self.policy, self.task = world, policy, task
         self.frames_out, self.observer = frames_out, observer
         world.reset(task, seed)
-        self.monitor = StageMonitor(task)
+        self.monitor = StageMonitor(scored_task or task)
+        self.also = StageMonitor(also_scored) if also_scored is not None else None
+        self.also_task = also_scored
         if observer is not None:
             observer.on_start(task, seed, world)
         self.last_frame: dict[str, Any] = {}
@@ -111,6 +117,8 @@ class ScoredTrial:
         if self.frames_out is not None:
             self.frames_out.append(raw)
         self.monitor.update(frame_from_dict(raw, index=self.monitor.frame_count))
+        if self.also is not None:
+            self.also.update(frame_from_dict(raw, index=self.also.frame_count))
         if self.observer is not None:
             self.observer.on_frame(self.monitor.frame_count - 1, raw, self.monitor.live())
 
@@ -129,8 +137,15 @@ class ScoredTrial:
         result["policy_steps"] = policy_steps
         result["wall_s"] = round(time.monotonic() - self.started, 3)
         result.update(extra)
+        if self.also is not None and self.also_task is not None:  # a swap: the verdict against the true task too
+            also = self.also.result() if self.also.frame_count else _empty_result(self.also_task)
+            result["original_verdict"] = {"task": self.also_task.task_id, **{
+                k: also[k] for k in ("intent_score", "exec_score", "intent_ok", "exec_ok", "completion_ok")}}
         if error is not None:
             result = fail_result(result, error, detail)
+            if "original_verdict" in result:
+                result["original_verdict"].update(intent_score=0.0, exec_score=0.0, intent_ok=False, exec_ok=False,
+                                                  completion_ok=False)
         if self.observer is not None:
             self.observer.on_end(result, self.monitor.live())
         return result
@@ -138,9 +153,11 @@ class ScoredTrial:
 
 def run_episode(world: World, policy: Policy, task: EvalTask, seed: int, settings: EpisodeSettings,
                 frames_out: list[dict[str, Any]] | None = None,
-                observer: EpisodeObserver | None = None) -> dict[str, Any]:
-    """Run and score one trial; returns the results.json entry (``policy_error`` set on failure)."""
-    trial = ScoredTrial(world, policy, task, seed, frames_out, observer)
+                observer: EpisodeObserver | None = None, scored_task: EvalTask | None = None,
+                also_scored: EvalTask | None = None) -> dict[str, Any]:
+    """Run and score one trial; returns the results.json entry (``policy_error`` set on failure).
+    ``scored_task``, ``also_scored``: an instruction control's scoring (:class:`ScoredTrial`)."""
+    trial = ScoredTrial(world, policy, task, seed, frames_out, observer, scored_task, also_scored)
     error, detail = trial.start_policy()
     steps = rows = 0
     by_rows = settings.execution.budget == "rows"

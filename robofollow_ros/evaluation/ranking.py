@@ -136,6 +136,7 @@ def load_run(run_dir: Path, flag: str) -> tuple[str, list[dict[str, Any]]]:
     needed = ("task", "seed", "completion_ok", "intent_score", "exec_score")
     if not isinstance(trials, list) or not all(isinstance(t, dict) and all(f in t for f in needed) for t in trials):
         raise ValueError(f"{flag}: {path} is not a list of RoboFollow trials with {', '.join(needed)}")
+    trials = [t for t in trials if not t.get("control")]  # instruction controls: robofollow report RUN --controls
     label = Path(run_dir).name
     try:
         run = json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8"))

@@ -168,13 +168,14 @@ class VirtualClockSubmit:
 def run_realtime_episode(world: World, policy: Policy, task: EvalTask, seed: int, settings: EpisodeSettings,
                          frames_out: list[dict[str, Any]] | None = None,
                          observer: EpisodeObserver | None = None,
-                         wall: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+                         wall: Callable[[], float] = time.monotonic, scored_task: EvalTask | None = None,
+                         also_scored: EvalTask | None = None) -> dict[str, Any]:
     """Run and score one trial on the control clock; returns the results.json entry (see the module docstring).
 
     ``world`` executes one row per control tick (``SimWorld(stepper="direct", direct_steps=tick_physics_steps)``,
     as ``trial_worker`` builds it in this mode)."""
     execution = settings.execution
-    trial = ScoredTrial(world, policy, task, seed, frames_out, observer)
+    trial = ScoredTrial(world, policy, task, seed, frames_out, observer, scored_task, also_scored)
     error, detail = trial.start_policy()
     gate = VirtualClockSubmit(policy, execution.control_dt_s, wall=wall)
     executor = RealtimeChunkExecutor(submit=gate.submit, clock=gate.clock,

@@ -37,6 +37,7 @@ from typing import Any
 
 from robofollow_ros.benchmark import EvalTask
 from robofollow_ros.benchmark.seeds import DEFAULT_ROUNDS
+from robofollow_ros.evaluation.controls import CONTROLS
 from robofollow_ros.evaluation.provenance import (
     RUN_SCHEMA_VERSION,
     RunSettings,
@@ -91,8 +92,8 @@ class RunWriter:
     @classmethod
     def check(cls, run_dir: str | Path, *, resume: bool, arguments: Mapping[str, Any],
               selected_tasks: Sequence[tuple[str, str]], expected_trials: int, stepper: str = "direct",
-              settings: RunSettings | None = None) -> set[tuple[str, int]]:
-        """Refuse, reading only, what opening the run would refuse; returns the (task, round) it already holds.
+              settings: RunSettings | None = None) -> set[tuple[str, int, str]]:
+        """Refuse, reading only, what opening the run would refuse; returns the (task, round, control) it holds.
 
         For a command that checks everything before it starts anything (``robofollow eval`` builds its
         policy next): a refusal then leaves no directory and changes no file. Opening checks again, under
@@ -156,7 +157,7 @@ class RunWriter:
             self.run: dict[str, Any] = record
             self.run_id = str(record["run_id"])
             self.results: list[dict[str, Any]] = []
-            self._keys: set[tuple[str, int]] = set()  # (task, round) of every recorded trial
+            self._keys: set[tuple[str, int, str]] = set()  # (task, round, control) of every recorded trial
             #: Code fields that differ from the run's start (a resume on other code); empty for a new run.
             self.code_changes: dict[str, dict[str, Any]] = {}
             self._positions = plan_positions(self.run)
@@ -179,7 +180,7 @@ class RunWriter:
                 self.store = directory.store(run_id=self.run_id, run_record=RUN_FILE)
             try:
                 self.results = sorted(self.store.trials(run_ids=[self.run_id]), key=self._position)
-                self._keys = {(e["task"], int(e["round"])) for e in self.results}
+                self._keys = {_key_of(e) for e in self.results}
             except (ValueError, KeyError, TypeError) as exc:
                 raise RunDirError(f"--output: {self.store.path} holds a trial of run {self.run_id} that cannot be "
                                   f"read ({type(exc).__name__}: {exc}); the run cannot be continued") from None
@@ -199,14 +200,14 @@ class RunWriter:
             self.directory.write_json(RUN_FILE, self.run)
             self.store.upsert_run(self.run_id, self.run, str(self.run_dir))
 
-    def recorded(self, task_id: str, round_index: int) -> bool:
-        """True when this (task, round) is already in the run (a resumed or re-delivered trial)."""
-        return (task_id, round_index) in self._keys
+    def recorded(self, task_id: str, round_index: int, control: str = "") -> bool:
+        """True when this (task, round, control) is already in the run (a resumed or re-delivered trial);
+        ``control`` "": the true instruction's trial (``evaluation.controls``)."""
+        return (task_id, round_index, control) in self._keys
 
-    def recorded_entry(self, task_id: str, round_index: int) -> dict[str, Any] | None:
-        """A copy of the recorded results.json entry of (task, round); None when it is not recorded."""
-        entry = next((e for e in self.results if e["task"] == task_id and int(e.get("round") or 0) == round_index),
-                     None)
+    def recorded_entry(self, task_id: str, round_index: int, control: str = "") -> dict[str, Any] | None:
+        """A copy of the recorded results.json entry of (task, round, control); None when it is not recorded."""
+        entry = next((e for e in self.results if _key_of(e) == (task_id, round_index, control)), None)
         return None if entry is None else copy.deepcopy(entry)
 
     def record_trial(self, result: Mapping[str, Any], *, task: EvalTask, round_index: int, seed: int,
@@ -215,7 +216,7 @@ class RunWriter:
 
         Trials may arrive in any order (several workers); ``results.json`` lists them in the order of
         the run's plan (``selected_tasks`` then round), so every backend writes the same file. A
-        (task, round) already recorded is refused: a run holds every trial exactly once — unless
+        (task, round, control) already recorded is refused: a run holds every trial exactly once — unless
         ``replace`` (an operator redid a recorded trial; the caller keeps the old entry inside the new one,
         ``superseded_attempts``), where it must be recorded and is replaced.
         """
@@ -223,11 +224,15 @@ class RunWriter:
             raise RuntimeError(f"run {self.run_id} is {self.run['status']}; no more trials")
         if result.get("task") != task.task_id:
             raise ValueError(f"result.task: {result.get('task')!r} does not match task {task.task_id!r}")
-        if replace and not self.recorded(task.task_id, int(round_index)):
-            raise ValueError(f"trial {task.task_id} round {round_index} is not recorded in {self.run_dir}; "
-                             "nothing to replace")
-        if self.recorded(task.task_id, int(round_index)) and not replace:
-            raise DuplicateTrialError(f"trial {task.task_id} round {round_index} is already recorded in {self.run_dir}")
+        control = str(result.get("control") or "")
+        if control and control not in self._controls:
+            raise ValueError(f"result.control: {control!r} is not one of the run's controls "
+                             f"({', '.join(self._controls) or 'none'})")
+        what = f"trial {task.task_id} round {round_index}" + (f" control {control}" if control else "")
+        if replace and not self.recorded(task.task_id, int(round_index), control):
+            raise ValueError(f"{what} is not recorded in {self.run_dir}; nothing to replace")
+        if self.recorded(task.task_id, int(round_index), control) and not replace:
+            raise DuplicateTrialError(f"{what} is already recorded in {self.run_dir}")
         if task.task_id not in self._positions or not 1 <= int(round_index) <= DEFAULT_ROUNDS:
             raise ValueError(f"trial {task.task_id} round {round_index} is not in the plan of run {self.run_id} "
                              f"(its {len(self._positions)} selected tasks, rounds 1..{DEFAULT_ROUNDS})")
@@ -238,30 +243,29 @@ class RunWriter:
                      level_tag=task.level, base_task_type=task.base_task_type)
         with self.directory.errors(len(self.results)):
             store = self.store.replace_trial if replace else self.store.insert_trial
-            store(self.run_id, self._plan_index(task.task_id, int(round_index)), entry)
+            store(self.run_id, self._plan_index(task.task_id, int(round_index), control), entry)
         if replace:
-            self.results = [e for e in self.results
-                            if (e["task"], int(e.get("round") or 0)) != (task.task_id, int(round_index))]
+            self.results = [e for e in self.results if _key_of(e) != (task.task_id, int(round_index), control)]
         self.results.append(entry)
-        self._keys.add((task.task_id, int(round_index)))
+        self._keys.add((task.task_id, int(round_index), control))
         self.results.sort(key=self._position)
         with self.directory.errors(len(self.results)):
             self.directory.write_json(RESULTS_FILE, self.results)
         return entry
 
-    def annotate_trial(self, task_id: str, round_index: int, fields: Mapping[str, Any]) -> dict[str, Any]:
+    def annotate_trial(self, task_id: str, round_index: int, fields: Mapping[str, Any],
+                       control: str = "") -> dict[str, Any]:
         """Add ``fields`` to a recorded trial's entry (an operator's mark after the trial ended) in results.json
         and SQLite; a score field is refused: an annotation never changes a verdict."""
         scored = sorted(set(fields) & {"intent_score", "exec_score", "intent_ok", "exec_ok", "completion_ok", "phases"})
         if scored:
             raise ValueError(f"annotation: {scored[0]!r} is a score; an annotation never changes a verdict")
-        entry = next((e for e in self.results if e["task"] == task_id and int(e.get("round") or 0) == round_index),
-                     None)
+        entry = next((e for e in self.results if _key_of(e) == (task_id, round_index, control)), None)
         if entry is None:
             raise ValueError(f"trial {task_id} round {round_index} is not recorded in {self.run_dir}")
         entry.update(fields)
         with self.directory.errors(len(self.results)):
-            self.store.update_trial_json(self.run_id, self._plan_index(task_id, round_index), entry)
+            self.store.update_trial_json(self.run_id, self._plan_index(task_id, round_index, control), entry)
             self.directory.write_json(RESULTS_FILE, self.results)
         return dict(entry)
 
@@ -281,17 +285,29 @@ class RunWriter:
         with self.directory.errors(len(self.results)):
             self.directory.write_bytes(f"{RECORDINGS_DIR}/{trial_id}.mcap", data)
 
-    def _plan_index(self, task_id: str, round_index: int) -> int:
+    def _plan_index(self, task_id: str, round_index: int, control: str = "") -> int:
         """The trial's SQLite ``trial_index``: its place in the plan (the task's position in ``selected_tasks``,
         then its round), ``position * 10 + round - 1`` (10: the most rounds the protocol has seeds for), so
-        that ``ORDER BY trial_index`` lists a run as results.json does, whichever trial finished first."""
-        return self._positions[task_id] * DEFAULT_ROUNDS + round_index - 1
+        that ``ORDER BY trial_index`` lists a run as results.json does, whichever trial finished first. A run
+        with instruction controls spaces these by 1 + len(CONTROLS) and adds the control's place (0: true)."""
+        base = self._positions[task_id] * DEFAULT_ROUNDS + round_index - 1
+        if not self._controls:
+            return base
+        return base * (1 + len(CONTROLS)) + _control_place(control)
 
-    def _position(self, entry: Mapping[str, Any]) -> tuple[int, int]:
-        return self._positions.get(entry["task"], len(self._positions)), int(entry.get("round") or 0)
+    def _position(self, entry: Mapping[str, Any]) -> tuple[int, int, int]:
+        return (self._positions.get(entry["task"], len(self._positions)), int(entry.get("round") or 0),
+                _control_place(str(entry.get("control") or "")))
+
+    @property
+    def _controls(self) -> tuple[str, ...]:
+        """The run's ``--controls`` (run.json's ``arguments.controls``; none where it has none)."""
+        args = self.run.get("arguments")
+        return tuple(args.get("controls") or ()) if isinstance(args, Mapping) else ()
 
     def summary(self) -> dict[str, Any]:
-        return summarize(self.results, status=self.run["status"])
+        """summary.json: the true-instruction trials only (control trials are reported by ``report --controls``)."""
+        return summarize([e for e in self.results if not e.get("control")], status=self.run["status"])
 
     def complete(self) -> None:
         self._finish("complete")
@@ -379,6 +395,15 @@ def close_abandoned_run(run_dir: str | Path, reason: str) -> bool:
             directory.write_json(RUN_FILE, run)
             store.upsert_run(run["run_id"], run, str(path))
     return True
+
+
+def _key_of(entry: Mapping[str, Any]) -> tuple[str, int, str]:
+    """(task, round, control) of a results.json entry: what a run holds once."""
+    return str(entry["task"]), int(entry.get("round") or 0), str(entry.get("control") or "")
+
+
+def _control_place(control: str) -> int:
+    return 0 if not control else 1 + CONTROLS.index(control)
 
 
 def plan_positions(run: Mapping[str, Any]) -> dict[str, int]:

@@ -33,7 +33,9 @@ IDENTITY_FIELDS = ("schema_version", "selected_tasks", "expected_trials", "stepp
                    "arguments.record", "arguments.record_hz",
                    # another rig is another robot: its trials are not this run's. Its files are not compared
                    # (a recalibrated camera, a retuned gain): config_sha256 records them and a resume warns.
-                   "rig.name")
+                   "rig.name",
+                   # instruction controls (evaluation.controls) are trials of the run: another set is another plan
+                   "arguments.controls")
 #: run.json's ``execution`` of a lock-step run, also what a run.json written before the field existed is read as.
 LOCKSTEP_EXECUTION = LOCKSTEP_RECORD
 
@@ -52,8 +54,9 @@ def run_identity(run: Mapping[str, Any]) -> Identity:
 
 
 class _RunIdentity(Identity):
-    """eval's identity: a run.json written before ``execution`` existed ran lock-step, and one written before
-    ``rig`` existed ran on the built-in rig (there was no other); each reads as such."""
+    """eval's identity: a run.json written before ``execution`` existed ran lock-step, one written before
+    ``rig`` existed ran on the built-in rig (there was no other), and one written before ``controls`` existed ran
+    none; each reads as such."""
 
     def recorded(self, run_dir: Path) -> dict[str, Any] | None:
         data = super().recorded(run_dir)
@@ -63,6 +66,9 @@ class _RunIdentity(Identity):
             from robofollow_ros.robot.rig_description import BUILT_IN_RIG
 
             data = {**data, "rig": {"name": BUILT_IN_RIG}}
+        args = data.get("arguments") if data is not None else None
+        if data is not None and isinstance(args, dict) and "controls" not in args:
+            data = {**data, "arguments": {**args, "controls": []}}  # written before controls existed: none
         return data
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from robofollow_ros.benchmark import EvalTask, default_registry
+from robofollow_ros.evaluation.controls import CONTROLS, controls_record, parse_controls, with_controls
 from robofollow_ros.evaluation.episode import EpisodeSettings
 from robofollow_ros.evaluation.progress import RENDERER_HINT, Heartbeat, Progress, waited
 from robofollow_ros.evaluation.provenance import RunSettings, official_arguments
@@ -89,6 +90,9 @@ class EvalConfig:
     #: for any policy and over tcp://; recorded as ``privileged`` in run.json's arguments. Without it
     #: only a declaring built-in (oracle, blind) gets it, in process. Not comparable with published results.
     privileged: bool = False
+    #: ``--controls``: instruction controls run beside every trial on its seed (``evaluation.controls``);
+    #: recorded as ``controls`` in run.json's arguments (``--resume`` refuses another set).
+    controls: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -110,6 +114,9 @@ class EvalConfig:
                              "frames); leave --record-rate out (control, 10 Hz) or give a control rate")
         if self.record_hz is not None and self.record_hz not in CONTROL_HZ:
             raise ValueError(f"--record-rate: {self.record_hz} Hz is not one of {', '.join(map(str, CONTROL_HZ))}")
+        if self.controls != parse_controls(",".join(self.controls)):
+            raise ValueError(f"--controls: {','.join(self.controls)!r} must name each of {', '.join(CONTROLS)} "
+                             "at most once, in that order")
         check_privileged(self.policy, self.privileged)  # a PolicySpecError is a ValueError
         check_render(self.policy, self.render)
         if self.settings.execution.realtime and self.stepper != "direct":
@@ -242,17 +249,20 @@ def make_backend(config: EvalConfig) -> Backend:
     return LocalPool(spec, config.workers, config.deadline_s())
 
 
-def check_output(config: EvalConfig, tasks: Sequence[EvalTask], expected: int) -> set[tuple[str, int]]:
-    """The refusals opening the run directory would give, reading only; the (task, round) a resume already holds."""
+def check_output(config: EvalConfig, tasks: Sequence[EvalTask], expected: int) -> set[tuple[str, int, str]]:
+    """The refusals opening the run directory would give, reading only; the (task, round, control) a resume holds."""
     return RunWriter.check(config.output, resume=config.resume, arguments=config.arguments(),
                            selected_tasks=[(t.scene, t.task_id) for t in tasks], expected_trials=expected,
                            stepper=config.stepper, settings=config.run_settings())
 
 
 def open_writer(config: EvalConfig, tasks: Sequence[EvalTask], expected: int,
-                server_metadata: dict[str, Any] | None = None) -> RunWriter:
+                server_metadata: dict[str, Any] | None = None,
+                skipped: Sequence[dict[str, str]] = ()) -> RunWriter:
     selected = [(t.scene, t.task_id) for t in tasks]
-    extra = {"model": config.policy}
+    extra: dict[str, Any] = {"model": config.policy}
+    if config.controls:
+        extra["controls"] = controls_record(config.controls, skipped)
     settings = config.run_settings(server_metadata)
     if config.resume:
         return RunWriter.resume(config.output, arguments=config.arguments(), selected_tasks=selected,
@@ -266,11 +276,11 @@ def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutco
     """Run (or resume) an evaluation and write its results; see the module docstring."""
     registry = default_registry()
     tasks: list[EvalTask] = select_tasks(registry, config.scenes, config.levels, config.limit, config.tasks or None)
-    keys = trial_keys(tasks, config.rounds)
+    keys, skipped = with_controls(registry, trial_keys(tasks, config.rounds), config.controls)
     done = check_output(config, tasks, len(keys))
     backend = make_backend(config)
     try:
-        return _run(config, registry, tasks, keys, done, backend, stream)
+        return _run(config, registry, tasks, keys, done, backend, stream, skipped)
     finally:
         backend.close()
 
@@ -300,7 +310,8 @@ def _waiting_for(backend: Backend, progress: Progress | None = None) -> str:
 
 
 def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Sequence[TrialKey],
-         done: set[tuple[str, int]], backend: Backend, stream: TextIO | None) -> RunOutcome:
+         done: set[tuple[str, int, str]], backend: Backend, stream: TextIO | None,
+         skipped: Sequence[dict[str, str]] = ()) -> RunOutcome:
     # The first worker is built before the run directory is: a policy that cannot be built (SPEC, kwargs,
     # the factory raising) or reached leaves nothing behind. A resume with nothing left starts none.
     info: dict[str, Any] = {}
@@ -310,12 +321,15 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
         with Heartbeat(lambda: f"… starting the workers (the simulator and the policy), {waited(started)}",
                        stream) if stream is not None else contextlib.nullcontext():
             info = backend.start(len(keys) - len(done))
-    writer = open_writer(config, tasks, len(keys), info.get("server_metadata"))
+    writer = open_writer(config, tasks, len(keys), info.get("server_metadata"), skipped)
+    if stream is not None and skipped:
+        print(f"controls: {len(skipped)} pair{'s' if len(skipped) != 1 else ''} skipped for want of a candidate "
+              f"(run.json's controls.skipped names each)", file=stream, flush=True)
     if stream is not None and len(done) < len(keys):  # after the run directory: a refused one is one line
         print(starting_line(config, len(keys) - len(done)), file=stream, flush=True)
     failed: list[tuple[str, str]] = []
     with writer:
-        todo = [k for k in keys if not writer.recorded(k.task_id, k.round)]
+        todo = [k for k in keys if not writer.recorded(k.task_id, k.round, k.control)]
         if writer.code_changes and stream is not None:
             print(f"warning: resuming on other code than the run started with ({', '.join(writer.code_changes)} "
                   f"differ); run.json's resumes record what ran each part", file=stream, flush=True)
@@ -326,8 +340,10 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
                                           if stream is not None else contextlib.nullcontext()):
                 for outcome in backend.results(todo):
                     key, result = outcome.key, outcome.result
-                    if writer.recorded(key.task_id, key.round):
+                    if writer.recorded(key.task_id, key.round, key.control):
                         continue  # delivered twice: a run holds each trial once
+                    if key.control:  # also a trial its worker could not finish (no fields from the episode)
+                        result = {**result, "task": key.task_id, "control": key.control, "partner": key.partner_id}
                     if outcome.recording is not None:
                         writer.add_recording(key.trial_id, outcome.recording)
                     writer.record_trial(result, task=registry.eval_task(key.task_id), round_index=key.round,
@@ -335,7 +351,8 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
                     if "policy_error" in result:
                         failed.append((key.trial_id, str(result["policy_error"]).splitlines()[0]))
                     progress.advance(failed="policy_error" in result,
-                                     note=f"{key.task_id[:48]} IS {result['intent_score']:.2f} "
+                                     note=f"{key.task_id[:48]}{' ' + key.control if key.control else ''} "
+                                          f"IS {result['intent_score']:.2f} "
                                           f"ES {result['exec_score']:.2f}")
         finally:
             backend.close()

@@ -17,14 +17,21 @@ from robofollow_ros.benchmark import LEVELS, SCENES, EvalTask, Registry, Unknown
 
 @dataclass(frozen=True, order=True)
 class TrialKey:
-    """One trial: a task, a round (1-based) and the seed the rule gives them."""
+    """One trial: a task, a round (1-based) and the seed the rule gives them; ``control`` names an instruction
+    control (``evaluation.controls``) run on the same task and seed, "" for the true instruction."""
 
     task_id: str
     round: int
     seed: int
+    control: str = ""
 
     @property
     def trial_id(self) -> str:
+        return f"{self.partner_id}_{self.control}" if self.control else self.partner_id
+
+    @property
+    def partner_id(self) -> str:
+        """The true trial's id (a control trial pairs with it; a true trial is its own)."""
         return f"{self.task_id}_r{self.round}_s{self.seed}"
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from robofollow_ros.benchmark import default_registry
+from robofollow_ros.evaluation.controls import plan_control
 from robofollow_ros.evaluation.episode import EpisodeSettings, policy_failure, run_episode
 from robofollow_ros.evaluation.realtime_episode import run_realtime_episode
 from robofollow_ros.evaluation.selection import TrialKey
@@ -167,6 +168,22 @@ def use_rig(rig: str | None) -> None:
         os.environ[ENV_RIG] = rig
 
 
+def control_trial(registry: Any, task: Any, key: TrialKey) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """An instruction control's trial (``evaluation.controls``): the task as the world and the policy see it (its
+    instruction replaced; its id, layout and seed unchanged), the task that scores it, the one that also scores
+    it (a swap's true task) and the fields its results entry carries (``task`` stays the true task's: the key)."""
+    plan = plan_control(registry, task, key.control, key.seed)
+    if plan is None:
+        raise ValueError(f"control: {key.control!r} has no candidate for task {task.task_id!r}")
+    shown = dataclasses.replace(task, instruction=plan.instruction)
+    scored = registry.eval_task(plan.scored_task) if plan.scored_task else task
+    fields: dict[str, Any] = {"task": task.task_id, "instruction": plan.instruction, "control": key.control,
+                              "partner": key.partner_id, "control_source_task": plan.source_task}
+    if plan.scored_task:
+        fields["scored_task"] = plan.scored_task
+    return shown, scored, task if plan.scored_task else None, fields
+
+
 class TrialWorker:
     """Owns one simulator and one policy; :meth:`run` runs and scores one trial."""
 
@@ -204,7 +221,13 @@ class TrialWorker:
         task = self.registry.eval_task(key.task_id)
         observer = self.recorder.for_trial(key.trial_id, key.round) if self.recorder is not None else None
         episode = run_realtime_episode if self.spec.settings.execution.realtime else run_episode
-        result = episode(self.world, self.policy, task, key.seed, self.spec.settings, observer=observer)
+        if not key.control:
+            result = episode(self.world, self.policy, task, key.seed, self.spec.settings, observer=observer)
+        else:
+            shown, scored, also, fields = control_trial(self.registry, task, key)
+            result = episode(self.world, self.policy, shown, key.seed, self.spec.settings, observer=observer,
+                             scored_task=scored, also_scored=also)
+            result.update(fields)
         recording = None
         if self.spec.ship_recordings and self.recorder is not None:
             path = self.recorder.path_of(key.trial_id)

@@ -46,12 +46,9 @@ CREATE TABLE IF NOT EXISTS trials (
     exec_ok       INTEGER NOT NULL,
     completion_ok INTEGER NOT NULL,
     result_json   TEXT NOT NULL,
+    control       TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (run_id, trial_index)
 );
-CREATE INDEX IF NOT EXISTS trials_by_group ON trials (scene, level);
-CREATE INDEX IF NOT EXISTS trials_by_task ON trials (task);
--- a run holds each (task, round) once, whichever worker, node or resume delivered it
-CREATE UNIQUE INDEX IF NOT EXISTS trials_once ON trials (run_id, task, round);
 CREATE TABLE IF NOT EXISTS stage_scores (
     run_id        TEXT NOT NULL,
     trial_index   INTEGER NOT NULL,
@@ -66,6 +63,14 @@ CREATE TABLE IF NOT EXISTS stage_scores (
     FOREIGN KEY (run_id, trial_index) REFERENCES trials(run_id, trial_index) ON DELETE CASCADE
 );
 """
+#: After :data:`SCHEMA` and the ``control`` column's migration (a store written before it has no such column).
+INDEXES = """
+CREATE INDEX IF NOT EXISTS trials_by_group ON trials (scene, level);
+CREATE INDEX IF NOT EXISTS trials_by_task ON trials (task);
+-- a run holds each (task, round, control) once, whichever worker, node or resume delivered it ('' = true instruction)
+DROP INDEX IF EXISTS trials_once;
+CREATE UNIQUE INDEX IF NOT EXISTS trials_once_per_control ON trials (run_id, task, round, control);
+"""
 
 
 class RunStore:
@@ -79,6 +84,9 @@ class RunStore:
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.executescript(SCHEMA)
+        if "control" not in _columns(self.conn, "main"):  # a store written before instruction controls
+            self.conn.execute("ALTER TABLE trials ADD COLUMN control TEXT NOT NULL DEFAULT ''")
+        self.conn.executescript(INDEXES)
         self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -133,11 +141,12 @@ class RunStore:
     def _insert_trial(self, run_id: str, trial_index: int, entry: Mapping[str, Any]) -> None:
         self.conn.execute(
             "INSERT INTO trials (run_id, trial_index, scene, level, layout, task, round, seed, intent_score,"
-            " exec_score, intent_ok, exec_ok, completion_ok, result_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " exec_score, intent_ok, exec_ok, completion_ok, result_json, control)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (run_id, trial_index, entry["scene"], entry["level_tag"], entry.get("layout"), entry["task"],
              entry.get("round"), entry.get("seed"), float(entry["intent_score"]), float(entry["exec_score"]),
              int(bool(entry["intent_ok"])), int(bool(entry["exec_ok"])), int(bool(entry["completion_ok"])),
-             json.dumps(entry, ensure_ascii=False)))
+             json.dumps(entry, ensure_ascii=False), str(entry.get("control") or "")))
         self.conn.executemany(
             "INSERT INTO stage_scores (run_id, trial_index, position, phase, intent_score, exec_score, max_score,"
             " intent_reason, exec_reason) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -185,12 +194,18 @@ class RunStore:
                     "SELECT run_id FROM other.runs WHERE run_id NOT IN (SELECT run_id FROM main.runs)")]
                 marks = ",".join("?" * len(new))
                 for table in ("runs", "trials", "stage_scores"):
-                    if new:
-                        self.conn.execute(f"INSERT INTO main.{table} SELECT * FROM other.{table}"
+                    if new:  # by name: a store written before the ``control`` column lacks it (it defaults to '')
+                        shared = ", ".join(c for c in _columns(self.conn, "main", table)
+                                           if c in _columns(self.conn, "other", table))
+                        self.conn.execute(f"INSERT INTO main.{table} ({shared}) SELECT {shared} FROM other.{table}"
                                           f" WHERE run_id IN ({marks})", new)
         finally:
             self.conn.execute("DETACH DATABASE other")
         return len(new)
+
+
+def _columns(conn: sqlite3.Connection, schema: str, table: str = "trials") -> list[str]:
+    return [str(row[1]) for row in conn.execute(f"PRAGMA {schema}.table_info({table})")]
 
 
 class _Tx:
@@ -221,8 +236,8 @@ def stored_runs(path: Path) -> set[str]:
     return {str(row[0]) for row in rows}
 
 
-def stored_keys(path: Path, run_id: str) -> set[tuple[str, int]]:
-    """(task, round) of every trial of ``run_id`` in a store file, read only; empty when there is no store.
+def stored_keys(path: Path, run_id: str) -> set[tuple[str, int, str]]:
+    """(task, round, control) of every trial of ``run_id`` in a store file, read only; empty without a store.
 
     For looking before a run directory is taken (``RunWriter.check``); a store that cannot be read
     gives nothing here and is refused, naming it, when the directory is opened."""
@@ -230,10 +245,19 @@ def stored_keys(path: Path, run_id: str) -> set[tuple[str, int]]:
         return set()
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=rw", uri=True)) as conn:
-            rows = conn.execute("SELECT task, round FROM trials WHERE run_id = ?", (run_id,)).fetchall()
+            rows = conn.execute("SELECT task, round, result_json FROM trials WHERE run_id = ?", (run_id,)).fetchall()
     except sqlite3.Error:
         return set()
-    return {(str(task), int(rnd)) for task, rnd in rows if rnd is not None}
+    return {(str(task), int(rnd), _control_of(entry)) for task, rnd, entry in rows if rnd is not None}
+
+
+def _control_of(result_json: str) -> str:
+    """The control of a stored entry (read from its JSON: a store written before the column has none)."""
+    try:
+        entry = json.loads(result_json)
+    except ValueError:
+        return ""
+    return str(entry.get("control") or "") if isinstance(entry, dict) else ""
 
 
 def stored_trials(path: Path) -> int:
