@@ -31,6 +31,7 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 from websockets.sync.server import ServerConnection, serve
 
 from robofollow_model_server.bounds import (
@@ -235,6 +236,12 @@ def _progress(ws: ServerConnection) -> int:
 
 
 def _shut(ws: ServerConnection) -> None:
-    """Reclaim a connection's slot: shut its socket down; the handler sees the connection closed and ends."""
+    """Reclaim a connection's slot: a 1013 close frame saying why, then the socket shut down (never waiting for
+    the peer); the handler sees the connection closed and ends."""
+    with contextlib.suppress(Exception), ws.protocol_mutex:
+        if ws.protocol.state is State.OPEN:
+            ws.protocol.send_close(CloseCode.TRY_AGAIN_LATER, "connection slot reclaimed: idle while the server "
+                                                              "was full; reconnect")
+            ws.send_data()
     with contextlib.suppress(OSError):
         ws.socket.shutdown(socket.SHUT_RDWR)

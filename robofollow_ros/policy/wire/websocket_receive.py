@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
+from websockets.protocol import State
 from websockets.sync.server import ServerConnection
 
 from robofollow_ros.policy.wire.slots import BUSY, HEAD, IDLE
@@ -31,8 +32,16 @@ POLL_S = 0.25
 HEAD_BYTES = 64 * 1024
 
 
+RECLAIMED_REASON = "connection slot reclaimed: idle while the server was full; reconnect"
+
+
 def shut(ws: ServerConnection) -> None:
-    """Reclaim a connection's slot: shut its socket down; the handler sees the connection closed and ends."""
+    """Reclaim a connection's slot: a close frame (1013 and :data:`RECLAIMED_REASON`, so a client learns why),
+    then the socket shut down; the handler sees the connection closed and ends. Never waits for the peer."""
+    with contextlib.suppress(Exception), ws.protocol_mutex:
+        if ws.protocol.state is State.OPEN:
+            ws.protocol.send_close(CloseCode.TRY_AGAIN_LATER, RECLAIMED_REASON)
+            ws.send_data()
     with contextlib.suppress(OSError):
         ws.socket.shutdown(socket.SHUT_RDWR)
 
