@@ -160,7 +160,7 @@ def held_case(protocol: Protocol, case: str) -> BoundRow:
         first = b"" if case == "silent" else FIRST_BYTES[protocol.kind]
         for _ in range(protocol.slots):
             stack.enter_context(_open(protocol, port, first))
-        time.sleep(1.5 if case == "trickle" else 0.5)  # the attacker's pace: the trickle is past its grace
+        time.sleep(1.5)  # the attacker's pace: silent, or trickling, past the 1 s grace a fresh connection gets
         ok, took, calls = served_within(protocol, port)
         return BoundRow(protocol.name, f"{protocol.slots} {case} sockets", calls,
                         f"real client served after {took:.2f} s ({calls} call(s))" if ok else

@@ -19,6 +19,8 @@ import requests
 
 from robofollow_ros.contract import ACTION_DIM
 from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import make_observation
+from robofollow_ros.policy.wire.act.client import ActHttpPolicy
 from robofollow_ros.policy.wire.act.server import ActPolicyServer
 from waiting import poll_until
 
@@ -166,3 +168,17 @@ def test_a_refusal_reaches_a_client_that_is_still_sending_its_body() -> None:
             release.set()
             for thread in busy:
                 thread.join(30)
+
+
+def test_seventy_short_lived_clients_lock_nobody_out() -> None:
+    """Issue 36 (bench/server_bounds.py): 70 act clients one after another, each reset + predict + close, held 64
+    sessions for the frame timeout, and the 65th to 70th were refused. Our client now ends its session at close
+    (``POST /reset`` with its token, on a server that says at /health that it keeps sessions)."""
+    with ActPolicyServer(StepPolicy, port=0, max_connections=64, frame_timeout_s=30).start() as server:
+        port = server.address[1]
+        for _ in range(70):
+            client = ActHttpPolicy("127.0.0.1", port, timeout_s=20)
+            client.reset()
+            assert client.predict(make_observation(seed=0))[0, 0] == 1.0  # a fresh episode every time
+            client.close()
+        assert len(server.table) == 0

@@ -8,11 +8,13 @@ slot (its episode lives on the connection). ``test_act_server_bounds.py`` holds 
 from __future__ import annotations
 
 import socket
+import struct
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from robofollow_ros.policy.spec import load_policy
 from robofollow_ros.policy.wire.openpi.server import OpenpiPolicyServer
 from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
 from robofollow_ros.policy.wire.vlaeval.server import VlaEvalPolicyServer
+from robofollow_ros.policy.wire.websocket_receive import bound_sends
 from waiting import poll_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model_server"))
@@ -156,3 +159,17 @@ def test_a_client_between_two_requests_keeps_its_slot_and_its_episode(protocol: 
             assert client.predict(OBS).shape[1] == 14  # its connection (and session) survived
         finally:
             client.close()
+
+
+def test_websocket_replies_are_written_under_a_timeout() -> None:
+    """The websocket library writes with no timeout: a client that never reads its replies would hold its handler
+    (and its busy slot) forever once its window filled. ``bound_sends`` puts ``SO_SNDTIMEO`` on the socket."""
+    a, b = socket.socketpair()
+    with a, b:
+        bound_sends(SimpleNamespace(socket=a), 2.5)  # type: ignore[arg-type]
+        seconds, micros = struct.unpack("ll", a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, 16))
+        assert (seconds, micros) == (2, 500_000)
+        a.setblocking(True)
+        with pytest.raises(OSError):  # nobody reads b: the write gives up instead of blocking for ever
+            while True:
+                a.send(b"x" * 65536)

@@ -23,6 +23,7 @@ import contextlib
 import http
 import logging
 import socket
+import struct
 import threading
 import time
 from typing import Any
@@ -140,6 +141,10 @@ class OpenpiServer:
             ws.close(CloseCode.TRY_AGAIN_LATER, f"server busy: {self.max_connections} connections are open, "
                                                 "the limit (--max-connections)")
             return
+        whole = int(self.frame_timeout_s)  # every reply's write bounded (the library's has no timeout)
+        with contextlib.suppress(OSError, OverflowError):
+            ws.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                                 struct.pack("ll", whole, int((self.frame_timeout_s - whole) * 1_000_000)))
         with self._lock:
             self._open += 1
         owner = object()

@@ -9,13 +9,15 @@ not extend it — or the connection is closed with 1008 POLICY_VIOLATION.
 Connection slots (``wire/slots.py``): ``mark`` is told what the connection is doing, so that idle and
 trickling connections give their slot to a newcomer: ``IDLE`` while nothing of a message has arrived,
 ``HEAD`` while less than :data:`HEAD_BYTES` of one have (a real client sends a frame's header and its first
-bytes at once), ``BUSY`` past that and while the handler answers. :func:`shut` is how a slot is reclaimed.
+bytes at once), ``BUSY`` past that and while the handler answers. :func:`shut` is how a slot is reclaimed;
+:func:`bound_sends` bounds the replies' writes, which the library leaves unbounded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import time
 from collections.abc import Callable
 
@@ -30,6 +32,16 @@ from robofollow_ros.policy.wire.slots import BUSY, HEAD, IDLE
 POLL_S = 0.25
 #: Bytes of a message after which its connection is busy (never reclaimed), not merely opening a message.
 HEAD_BYTES = 64 * 1024
+
+
+def bound_sends(ws: ServerConnection, seconds: float) -> None:
+    """Every send on the connection gives up after ``seconds`` (``SO_SNDTIMEO``): the library writes with no
+    timeout, so a client that sends requests and never reads the replies would, once its window is full,
+    hold its handler (and its slot, busy) forever. A send that times out raises, and the connection ends."""
+    whole = int(seconds)
+    with contextlib.suppress(OSError, AttributeError, OverflowError):
+        ws.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                             struct.pack("ll", whole, int((seconds - whole) * 1_000_000)))
 
 
 RECLAIMED_REASON = "connection slot reclaimed: idle while the server was full; reconnect"

@@ -57,7 +57,7 @@ from robofollow_ros.policy.wire.openpi.observation import from_openpi_observatio
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
 from robofollow_ros.policy.wire.websocket_meter import Meter, metered_connection_class
-from robofollow_ros.policy.wire.websocket_receive import receive_message, shut
+from robofollow_ros.policy.wire.websocket_receive import bound_sends, receive_message, shut
 
 LOG = logging.getLogger(__name__)
 INTERNAL_ERROR_REASON = "Internal server error. Traceback included in previous frame."
@@ -136,6 +136,7 @@ class OpenpiPolicyServer(PolicyServer):
                                                 "the limit (--max-connections); try again later")
             return
         ws.slot = slot  # type: ignore[attr-defined]
+        bound_sends(ws, self.frame_timeout_s)
         with self._lock:
             self._open += 1
         session: Session | None = None

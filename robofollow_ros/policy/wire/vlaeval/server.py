@@ -72,7 +72,7 @@ from robofollow_ros.policy.wire.vlaeval.codec import (
 from robofollow_ros.policy.wire.vlaeval.observation import from_vlaeval_observation
 from robofollow_ros.policy.wire.vlaeval.specs import ACTION_SPEC, OBSERVATION_SPEC
 from robofollow_ros.policy.wire.websocket_meter import Meter, metered_connection_class
-from robofollow_ros.policy.wire.websocket_receive import receive_message, shut
+from robofollow_ros.policy.wire.websocket_receive import bound_sends, receive_message, shut
 
 LOG = logging.getLogger(__name__)
 MEMORY_REFUSAL_REASON = "server busy: memory budget full (max_pending_bytes); try again later"
@@ -143,6 +143,7 @@ class VlaEvalPolicyServer(PolicyServer):
                                                 "the limit (--max-connections); try again later")
             return
         ws.slot = slot  # type: ignore[attr-defined]
+        bound_sends(ws, self.frame_timeout_s)
         with self._lock:
             self._open += 1
         episode = _Episode()
