@@ -17,7 +17,8 @@ values per message.
 
 One memory bound across connections (issue 23, ``wire/budget.py``; ``wire/websocket_meter.py``): every
 read the websocket library makes from a socket is charged to the server's budget
-(``max_pending_bytes``) as it arrives (twice: the library's buffer and the unmasked payload), attributed to the frames the library parses from it, and released when the handler is
+(``max_pending_bytes``) as it arrives (twice: the library's buffer and the unmasked payload),
+attributed to the frames the library parses from it, and released when the handler is
 done with their message (control frames at once); before a message is unpacked, what unpacking
 will build is charged too (:func:`~robofollow_ros.policy.wire.budget.decode_cost` of its msgpack
 values, counted first). The library queues at most one unread message per connection
