@@ -18,6 +18,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import websockets.exceptions
+import websockets.sync.client
 
 from robofollow_ros.policy.baselines.hold import HoldPolicy
 from robofollow_ros.policy.drills.scripted import make_observation
@@ -173,3 +175,20 @@ def test_websocket_replies_are_written_under_a_timeout() -> None:
         with pytest.raises(OSError):  # nobody reads b: the write gives up instead of blocking for ever
             while True:
                 a.send(b"x" * 65536)
+
+
+@pytest.mark.parametrize("protocol", ["openpi", "vla-eval", "model-server-openpi"])
+def test_a_reclaimed_websocket_client_reads_why(protocol: str) -> None:
+    """A websocket whose slot is reclaimed gets a 1013 close naming the reason (not a reset), then the newcomer is
+    served."""
+    make, scheme, _ = SERVERS[protocol]
+    with running(make, slots=1) as server:
+        port = server.address[1]
+        with websockets.sync.client.connect(f"ws://127.0.0.1:{port}", max_size=None) as silent:
+            assert poll_until(lambda: server.slots.reclaimable() == 1, 10)
+            assert one_call(scheme, port) == "ok"
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+                while True:  # openpi sends its metadata first
+                    silent.recv(timeout=10)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
+            assert "slot reclaimed" in closed.value.rcvd.reason

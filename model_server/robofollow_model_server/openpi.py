@@ -241,12 +241,20 @@ def _progress(ws: ServerConnection) -> int:
 
 
 def _shut(ws: ServerConnection) -> None:
-    """Reclaim a connection's slot: a 1013 close frame saying why, then the socket shut down (never waiting for
-    the peer); the handler sees the connection closed and ends."""
+    """Reclaim a connection's slot: a 1013 close frame saying why and a half-close at once, then, 2 s later, the
+    socket shut both ways (never waiting for the peer); the handler sees the connection closed and ends."""
     with contextlib.suppress(Exception), ws.protocol_mutex:
         if ws.protocol.state is State.OPEN:
-            ws.protocol.send_close(CloseCode.TRY_AGAIN_LATER, "connection slot reclaimed: idle while the server "
-                                                              "was full; reconnect")
+            ws.protocol.send_close(CloseCode.TRY_AGAIN_LATER, "server busy: slot reclaimed from this idle "
+                                                              "connection (the server is full); reconnect")
             ws.send_data()
+    with contextlib.suppress(OSError):
+        ws.socket.shutdown(socket.SHUT_WR)
+    timer = threading.Timer(2.0, _shut_both, args=(ws,))
+    timer.daemon = True
+    timer.start()
+
+
+def _shut_both(ws: ServerConnection) -> None:
     with contextlib.suppress(OSError):
         ws.socket.shutdown(socket.SHUT_RDWR)

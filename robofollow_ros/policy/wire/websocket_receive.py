@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable
 
@@ -44,16 +45,28 @@ def bound_sends(ws: ServerConnection, seconds: float) -> None:
                              struct.pack("ll", whole, int((seconds - whole) * 1_000_000)))
 
 
-RECLAIMED_REASON = "connection slot reclaimed: idle while the server was full; reconnect"
+RECLAIMED_REASON = "server busy: slot reclaimed from this idle connection (the server is full); reconnect"
+#: Seconds a reclaimed connection is left to read its close frame before its socket is shut both ways.
+RECLAIM_LINGER_S = 2.0
 
 
 def shut(ws: ServerConnection) -> None:
-    """Reclaim a connection's slot: a close frame (1013 and :data:`RECLAIMED_REASON`, so a client learns why),
-    then the socket shut down; the handler sees the connection closed and ends. Never waits for the peer."""
+    """Reclaim a connection's slot: a close frame (1013 and :data:`RECLAIMED_REASON`, so a client learns why)
+    and a half-close at once, then, :data:`RECLAIM_LINGER_S` later, the socket shut both ways; the handler sees
+    the connection closed and ends. Never waits for the peer. (Shut both ways at once, a client that was
+    still sending got a reset instead of the close frame.)"""
     with contextlib.suppress(Exception), ws.protocol_mutex:
         if ws.protocol.state is State.OPEN:
             ws.protocol.send_close(CloseCode.TRY_AGAIN_LATER, RECLAIMED_REASON)
             ws.send_data()
+    with contextlib.suppress(OSError):
+        ws.socket.shutdown(socket.SHUT_WR)
+    timer = threading.Timer(RECLAIM_LINGER_S, _shut_both, args=(ws,))
+    timer.daemon = True
+    timer.start()
+
+
+def _shut_both(ws: ServerConnection) -> None:
     with contextlib.suppress(OSError):
         ws.socket.shutdown(socket.SHUT_RDWR)
 
