@@ -134,7 +134,7 @@ def test_a_real_client_is_served_while_every_slot_is_held_by_idle_or_trickling_s
             else:  # silent past the grace a fresh connection gets to send its request
                 assert poll_until(lambda: server.slots.reclaimable() == SLOTS, 30)
             start, outcomes = time.monotonic(), []
-            while time.monotonic() - start < FRAME_TIMEOUT_S:
+            while time.monotonic() - start < FRAME_TIMEOUT_S / 2:  # before any frame deadline could cut them
                 outcomes.append(one_call(scheme, port))
                 if outcomes[-1] == "ok":
                     break
