@@ -15,9 +15,14 @@ bounded. Three parts, each on both protocols (RoboFollow TCP and openpi's websoc
   the close the protocol prescribes), and afterwards the server must still serve, holding no
   memory and no connection.
 
-Run: ``.venv/bin/python bench/reliability.py [--clients 32] [--calls 25]`` (about a minute on 2
-cores). Prints the table and rewrites the ``reliability`` section of docs/benchmarks.md; exits 1
-if a check did not hold.
+A fourth part, **server bounds** (``server_bounds.py``, issue 36), holds every protocol's server (RoboFollow
+TCP, openpi, vla-eval, act, the model server's TCP and openpi), each in a process of its own, to silent and
+trickling sockets, 70 short-lived clients and 64 × 32 MiB requests (RSS against the memory budget), and
+counts the refusals delivered.
+
+Run: ``.venv/bin/python bench/reliability.py [--clients 32] [--calls 25] [--bounds-only]`` (a minute
+on 2 cores, plus a few for the server bounds). Prints the tables and rewrites the ``reliability`` and
+``server-bounds`` sections of docs/benchmarks.md; exits 1 if a check did not hold.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import server_bounds
 import websockets.exceptions
 import websockets.sync.client
 from benchdoc import write_section
@@ -620,8 +626,12 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=32, help="concurrent clients per protocol (load)")
     parser.add_argument("--calls", type=int, default=25, help="predict calls per client (load)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    parser.add_argument("--bounds-only", action="store_true", help="only the server bounds (server_bounds.py)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the servers log every refusal and error reply they make
+    bounds_held = bounds(args.no_write)
+    if args.bounds_only:
+        return 0 if bounds_held else 1
     load_before = os.getloadavg()[0]
     started = time.monotonic()
     rows: list[Row] = []
@@ -635,7 +645,29 @@ def main() -> int:
     print(table)
     if not args.no_write:
         write_section("reliability", table)
-    return 0 if all(r.held for r in rows) else 1
+    return 0 if all(r.held for r in rows) and bounds_held else 1
+
+
+def bounds(no_write: bool) -> bool:
+    """The server-bounds part: its table, printed and written to its own section; True if every check held."""
+    load_before, started = os.getloadavg()[0], time.monotonic()
+    rows = server_bounds.run()
+    table = "\n".join([
+        f"`bench/reliability.py --bounds-only` — {time.strftime('%Y-%m-%d', time.gmtime())}, Python "
+        f"{platform.python_version()}; each server in a process of its own (`robofollow serve --policy hold`, "
+        f"`python -m robofollow_model_server`), defaults except `--frame-timeout 8`, loopback; "
+        f"{time.monotonic() - started:.0f} s in all; load average {load_before:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores (shared).", "",
+        *server_bounds.render(rows), "",
+        f"{sum(r.held for r in rows)} of {len(rows)} checks held. n: real-client calls made (held sockets), "
+        "clients (short-lived, large requests), refused clients (refusals). RSS is the server process's "
+        "(`VmRSS` before, `VmHWM` peak, `VmRSS` after); overhead: the peak beyond RSS before plus the 512 MiB "
+        "budget. Refusal: the client read `server busy ...` (an error reply, a text frame or a 503/1013 with "
+        "that reason); reply: any other answer (here the error naming the bad observation)."])
+    print(table)
+    if not no_write:
+        write_section("server-bounds", table)
+    return all(r.held for r in rows)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import requests
 
 from robofollow_ros.contract import ACTION_DIM
 from robofollow_ros.policy.baselines.hold import HoldPolicy
+from robofollow_ros.policy.drills.scripted import make_observation
+from robofollow_ros.policy.wire.act.client import ActHttpPolicy
 from robofollow_ros.policy.wire.act.server import ActPolicyServer
 from waiting import poll_until
 
@@ -107,14 +109,16 @@ def test_a_header_trickle_is_cut_at_the_frame_deadline() -> None:
 @pytest.mark.parametrize("attack", ["silent", "trickling"])
 def test_a_real_client_is_served_while_every_slot_is_held_by_idle_or_trickling_sockets(attack: str) -> None:
     """64 sockets that never send (or send half a request line and stop) held every slot of the TCP, act, vla-eval
-    and model servers for the idle timeout (issue 36). Now they are reclaimed: a silent one at once, a trickling
-    one once it has trickled past the head grace (1 s) — well within the client's frame timeout."""
+    and model servers for the idle timeout (issue 36). Now they are reclaimed once silent, or trickling, past the
+    head grace (1 s) — well within the client's frame timeout."""
     frame_timeout = 8.0
     with ActPolicyServer(lambda: HoldPolicy(25), port=0, max_connections=64,
                          frame_timeout_s=frame_timeout).start() as server:
         port = server.address[1]
         with sockets(port, 64, b"" if attack == "silent" else b"POST /a") as held:
             assert poll_until(lambda: server.open_connections == 64, 10)
+            if attack == "silent":  # a fresh connection has a second to send its request; these are past it
+                assert poll_until(lambda: server.slots.reclaimable() == 64, 10)
             start, replies = time.monotonic(), []
             while time.monotonic() - start < frame_timeout:
                 replies.append(post(port, observation()).status_code)
@@ -123,7 +127,7 @@ def test_a_real_client_is_served_while_every_slot_is_held_by_idle_or_trickling_s
             assert replies[-1] == 200, replies
             assert len(held) == 64 and server.slots.reclaimed_idle + server.slots.reclaimed_head >= 1
             if attack == "silent":
-                assert replies == [200]  # no wait at all: a silent slot is reclaimed at once
+                assert replies == [200]  # no wait at all: a socket silent past the grace is reclaimed at once
 
 
 def test_other_clients_session_ids_cannot_evict_or_reset_an_episode() -> None:
@@ -164,3 +168,17 @@ def test_a_refusal_reaches_a_client_that_is_still_sending_its_body() -> None:
             release.set()
             for thread in busy:
                 thread.join(30)
+
+
+def test_seventy_short_lived_clients_lock_nobody_out() -> None:
+    """Issue 36 (bench/server_bounds.py): 70 act clients one after another, each reset + predict + close, held 64
+    sessions for the frame timeout, and the 65th to 70th were refused. Our client now ends its session at close
+    (``POST /reset`` with its token, on a server that says at /health that it keeps sessions)."""
+    with ActPolicyServer(StepPolicy, port=0, max_connections=64, frame_timeout_s=30).start() as server:
+        port = server.address[1]
+        for _ in range(70):
+            client = ActHttpPolicy("127.0.0.1", port, timeout_s=20)
+            client.reset()
+            assert client.predict(make_observation(seed=0))[0, 0] == 1.0  # a fresh episode every time
+            client.close()
+        assert len(server.table) == 0

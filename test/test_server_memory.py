@@ -17,6 +17,8 @@ import websockets.sync.client
 
 from robofollow_ros.policy.baselines.hold import HoldPolicy
 from robofollow_ros.policy.wire.heap import bound_heap
+from robofollow_ros.policy.wire.vlaeval.server import VlaEvalPolicyServer
+from waiting import poll_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model_server"))
 from robofollow_model_server import bounds
@@ -84,3 +86,22 @@ def test_the_oldest_request_goes_on_while_a_younger_one_that_does_not_fit_gives_
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_every_server_fixes_glibcs_mmap_threshold() -> None:
     assert bound_heap() and bounds.bound_heap()
+
+
+def test_a_vlaeval_message_is_charged_as_it_arrives_and_refused_with_an_error_message_then_1013() -> None:
+    """Issue 36: vla-eval charged a message only once the websocket library had assembled it (64 × 32 MiB went
+    385 MiB past the budget). Now the library's reads are charged as they arrive: a 2 MiB message on a 1 MiB
+    budget is refused while it arrives, the client reads vla-eval's ``error`` and the 1013 close."""
+    server = VlaEvalPolicyServer(lambda: HoldPolicy(5), port=0, max_pending_bytes=MIB, budget_wait_s=0.2).start()
+    try:
+        with websockets.sync.client.connect(f"ws://127.0.0.1:{server.address[1]}", max_size=None) as ws:
+            ws.send(msgpack.packb({"type": "observation", "payload": {"pad": b"x" * (2 * MIB)}, "seq": 7}))
+            error = msgpack.unpackb(ws.recv(timeout=20))
+            assert error["type"] == "error" and "memory budget" in error["payload"]["error"], error
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+                ws.recv(timeout=20)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
+        assert poll_until(lambda: server.memory.used == 0, 10)
+        assert MIB // 2 < server.memory.peak <= MIB  # its bytes were charged as they came, up to the budget
+    finally:
+        server.stop(10)

@@ -1,21 +1,25 @@
 """Silent and trickling sockets cannot lock a real client out of any server (issue 36 item 7), on real loopback
 sockets: RoboFollow TCP, openpi, vla-eval, and the model server's TCP and openpi. 64 sockets hold every slot
 (connected and never sending, or having sent the first byte of a request and stopped); a real client is still
-served within its frame timeout, because a newcomer reclaims an idle slot at once, or a trickling one once it
-has trickled past the head grace (1 s). A client between two requests keeps its slot (its episode lives on the
-connection). ``test_act_server_bounds.py`` holds the same cases for act."""
+served within its frame timeout, because a newcomer reclaims a slot silent, or trickling, past the head grace
+(1 s; a fresh connection has that long to send its first request). A client between two requests keeps its
+slot (its episode lives on the connection). ``test_act_server_bounds.py`` holds the same cases for act."""
 
 from __future__ import annotations
 
 import socket
+import struct
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import websockets.exceptions
+import websockets.sync.client
 
 from robofollow_ros.policy.baselines.hold import HoldPolicy
 from robofollow_ros.policy.drills.scripted import make_observation
@@ -23,6 +27,7 @@ from robofollow_ros.policy.spec import load_policy
 from robofollow_ros.policy.wire.openpi.server import OpenpiPolicyServer
 from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
 from robofollow_ros.policy.wire.vlaeval.server import VlaEvalPolicyServer
+from robofollow_ros.policy.wire.websocket_receive import bound_sends
 from waiting import poll_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model_server"))
@@ -126,15 +131,17 @@ def test_a_real_client_is_served_while_every_slot_is_held_by_idle_or_trickling_s
             assert poll_until(lambda: len(server.slots) == SLOTS, 30), len(server.slots)
             if attack == "trickling":  # every slot is opening a request, none idle
                 assert poll_until(lambda: server.slots.count("head") == SLOTS, 30), server.slots.count("head")
+            else:  # silent past the grace a fresh connection gets to send its request
+                assert poll_until(lambda: server.slots.reclaimable() == SLOTS, 30)
             start, outcomes = time.monotonic(), []
-            while time.monotonic() - start < FRAME_TIMEOUT_S:
+            while time.monotonic() - start < FRAME_TIMEOUT_S / 2:  # before any frame deadline could cut them
                 outcomes.append(one_call(scheme, port))
                 if outcomes[-1] == "ok":
                     break
             assert outcomes[-1] == "ok", outcomes
             assert len(held) == SLOTS
             if attack == "silent":
-                assert outcomes == ["ok"]  # no wait at all: a silent slot is reclaimed at once
+                assert outcomes == ["ok"]  # no wait at all: a socket silent past the grace is reclaimed at once
             else:
                 assert all("server busy" in o for o in outcomes[:-1]), outcomes  # refusals named, until then
 
@@ -154,3 +161,34 @@ def test_a_client_between_two_requests_keeps_its_slot_and_its_episode(protocol: 
             assert client.predict(OBS).shape[1] == 14  # its connection (and session) survived
         finally:
             client.close()
+
+
+def test_websocket_replies_are_written_under_a_timeout() -> None:
+    """The websocket library writes with no timeout: a client that never reads its replies would hold its handler
+    (and its busy slot) forever once its window filled. ``bound_sends`` puts ``SO_SNDTIMEO`` on the socket."""
+    a, b = socket.socketpair()
+    with a, b:
+        bound_sends(SimpleNamespace(socket=a), 2.5)  # type: ignore[arg-type]
+        seconds, micros = struct.unpack("ll", a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, 16))
+        assert (seconds, micros) == (2, 500_000)
+        a.setblocking(True)
+        with pytest.raises(OSError):  # nobody reads b: the write gives up instead of blocking for ever
+            while True:
+                a.send(b"x" * 65536)
+
+
+@pytest.mark.parametrize("protocol", ["openpi", "vla-eval", "model-server-openpi"])
+def test_a_reclaimed_websocket_client_reads_why(protocol: str) -> None:
+    """A websocket whose slot is reclaimed gets a 1013 close naming the reason (not a reset), then the newcomer is
+    served."""
+    make, scheme, _ = SERVERS[protocol]
+    with running(make, slots=1) as server:
+        port = server.address[1]
+        with websockets.sync.client.connect(f"ws://127.0.0.1:{port}", max_size=None) as silent:
+            assert poll_until(lambda: server.slots.reclaimable() == 1, 10)
+            assert one_call(scheme, port) == "ok"
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+                while True:  # openpi sends its metadata first
+                    silent.recv(timeout=10)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
+            assert "slot reclaimed" in closed.value.rcvd.reason

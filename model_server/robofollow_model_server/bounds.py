@@ -6,10 +6,10 @@ the same rules (issue 36 item 7):
 
 **Slots.** ``max_connections`` slots, each ``idle`` (waiting for a request's first byte), ``head``
 (reading a request's opening bytes: a frame's length, the start of a websocket message) or ``busy``.
-When all are taken a new connection reclaims the longest-idle one that never asked for anything (or one
-idle between requests for longer than ``protect_s``), else one that has been opening a request for
-longer than ``head_grace_s`` (a trickle); only when none qualifies is the newcomer refused. Reclaiming
-shuts the socket down: its handler wakes to an end of stream and ends.
+When all are taken a new connection reclaims the longest-idle one that has not asked for anything for
+``head_grace_s`` since it connected (or one idle between requests for longer than ``protect_s``), else one
+that has been opening a request for longer than ``head_grace_s`` (a trickle); only when none qualifies is
+the newcomer refused. Reclaiming shuts the socket down: its handler wakes to an end of stream and ends.
 
 **Memory.** One budget (``max_pending_bytes``) for the request bytes all connections hold at once,
 charged as they arrive (TCP) or before a message is decoded (openpi; the websocket library holds at
@@ -70,7 +70,8 @@ class ConnectionSlots:
         with self._lock:
             if len(self._slots) >= self.limit:
                 now = time.monotonic()
-                idle = [s for s in self._slots if s.state == IDLE and (not s.served or now - s.since > self.protect_s)]
+                idle = [s for s in self._slots if s.state == IDLE
+                        and now - s.since > (self.protect_s if s.served else self.head_grace_s)]
                 heads = [s for s in self._slots if s.state == HEAD and now - s.since > self.head_grace_s]
                 victim = min(idle or heads, key=lambda s: s.since, default=None)
                 if victim is None:
@@ -95,6 +96,13 @@ class ConnectionSlots:
         with self._lock:
             if slot in self._slots:
                 self._slots.remove(slot)
+
+    def reclaimable(self) -> int:
+        """Slots a newcomer could reclaim now (for stats and tests)."""
+        with self._lock:
+            now = time.monotonic()
+            return sum(now - s.since > (self.protect_s if s.state == IDLE and s.served else self.head_grace_s)
+                       for s in self._slots if s.state != BUSY)
 
     def count(self, state: str) -> int:
         """Slots in ``state`` now (for stats and tests)."""

@@ -23,6 +23,7 @@ import contextlib
 import http
 import logging
 import socket
+import struct
 import threading
 import time
 from typing import Any
@@ -31,6 +32,7 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 from websockets.sync.server import ServerConnection, serve
 
 from robofollow_model_server.bounds import (
@@ -139,6 +141,10 @@ class OpenpiServer:
             ws.close(CloseCode.TRY_AGAIN_LATER, f"server busy: {self.max_connections} connections are open, "
                                                 "the limit (--max-connections)")
             return
+        whole = int(self.frame_timeout_s)  # every reply's write bounded (the library's has no timeout)
+        with contextlib.suppress(OSError, OverflowError):
+            ws.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                                 struct.pack("ll", whole, int((self.frame_timeout_s - whole) * 1_000_000)))
         with self._lock:
             self._open += 1
         owner = object()
@@ -235,6 +241,20 @@ def _progress(ws: ServerConnection) -> int:
 
 
 def _shut(ws: ServerConnection) -> None:
-    """Reclaim a connection's slot: shut its socket down; the handler sees the connection closed and ends."""
+    """Reclaim a connection's slot: a 1013 close frame saying why and a half-close at once, then, 2 s later, the
+    socket shut both ways (never waiting for the peer); the handler sees the connection closed and ends."""
+    with contextlib.suppress(Exception), ws.protocol_mutex:
+        if ws.protocol.state is State.OPEN:
+            ws.protocol.send_close(CloseCode.TRY_AGAIN_LATER, "server busy: slot reclaimed from this idle "
+                                                              "connection (the server is full); reconnect")
+            ws.send_data()
+    with contextlib.suppress(OSError):
+        ws.socket.shutdown(socket.SHUT_WR)
+    timer = threading.Timer(2.0, _shut_both, args=(ws,))
+    timer.daemon = True
+    timer.start()
+
+
+def _shut_both(ws: ServerConnection) -> None:
     with contextlib.suppress(OSError):
         ws.socket.shutdown(socket.SHUT_RDWR)

@@ -186,6 +186,7 @@ class TcpServer:
                     return
                 if body is None:
                     return
+                request: Any = None
                 try:
                     if isinstance(body, Exception):
                         raise body
@@ -200,14 +201,15 @@ class TcpServer:
                     error, trace = describe_error(exc, self.debug)
                     LOG.warning("error reply: %s", error)
                     reply = encode_json({"error": error, "traceback": trace})
+                finally:
+                    request = body = None  # an idle connection keeps nothing of its last request
+                    self.memory.release(request_memory)
                 try:
                     conn.settimeout(self.frame_timeout_s)
                     conn.sendall(frame(reply))
                 except (OSError, WireError) as exc:
                     LOG.info("client went away before the reply: %s", exc)
                     return
-                finally:
-                    self.memory.release(request_memory)
         finally:
             self.slots.release(slot)
             if holding:

@@ -5,7 +5,7 @@ Both servers charge it as bytes *arrive*, never as a peer announces them: a head
 anyone out (issue 23). What is charged, and released once the request is answered:
 
 - the request's bytes as they are read from the socket (TCP: each chunk of the frame body before
-  it is kept; openpi: each read the websocket library makes, before it is made, so the bytes in the
+  it is kept; openpi, vla-eval: each read the websocket library makes, twice, before it is made, so the bytes in the
   library's buffers are inside the budget too);
 - before decoding, what decoding will build: :func:`decode_cost` (copies of the payload plus a
   fixed cost per container / element the message holds, counted before anything is built).

@@ -6,7 +6,10 @@ one of three states, and when all are taken a new connection reclaims one instea
 
 * **idle** — waiting for the first byte of the connection's next request (a socket that never sent
   anything, or a keep-alive connection between requests). The longest idle one is reclaimed first: a
-  client that is not asking for anything loses nothing but a connection it can reopen.
+  client that is not asking for anything loses nothing but a connection it can reopen. A connection
+  that has never sent anything is left ``head_grace_s`` to send its first request (a real client sends
+  it right after connecting: a burst of clients over the limit must not reclaim each other's fresh
+  connections before they ask).
 * **head** — reading a request's opening part (an HTTP request line and headers, a frame's length
   prefix): a few bytes that a real client sends at once. One that has been at it for longer than
   ``head_grace_s`` is trickling, and is reclaimed next (the frame deadline would cut it anyway).
@@ -86,8 +89,18 @@ class ConnectionSlots:
                 victim.close()
         return slot
 
+    def _reclaimable_idle(self, slot: Slot, now: float) -> bool:
+        return slot.state == IDLE and now - slot.since > (self.protect_s if slot.served else self.head_grace_s)
+
+    def reclaimable(self) -> int:
+        """Slots a newcomer could reclaim now (for stats and tests)."""
+        with self._lock:
+            now = time.monotonic()
+            return sum(self._reclaimable_idle(s, now) or (s.state == HEAD and now - s.since > self.head_grace_s)
+                       for s in self._slots)
+
     def _victim(self, now: float) -> Slot | None:
-        idle = [s for s in self._slots if s.state == IDLE and (not s.served or now - s.since > self.protect_s)]
+        idle = [s for s in self._slots if self._reclaimable_idle(s, now)]
         if idle:
             return min(idle, key=lambda s: s.since)
         trickling = [s for s in self._slots if s.state == HEAD and now - s.since > self.head_grace_s]

@@ -9,18 +9,22 @@ not extend it — or the connection is closed with 1008 POLICY_VIOLATION.
 Connection slots (``wire/slots.py``): ``mark`` is told what the connection is doing, so that idle and
 trickling connections give their slot to a newcomer: ``IDLE`` while nothing of a message has arrived,
 ``HEAD`` while less than :data:`HEAD_BYTES` of one have (a real client sends a frame's header and its first
-bytes at once), ``BUSY`` past that and while the handler answers. :func:`shut` is how a slot is reclaimed.
+bytes at once), ``BUSY`` past that and while the handler answers. :func:`shut` is how a slot is reclaimed;
+:func:`bound_sends` bounds the replies' writes, which the library leaves unbounded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import struct
+import threading
 import time
 from collections.abc import Callable
 
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
+from websockets.protocol import State
 from websockets.sync.server import ServerConnection
 
 from robofollow_ros.policy.wire.slots import BUSY, HEAD, IDLE
@@ -31,8 +35,38 @@ POLL_S = 0.25
 HEAD_BYTES = 64 * 1024
 
 
+def bound_sends(ws: ServerConnection, seconds: float) -> None:
+    """Every send on the connection gives up after ``seconds`` (``SO_SNDTIMEO``): the library writes with no
+    timeout, so a client that sends requests and never reads the replies would, once its window is full,
+    hold its handler (and its slot, busy) forever. A send that times out raises, and the connection ends."""
+    whole = int(seconds)
+    with contextlib.suppress(OSError, AttributeError, OverflowError):
+        ws.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                             struct.pack("ll", whole, int((seconds - whole) * 1_000_000)))
+
+
+RECLAIMED_REASON = "server busy: slot reclaimed from this idle connection (the server is full); reconnect"
+#: Seconds a reclaimed connection is left to read its close frame before its socket is shut both ways.
+RECLAIM_LINGER_S = 2.0
+
+
 def shut(ws: ServerConnection) -> None:
-    """Reclaim a connection's slot: shut its socket down; the handler sees the connection closed and ends."""
+    """Reclaim a connection's slot: a close frame (1013 and :data:`RECLAIMED_REASON`, so a client learns why)
+    and a half-close at once, then, :data:`RECLAIM_LINGER_S` later, the socket shut both ways; the handler sees
+    the connection closed and ends. Never waits for the peer. (Shut both ways at once, a client that was
+    still sending got a reset instead of the close frame.)"""
+    with contextlib.suppress(Exception), ws.protocol_mutex:
+        if ws.protocol.state is State.OPEN:
+            ws.protocol.send_close(CloseCode.TRY_AGAIN_LATER, RECLAIMED_REASON)
+            ws.send_data()
+    with contextlib.suppress(OSError):
+        ws.socket.shutdown(socket.SHUT_WR)
+    timer = threading.Timer(RECLAIM_LINGER_S, _shut_both, args=(ws,))
+    timer.daemon = True
+    timer.start()
+
+
+def _shut_both(ws: ServerConnection) -> None:
     with contextlib.suppress(OSError):
         ws.socket.shutdown(socket.SHUT_RDWR)
 

@@ -26,6 +26,7 @@ every request, as every peer of this family expects.
 from __future__ import annotations
 
 import collections
+import contextlib
 import http.client
 import json
 import secrets
@@ -69,13 +70,17 @@ class ActHttpPolicy:
         self.url = f"http://{netloc}:{port}{path}"
         self.instruction = ""
         self.session_id = secrets.token_hex(8)
+        self.session_used = False
+        #: Whether the server ends a session on ``POST /reset`` (ours says so at ``/health``); None: not asked yet.
+        self.ends_sessions: bool | None = None
         self.requests = 0
         self.last_timing: dict[str, Any] = {}
         self.timings: collections.deque[dict[str, Any]] = collections.deque(maxlen=timing_history)
 
     # ------------------------------------------------------------------ policy interface
     def reset(self) -> None:
-        """A new episode: a new session token (our server gives it a fresh policy session)."""
+        """A new episode: a new session token (our server gives it a fresh policy session); the old one is ended."""
+        self._end_session()
         self.session_id = secrets.token_hex(8)
 
     def set_instruction(self, text: str) -> None:
@@ -85,6 +90,7 @@ class ActHttpPolicy:
         request = to_request(self.preset, obs, obs.get("instruction") or self.instruction)
         body = encode_body(request, self.preset.encoded)
         start = time.perf_counter()
+        self.session_used = True
         status, reply_body = self._post(self.path, body)
         client_ms = 1000 * (time.perf_counter() - start)
         self.requests += 1
@@ -95,7 +101,20 @@ class ActHttpPolicy:
         return chunk
 
     def close(self) -> None:
-        """Nothing is held between requests."""
+        """End the session on a server that keeps one per token (ours: issue 36, 70 short-lived clients held 64
+        sessions for the frame timeout and locked the next ones out); nothing else is held between requests."""
+        self._end_session()
+
+    def _end_session(self) -> None:
+        """``POST /reset`` for the session in use, where the server ends sessions that way; best effort."""
+        if not self.session_used:
+            return
+        self.session_used = False
+        if self.ends_sessions is None:
+            self.ends_sessions = "session_header" in self.server_info().get("health", {})
+        if self.ends_sessions:
+            with contextlib.suppress(Exception):
+                self._post(_sibling(self.path, "reset"), b"")
 
     def server_info(self) -> dict[str, Any]:
         """What the server says at ``GET /health`` (GR00T's and ours answer; openvla-oft has none: {}).

@@ -17,9 +17,10 @@ reason naming the limit), ``idle_timeout_s`` for the next message, a deadline of
 POLICY_VIOLATION), ``max_message_bytes`` per message (1009) and ``OPENPI_MAX_OBJECTS`` msgpack
 values per message.
 
-One memory bound across connections (issue 23, ``wire/budget.py``): every read the websocket
-library makes from a socket is charged to the server's budget (``max_pending_bytes``) as it
-arrives, attributed to the frames the library parses from it, and released when the handler is
+One memory bound across connections (issue 23, ``wire/budget.py``; ``wire/websocket_meter.py``): every
+read the websocket library makes from a socket is charged to the server's budget
+(``max_pending_bytes``) as it arrives (twice: the library's buffer and the unmasked payload),
+attributed to the frames the library parses from it, and released when the handler is
 done with their message (control frames at once); before a message is unpacked, what unpacking
 will build is charged too (:func:`~robofollow_ros.policy.wire.budget.decode_cost` of its msgpack
 values, counted first). The library queues at most one unread message per connection
@@ -34,24 +35,20 @@ timed out is released with the connection (an error closes it), so it never serv
 
 from __future__ import annotations
 
-import collections
 import http
 import logging
-import select
-import socket
-import threading
 import time
-from typing import Any, Unpack
+from typing import Unpack
 
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import CloseCode, Frame, Opcode
+from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
-from websockets.protocol import Protocol, State
+from websockets.protocol import State
 from websockets.sync.server import Server, ServerConnection, serve
 
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.observation import validate_observation
-from robofollow_ros.policy.wire.budget import Hold, MemoryBudgetError, decode_cost
+from robofollow_ros.policy.wire.budget import MemoryBudgetError, decode_cost
 from robofollow_ros.policy.wire.common import WireFormatError, describe_error
 from robofollow_ros.policy.wire.episodes import EpisodeStarts, check_episode_rule
 from robofollow_ros.policy.wire.openpi.codec import (
@@ -63,122 +60,13 @@ from robofollow_ros.policy.wire.openpi.codec import (
 from robofollow_ros.policy.wire.openpi.observation import from_openpi_observation
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
-from robofollow_ros.policy.wire.websocket_receive import receive_message, shut
+from robofollow_ros.policy.wire.websocket_meter import Meter, metered_connection_class
+from robofollow_ros.policy.wire.websocket_receive import bound_sends, receive_message, shut
 
 LOG = logging.getLogger(__name__)
 INTERNAL_ERROR_REASON = "Internal server error. Traceback included in previous frame."
-#: Longest a connection refused for memory is kept reading (and dropping) what its client still sends.
-REFUSAL_LINGER_S = 5.0
-#: A refused client that has sent nothing for this long has sent its whole request (openpi is lock-step).
-_REFUSAL_QUIET_S = 0.2
 #: The close reason of a memory refusal (a close reason has at most 123 bytes; the text frame says more).
 MEMORY_REFUSAL_REASON = "server busy: memory budget full (max_pending_bytes); try again later"
-_DATA_OPCODES = frozenset({Opcode.TEXT, Opcode.BINARY, Opcode.CONT})
-
-
-def _frame_wire_bytes(payload: int) -> int:
-    """Bytes a client frame with ``payload`` bytes occupies on the wire (clients always mask: 4 bytes)."""
-    return 2 + 4 + (0 if payload < 126 else 2 if payload < 65536 else 8) + payload
-
-
-class _Meter:
-    """One connection's share of the memory budget, and its refusal once the budget had no room.
-
-    The library's reads are charged as they arrive (:class:`_MeteredSocket`), attributed to the frames
-    the library parses (:meth:`observe`), and released when the handler is done with their message
-    (:meth:`message_done`); control frames are released at once, the handshake request when it is
-    parsed. A read that was part of the handshake request and of a first frame at once is released
-    with the request: the only inexactness, at most one read (64 KiB) per connection.
-    """
-
-    def __init__(self, hold: Hold, wait_s: float) -> None:
-        self.hold = hold
-        self.wait_s = wait_s
-        self.refusal: MemoryBudgetError | None = None
-        self._frames: collections.deque[tuple[int, bool]] = collections.deque()
-        self._decoding = 0
-        self._lock = threading.Lock()
-
-    def observe(self, event: object) -> None:
-        """The library parsed ``event`` from the bytes charged so far (recv thread)."""
-        if not isinstance(event, Frame):  # the handshake request
-            self.hold.release()
-        elif event.opcode in _DATA_OPCODES:
-            with self._lock:
-                self._frames.append((_frame_wire_bytes(len(event.data)), event.fin))
-        else:
-            self.hold.release(_frame_wire_bytes(len(event.data)))
-
-    def charge_decoding(self, n: int) -> bool:
-        if not self.hold.charge(n, self.wait_s):
-            return False
-        self._decoding += n
-        return True
-
-    def message_done(self) -> None:
-        """The handler is done with its message: release its frames and its decoding (handler thread)."""
-        n, self._decoding = self._decoding, 0
-        with self._lock:
-            while self._frames:
-                size, fin = self._frames.popleft()
-                n += size
-                if fin:
-                    break
-        self.hold.release(n)
-
-
-class _MeteredSocket:
-    """The socket a websocket connection reads through: every read is charged to the budget.
-
-    A read that finds no room refuses the connection: the text frame and the 1013 close go out at
-    once (from this thread, under the connection's protocol lock), then what the client still sends is
-    read and dropped until it is quiet, hangs up or ``REFUSAL_LINGER_S`` pass; the library then sees
-    the end of the stream and closes. During the opening handshake the bytes pass (the handler
-    refuses the connection as soon as it starts).
-    """
-
-    def __init__(self, sock: socket.socket, meter: _Meter, refuse: Any) -> None:
-        self._sock = sock
-        self._meter = meter
-        self._refuse = refuse
-        self.connection: ServerConnection | None = None
-
-    def fileno(self) -> int:
-        return self._sock.fileno()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
-
-    def _handshaking(self) -> bool:
-        return self.connection is None or self.connection.protocol.state is State.CONNECTING
-
-    def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        meter = self._meter
-        if meter.refusal is not None and not self._handshaking():
-            return self._drain()  # refused: nothing more reaches the library
-        data = self._sock.recv(bufsize, flags)
-        if not data or meter.refusal is not None or meter.hold.charge(len(data), meter.wait_s):
-            return data
-        meter.refusal = meter.hold.refusal(f"{len(data):,} more bytes of a request", meter.wait_s)
-        if self._handshaking():
-            return data  # the handler refuses the connection as soon as the handshake is done
-        assert self.connection is not None
-        self._refuse(self.connection, meter.refusal)
-        return self._drain()
-
-    def _drain(self) -> bytes:
-        """Read and drop what the refused client still sends; then b"" (the end of the stream)."""
-        until = time.monotonic() + REFUSAL_LINGER_S
-        while (left := until - time.monotonic()) > 0:
-            readable, _, _ = select.select([self._sock], [], [], min(left, _REFUSAL_QUIET_S))
-            if not readable:
-                break  # quiet: the client sent its whole request and waits for the answer it has
-            try:
-                if not self._sock.recv(65536):
-                    break
-            except OSError:
-                break
-        return b""
 
 
 class OpenpiPolicyServer(PolicyServer):
@@ -216,27 +104,8 @@ class OpenpiPolicyServer(PolicyServer):
 
     # ------------------------------------------------------------------ memory
     def _connection_class(self) -> type[ServerConnection]:
-        """A ServerConnection that reads through a :class:`_MeteredSocket` charging this server's budget."""
-        server = self
-
-        class MeteredConnection(ServerConnection):
-            def __init__(self, sock: socket.socket, protocol: Protocol, *args: Any, **kwargs: Any) -> None:
-                self.meter = _Meter(server.memory.hold(), server.budget_wait_s)
-                metered = _MeteredSocket(sock, self.meter, server._refuse_memory)
-                super().__init__(metered, protocol, *args, **kwargs)  # type: ignore[arg-type]
-                metered.connection = self
-
-            def process_event(self, event: Any) -> None:
-                self.meter.observe(event)
-                super().process_event(event)
-
-            def close_socket(self) -> None:
-                try:
-                    super().close_socket()
-                finally:
-                    self.meter.hold.close()
-
-        return MeteredConnection
+        """A ServerConnection that reads through a metered socket charging this server's budget."""
+        return metered_connection_class(self.memory, self.budget_wait_s, self._refuse_memory)
 
     def _refusal_text(self, exc: BaseException) -> str:
         self._count("errors")
@@ -273,6 +142,7 @@ class OpenpiPolicyServer(PolicyServer):
                                                 "the limit (--max-connections); try again later")
             return
         ws.slot = slot  # type: ignore[attr-defined]
+        bound_sends(ws, self.frame_timeout_s)
         with self._lock:
             self._open += 1
         session: Session | None = None
@@ -287,7 +157,7 @@ class OpenpiPolicyServer(PolicyServer):
 
     def _receive(self, ws: ServerConnection) -> str | bytes | None:
         """The next message, or None once the connection is closed (by the peer, idleness or a deadline)."""
-        meter: _Meter | None = getattr(ws, "meter", None)
+        meter: Meter | None = getattr(ws, "meter", None)
         # interrupted once refused for memory: the reading thread has told the client and ends the stream
         return receive_message(ws, self.idle_timeout_s, self.frame_timeout_s,
                                interrupted=lambda: meter is not None and meter.refusal is not None,
@@ -296,7 +166,7 @@ class OpenpiPolicyServer(PolicyServer):
 
     def _serve(self, ws: ServerConnection) -> Session | None:
         session: Session | None = None
-        meter: _Meter = ws.meter  # type: ignore[attr-defined]
+        meter: Meter = ws.meter  # type: ignore[attr-defined]
         try:
             if meter.refusal is not None:  # refused for memory during the handshake: as over the cap
                 self._count("errors")

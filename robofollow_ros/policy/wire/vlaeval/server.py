@@ -21,13 +21,13 @@ whose call timed out is dropped, the next observation gets a fresh one), ``max_c
 next is closed with 1013 and a reason naming the limit), ``idle_timeout_s`` for the next message, a
 deadline of ``frame_timeout_s`` for a message once its first bytes arrived (1008),
 ``max_message_bytes`` per message (1009), :data:`~.codec.VLAEVAL_MAX_OBJECTS` msgpack values per
-message. Memory: the websocket library holds at most one unread message per connection
-(``max_queue=1``); what a handler holds is charged to one budget across connections
-(``max_pending_bytes``, ``wire/budget.py``): the message and what decoding it builds before it is
-unpacked, then its png/jpeg images' pixels before they are inflated (only our three cameras are
-ever inflated). No room within ``budget_wait_s``: an ``error`` ``server busy ...`` and a close with
-1013. Unlike the openpi server, bytes still inside the library's buffers are bounded by
-``max_connections × 2 × max_message_bytes`` rather than charged as they arrive.
+message. Memory, one budget across connections (``max_pending_bytes``, ``wire/budget.py``), as the
+openpi server's: every read the websocket library makes is charged as it arrives
+(``wire/websocket_meter.py``; issue 36: charged only once assembled, 64 × 32 MiB messages took the
+server 385 MiB past its budget), then what decoding a message builds before it is unpacked, then its
+png/jpeg images' pixels before they are inflated (only our three cameras are ever inflated). No room
+within ``budget_wait_s``: an ``error`` ``server busy ...`` and a close with 1013 (from the reading
+thread when the bytes themselves found no room; what the client still sends is read and dropped).
 """
 
 from __future__ import annotations
@@ -43,12 +43,13 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 from websockets.sync.server import Server, ServerConnection, serve
 
 from robofollow_ros import __version__
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.observation import validate_observation
-from robofollow_ros.policy.wire.budget import Hold, MemoryBudgetError, decode_cost
+from robofollow_ros.policy.wire.budget import MemoryBudgetError, decode_cost
 from robofollow_ros.policy.wire.common import WireFormatError, describe_error
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
@@ -70,7 +71,8 @@ from robofollow_ros.policy.wire.vlaeval.codec import (
 )
 from robofollow_ros.policy.wire.vlaeval.observation import from_vlaeval_observation
 from robofollow_ros.policy.wire.vlaeval.specs import ACTION_SPEC, OBSERVATION_SPEC
-from robofollow_ros.policy.wire.websocket_receive import receive_message, shut
+from robofollow_ros.policy.wire.websocket_meter import Meter, metered_connection_class
+from robofollow_ros.policy.wire.websocket_receive import bound_sends, receive_message, shut
 
 LOG = logging.getLogger(__name__)
 MEMORY_REFUSAL_REASON = "server busy: memory budget full (max_pending_bytes); try again later"
@@ -99,7 +101,9 @@ class VlaEvalPolicyServer(PolicyServer):
         self._open = 0
         self._stopping = threading.Event()
         self._server: Server = serve(self._handle, host, port, compression=None, max_size=max_message_bytes,
-                                     max_queue=1, ping_interval=None, process_request=self._health)
+                                     max_queue=1, ping_interval=None, process_request=self._health,
+                                     create_connection=metered_connection_class(self.memory, self.budget_wait_s,
+                                                                                self._refuse_memory))
         self.address: tuple[str, int] = self._server.socket.getsockname()[:2]
 
     def serve_forever(self) -> None:
@@ -139,14 +143,18 @@ class VlaEvalPolicyServer(PolicyServer):
                                                 "the limit (--max-connections); try again later")
             return
         ws.slot = slot  # type: ignore[attr-defined]
+        bound_sends(ws, self.frame_timeout_s)
         with self._lock:
             self._open += 1
         episode = _Episode()
-        hold = self.memory.hold()
+        meter: Meter = ws.meter  # type: ignore[attr-defined]
         try:
-            self._serve(ws, episode, hold)
+            if meter.refusal is not None:  # refused for memory during the handshake: as over the cap
+                self._count("errors")
+                ws.close(CloseCode.TRY_AGAIN_LATER, MEMORY_REFUSAL_REASON)
+                return
+            self._serve(ws, episode, meter)
         finally:
-            hold.close()
             if episode.session is not None:
                 self.sessions.release(episode.session)
             self.slots.release(slot)
@@ -156,7 +164,11 @@ class VlaEvalPolicyServer(PolicyServer):
     def _receive(self, ws: ServerConnection) -> str | bytes | None:
         """The next message, or None once the connection is closed (by the peer, idleness, a deadline, stop)."""
 
+        meter: Meter | None = getattr(ws, "meter", None)
+
         def stopping() -> bool:
+            if meter is not None and meter.refusal is not None:
+                return True  # refused for memory: the reading thread has told the client and ends the stream
             if self._stopping.is_set():
                 ws.close(CloseCode.GOING_AWAY, "server stopping")
                 return True
@@ -166,7 +178,24 @@ class VlaEvalPolicyServer(PolicyServer):
                                on_deadline=lambda: self._count("timeouts"),
                                mark=lambda state: self.slots.mark(ws.slot, state))  # type: ignore[attr-defined]
 
-    def _serve(self, ws: ServerConnection, episode: _Episode, hold: Hold) -> None:
+    def _refuse_memory(self, ws: ServerConnection, refusal: MemoryBudgetError) -> bool:
+        """From the reading thread: the ``error`` message and the 1013 close, at once. True once sent."""
+        self._count("errors")
+        error, trace = describe_error(refusal, self.debug)
+        LOG.warning("error reply: %s", error)
+        try:
+            with ws.protocol_mutex:
+                if ws.protocol.state is not State.OPEN:
+                    return False
+                ws.protocol.send_binary(pack_message(ERROR, {"error": error, "traceback": trace}, 0))
+                ws.protocol.send_close(CloseCode.TRY_AGAIN_LATER, MEMORY_REFUSAL_REASON)
+                ws.send_data()
+        except Exception as exc:  # the peer is gone: nothing left to tell it
+            LOG.info("memory refusal not delivered: %s", exc)
+            return False
+        return True
+
+    def _serve(self, ws: ServerConnection, episode: _Episode, meter: Meter) -> None:
         while (message := self._receive(ws)) is not None:
             self._count("requests")
             seq = 0
@@ -174,18 +203,22 @@ class VlaEvalPolicyServer(PolicyServer):
                 if isinstance(message, str):
                     raise WireFormatError("message: expected a binary msgpack frame, got a text frame")
                 objects = count_objects(message, VLAEVAL_MAX_OBJECTS)
-                if not hold.charge(decode_cost(len(message), objects, copies=2), self.budget_wait_s):
-                    raise hold.refusal(f"a {len(message):,}-byte message of {objects:,} msgpack values",
-                                       self.budget_wait_s)
+                if not meter.charge_decoding(decode_cost(len(message), objects, copies=2)):
+                    if ws.protocol.state is not State.OPEN:
+                        return  # the client has gone (its budget share closed with it): nothing to answer
+                    raise meter.hold.refusal(f"a {len(message):,}-byte message of {objects:,} msgpack values",
+                                             self.budget_wait_s)
                 kind, payload, seq = unpack_message(message, image_formats=ALL_IMAGE_FORMATS, counted=True)
                 del message
             except ConnectionClosed:
+                meter.message_done()
                 return
             except Exception as exc:  # not the protocol, or no memory: tell the client, then close
+                meter.message_done()
                 self._reply_error(ws, seq, exc, close=True)
                 return
             try:
-                reply = self._dispatch(kind, payload, seq, episode, hold)
+                reply = self._dispatch(kind, payload, seq, episode, meter)
                 if reply is not None:
                     ws.send(reply)
             except ConnectionClosed:
@@ -198,10 +231,10 @@ class VlaEvalPolicyServer(PolicyServer):
                 if episode.session is not None:
                     episode.session = self.sessions.drop_if_stuck(episode.session)
             finally:
-                hold.release()
+                meter.message_done()
 
     def _dispatch(self, kind: str, payload: dict[str, Any], seq: int, episode: _Episode,
-                  hold: Hold) -> bytes | None:
+                  meter: Meter) -> bytes | None:
         if kind == HELLO:
             version = payload.get("protocol_version", PROTOCOL_VERSION)
             if version != PROTOCOL_VERSION:
@@ -216,7 +249,7 @@ class VlaEvalPolicyServer(PolicyServer):
             self._start_episode(episode, text)
             return None
         if kind == OBSERVATION:
-            return self._observation(payload, seq, episode, hold)
+            return self._observation(payload, seq, episode, meter)
         if kind == EPISODE_END:
             return None
         if kind == ERROR:
@@ -233,12 +266,12 @@ class VlaEvalPolicyServer(PolicyServer):
         self._count("episodes")
         return episode.session
 
-    def _observation(self, payload: dict[str, Any], seq: int, episode: _Episode, hold: Hold) -> bytes:
+    def _observation(self, payload: dict[str, Any], seq: int, episode: _Episode, meter: Meter) -> bytes:
         obs, task = from_vlaeval_observation(payload)
         encoded = [c for c in obs["observation"].values() if isinstance(c["rgb"], EncodedImage)]
         pixels = sum(c["rgb"].nbytes for c in encoded)
-        if pixels and not hold.charge(pixels, self.budget_wait_s):
-            raise _Close(hold.refusal(f"{pixels:,} bytes of decoded images", self.budget_wait_s))
+        if pixels and not meter.charge_decoding(pixels):
+            raise _Close(meter.hold.refusal(f"{pixels:,} bytes of decoded images", self.budget_wait_s))
         for camera in encoded:
             camera["rgb"] = camera["rgb"].decode()
         obs = validate_observation(obs)
