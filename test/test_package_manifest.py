@@ -25,11 +25,21 @@ PIP_ONLY = {"sapien": "sapien", "foxglove": "foxglove-sdk", "mcap": "mcap", "ros
 OPTIONAL = {"torch", "interbotix_xs_msgs"}
 
 
+def _type_checking_only(tree: ast.Module) -> set[ast.AST]:
+    """The nodes under ``if TYPE_CHECKING:`` (for mypy only, e.g. typing_extensions' Self on Python 3.10)."""
+    return {inner for node in ast.walk(tree) if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING" for stmt in node.body for inner in ast.walk(stmt)}
+
+
 def _imports() -> set[str]:
     names: set[str] = set()
     for path in [*(ROOT / "robofollow_ros").rglob("*.py"), *(ROOT / "launch").glob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skipped = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if node in skipped:
+                continue
+            elif isinstance(node, ast.Import):
                 names.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(node.module.split(".")[0])
@@ -63,7 +73,7 @@ def test_the_cli_and_the_nodes_install_where_ros2_run_looks():
     assert "install_scripts=$base/lib/robofollow_ros" in (ROOT / "setup.cfg").read_text()
     setup = (ROOT / "setup.py").read_text()
     assert '"robofollow = robofollow_ros.cli:main"' in setup
-    assert 'python_requires=">=3.11"' in setup  # not exactly 3.11: Jazzy and Kilted run 3.12
+    assert 'python_requires=">=3.10"' in setup  # Humble runs 3.10, Jazzy and Kilted 3.12 (make test-matrix)
     assert (ROOT / "resource" / "robofollow_ros").is_file()
 
 

@@ -6,6 +6,7 @@ import os
 import time
 import uuid
 
+from robofollow_ros.diagnostics.distro import ros_distro
 from robofollow_ros.diagnostics.result import CHECK_TIMEOUT_S, CheckResult, first_line, pkg_version
 from robofollow_ros.diagnostics.versions import pip_fix
 
@@ -46,10 +47,12 @@ def check_ros_dds(timeout_s: float = CHECK_TIMEOUT_S) -> CheckResult:
         result.extra = {
             "rmw": rclpy.get_rmw_implementation_identifier(),
             "domain_id": os.environ.get("ROS_DOMAIN_ID", "0"),
+            "distro": ros_distro(result.version, os.environ),
         }
         if token in received:
             result.ok = True
-            result.detail = f"message round trip over {result.extra['rmw']} in {elapsed * 1000:.1f} ms"
+            result.detail = (f"ROS 2 {result.extra['distro']}: message round trip over {result.extra['rmw']} in "
+                             f"{elapsed * 1000:.1f} ms")
         else:
             result.detail = f"no message came back within {timeout_s:.0f} s"
             result.fix = (

@@ -50,7 +50,6 @@ from typing import Any
 import numpy as np
 from rclpy.clock import Clock as RosClock
 from rclpy.clock import ClockType
-from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -94,6 +93,7 @@ from robofollow_ros.nodes.driver_messages import (
     state_message,
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
+from robofollow_ros.nodes.rclpy_compat import QoSPublisherMatchedInfo, publisher_matched_callbacks
 from robofollow_ros.rig.displacement import displacement_error, parse_displacement
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config, rig_driver_config
 
@@ -168,7 +168,7 @@ class SimNode(Node):
         #: Whole targets from the parts of a command that comes in two messages (an xs_sdk's group and gripper).
         self._pairs = {arm: CommandPairs() for arm in ARMS}
 
-        late_reader = PublisherEventCallbacks(matched=self._on_reader_matched)
+        late_reader = publisher_matched_callbacks(self._on_reader_matched)
         self.driver_states = {topic: (drivers, self.create_publisher(JointState, topic, tp.STATE_STREAM,
                                                                      event_callbacks=late_reader))
                               for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items()}

@@ -17,12 +17,15 @@ arguments, check them the same way and are started and stopped the same way:
 from __future__ import annotations
 
 import threading
-from typing import Any, ClassVar, Self, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.wire.budget import DEFAULT_BUDGET_WAIT_S, DEFAULT_MAX_PENDING_BYTES, MemoryBudget
 from robofollow_ros.policy.wire.common import DEFAULT_FRAME_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11's; the annotations are never evaluated
+    from typing_extensions import Self
 
 
 class ServerSettings(TypedDict, total=False):

@@ -39,7 +39,7 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode, Frame, Opcode
@@ -61,6 +61,9 @@ from robofollow_ros.policy.wire.openpi.observation import from_openpi_observatio
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
 from robofollow_ros.policy.wire.websocket_receive import receive_message
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotations are never evaluated
+    from typing_extensions import Unpack
 
 LOG = logging.getLogger(__name__)
 INTERNAL_ERROR_REASON = "Internal server error. Traceback included in previous frame."
