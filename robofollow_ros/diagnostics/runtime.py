@@ -35,7 +35,10 @@ def check_ros_dds(timeout_s: float = CHECK_TIMEOUT_S) -> CheckResult:
         topic = f"/robofollow_doctor/ping_{uuid.uuid4().hex[:8]}"
         token = uuid.uuid4().hex
         received: list[str] = []
-        node.create_subscription(String, topic, lambda m: received.append(m.data), 10)
+        def on_ping(msg: String) -> None:
+            received.append(msg.data)
+
+        node.create_subscription(String, topic, on_ping, 10)
         pub = node.create_publisher(String, topic, 10)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)

@@ -50,6 +50,7 @@ teleoperation holds.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -169,7 +170,7 @@ class ArmBridgeNode(Node):
         for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items():
             # The newest driver state only: the step clamp is taken around it, and a queue of old ones
             # (a loaded machine) would clamp against where the arm was seconds ago (tp.LATEST_STATE).
-            self.create_subscription(JointState, topic, lambda m, group=drivers: self._on_driver_state(group, m),
+            self.create_subscription(JointState, topic, functools.partial(self._on_driver_state, drivers),
                                      tp.LATEST_STATE if driver_states == "latest" else tp.STATE_STREAM)
         # The e-stop first: when both have messages waiting, the executor serves subscriptions in this order.
         self.create_subscription(Bool, TOPIC_ESTOP, with_message_info(self._on_estop), 10)

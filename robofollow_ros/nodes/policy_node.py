@@ -173,7 +173,7 @@ class PolicyNode(Node):
         self.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects, tp.STATE_STREAM)
         image_qos = qos_profile_sensor_data if camera_qos == "sensor_data" else 5
         for camera in CAMERA_NAMES:
-            self.create_subscription(Image, camera_image_topic(camera), lambda m, c=camera: self._on_image(c, m),
+            self.create_subscription(Image, camera_image_topic(camera), functools.partial(self._on_image, camera),
                                      image_qos)
         self.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
         self.create_service(Trigger, tp.SERVICE_POLICY_CHECK, self._on_check)

@@ -42,6 +42,7 @@ Later states need no such help: a reader that got the start state is matched for
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -174,7 +175,7 @@ class SimNode(Node):
                               for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items()}
         for driver in self.drivers.values():
             for topic, kind in command_channels(driver):
-                self.create_subscription(kind, topic, lambda m, d=driver: self._on_command(d, m), tp.STATE_STREAM)
+                self.create_subscription(kind, topic, functools.partial(self._on_command, driver), tp.STATE_STREAM)
         self.tf = self.create_publisher(TFMessage, TOPIC_TF, tp.STATE_STREAM, event_callbacks=late_reader)
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, tp.STATE_STREAM, event_callbacks=late_reader)
         self.clock = self.create_publisher(Clock, tp.TOPIC_CLOCK, 10)
