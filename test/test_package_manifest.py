@@ -86,13 +86,27 @@ VERSIONED_KEYS = {"python3-numpy": "numpy", "python3-matplotlib": "matplotlib", 
 
 
 def _pins(path: Path) -> dict[str, str]:
-    """name -> specifier of each requirement line ('==4.11.0.86', '>=1.24,<2'), extras dropped."""
-    pins = {}
+    """name -> specifier of each requirement line ('==4.11.0.86', '>=1.24,<2'), extras dropped; of a name pinned
+    per Python version (environment markers), the first line: the 3.11+ pin."""
+    pins: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.split("#")[0].strip()
+        line = line.split("#")[0].split(";")[0].strip()
         if match := re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*([<>=!].*)", line):
-            pins[match.group(1).lower()] = match.group(3).replace(" ", "")
+            pins.setdefault(match.group(1).lower(), match.group(3).replace(" ", ""))
     return pins
+
+
+def _marked(path: Path) -> set[str]:
+    """The requirement lines with an environment marker, as written (comments dropped)."""
+    return {line.split("#")[0].strip() for line in path.read_text(encoding="utf-8").splitlines()
+            if ";" in line.split("#")[0]}
+
+
+def test_constraints_pins_for_python_3_10_are_the_ones_the_matrix_proves():
+    """Humble runs Python 3.10, where some pins have no wheel: constraints.txt's per-version lines are those of
+    requirements-matrix.txt, which .venv-py310 installs (make test-matrix)."""
+    marked = _marked(ROOT / "constraints.txt")
+    assert marked and marked <= _marked(ROOT / "requirements-matrix.txt")
 
 
 def test_rosdep_keys_carry_the_minimum_versions_doctor_checks():
