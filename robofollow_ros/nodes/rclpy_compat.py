@@ -11,7 +11,8 @@ is not on PyPI, so its branches below are written against rclpy's ``humble`` sou
 - A subscription callback that takes ``(msg, info)`` gets the middleware's ``MessageInfo`` from Iron on;
   Humble's executor calls it with the message alone: :func:`with_message_info` then passes an empty info
   (no reception time, which the arm bridge already handles).
-- ``rclpy.init`` returns a context manager from rclpy 8 (Kilted) on; :func:`ros_init` is one on every release.
+- ``rclpy.init`` returns a context manager from rclpy 8 on (Kilted's 9.1; Jazzy's 7.1 returns ``None``):
+  :func:`ros_init` is one on every release.
 - ``rclpy.subscription.MessageInfo`` is a TypedDict from rclpy 8 on; :class:`MessageInfo` is its shape.
 """
 
