@@ -4,8 +4,8 @@
 #   .venv-py312   Python 3.12 (Jazzy's, Ubuntu 24.04) with Jazzy's wheels
 #   .venv-kilted  Python 3.11 with Kilted's wheels (requirements-kilted.txt)
 # Each is requirements.txt composed with its overlay (tools/compose_requirements.py) WITHOUT torch, ray and the
-# test-only packages of tests outside the matrix (MATRIX_DROP), then the package (editable, no deps), and the
-# interfaces PyPI lacks (tools/build_ros_msgs.sh). No SAPIEN renderer: the matrix's trials run with --no-render.
+# test-only packages of tests outside the matrix (MATRIX_DROP), then the package (editable, no deps), and
+# tf2_msgs, which PyPI lacks (tools/build_ros_msgs.sh). No SAPIEN renderer: the matrix's trials run with --no-render.
 #
 #   bash tools/setup_matrix_envs.sh                 # all three
 #   bash tools/setup_matrix_envs.sh py310 kilted    # some
@@ -48,14 +48,17 @@ setup_one() {
     reqs="$venv/requirements-composed.txt"
     python3 tools/compose_requirements.py requirements.txt "$(overlay "$name")" --drop "${MATRIX_DROP[@]}" > "$reqs"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$reqs"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-data.txt
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e .
+    # --no-compile: no .pyc for every module of every wheel up front (a third of the install time on 2 cores);
+    # Python writes them for the modules the tests import
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile -r "$reqs"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements-data.txt
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -e .
     echo "$want" > "$stamp"
   else
     echo "==> $venv: dependencies up to date"
   fi
-  bash tools/build_ros_msgs.sh "$venv"
+  # tf2_msgs only: interbotix_xs_msgs serves Trossen's driver map, which no matrix test uses
+  bash tools/build_ros_msgs.sh "$venv" tools/tf2_msgs
   echo "==> $venv ready in $(( $(date +%s) - start )) s"
 }
 
