@@ -8,7 +8,7 @@ ROBOFOLLOW := .venv/bin/robofollow
 FOXGLOVE_PORT ?=
 DEMO_ARGS ?=
 
-.PHONY: setup setup-tests setup-lerobot test demo lint bench clean
+.PHONY: setup setup-tests setup-lerobot setup-matrix test test-matrix demo lint bench clean
 
 setup:
 	@bash tools/setup_env.sh
@@ -30,6 +30,14 @@ test: setup-tests
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not exclusive" $(PYTEST_ARGS) || test $$? -eq 5
 	$(PY) -m pytest -q -m exclusive $(PYTEST_ARGS) || test $$? -eq 5
 
+# The CI matrix (after make test in .ci/run): .venv-py310 and .venv-py312 (Jazzy's wheels, no torch/ray) run the
+# ROS-free core's tests and the ROS-graph smoke, .venv-kilted (Kilted's wheels) the smoke; README, "Tested here".
+setup-matrix:
+	@bash tools/setup_matrix_envs.sh
+
+test-matrix:
+	@bash tools/test_matrix.sh
+
 demo: setup
 	$(ROBOFOLLOW) demo$(if $(FOXGLOVE_PORT), --foxglove-port $(FOXGLOVE_PORT))$(if $(DEMO_ARGS), $(DEMO_ARGS))
 
@@ -41,4 +49,4 @@ bench: setup
 	@for script in bench/*.py; do echo "==> $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf .venv .venv-reader .venv-vlaeval .venv-olddeps .venv-lerobot build install log *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv .venv-reader .venv-vlaeval .venv-olddeps .venv-lerobot .venv-py310 .venv-py312 .venv-py313 .venv-kilted build install log *.egg-info .pytest_cache .mypy_cache .ruff_cache

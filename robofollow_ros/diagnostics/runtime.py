@@ -6,6 +6,7 @@ import os
 import time
 import uuid
 
+from robofollow_ros.diagnostics.distro import ros_distro
 from robofollow_ros.diagnostics.result import CHECK_TIMEOUT_S, CheckResult, first_line, pkg_version
 from robofollow_ros.diagnostics.versions import pip_fix
 
@@ -34,7 +35,10 @@ def check_ros_dds(timeout_s: float = CHECK_TIMEOUT_S) -> CheckResult:
         topic = f"/robofollow_doctor/ping_{uuid.uuid4().hex[:8]}"
         token = uuid.uuid4().hex
         received: list[str] = []
-        node.create_subscription(String, topic, lambda m: received.append(m.data), 10)
+        def on_ping(msg: String) -> None:
+            received.append(msg.data)
+
+        node.create_subscription(String, topic, on_ping, 10)
         pub = node.create_publisher(String, topic, 10)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
@@ -46,10 +50,12 @@ def check_ros_dds(timeout_s: float = CHECK_TIMEOUT_S) -> CheckResult:
         result.extra = {
             "rmw": rclpy.get_rmw_implementation_identifier(),
             "domain_id": os.environ.get("ROS_DOMAIN_ID", "0"),
+            "distro": ros_distro(result.version, os.environ),
         }
         if token in received:
             result.ok = True
-            result.detail = f"message round trip over {result.extra['rmw']} in {elapsed * 1000:.1f} ms"
+            result.detail = (f"ROS 2 {result.extra['distro']}: message round trip over {result.extra['rmw']} in "
+                             f"{elapsed * 1000:.1f} ms")
         else:
             result.detail = f"no message came back within {timeout_s:.0f} s"
             result.fix = (

@@ -42,7 +42,7 @@ LOCKSTEP_EXECUTION = LOCKSTEP_RECORD
 
 def utc_now() -> str:
     """The time as the official evaluator writes it (evaluate.py:115: ``datetime.now(timezone.utc).isoformat()``)."""
-    return _dt.datetime.now(_dt.UTC).isoformat()
+    return _dt.datetime.now(_dt.timezone.utc).isoformat()
 
 
 def run_identity(run: Mapping[str, Any]) -> Identity:

@@ -23,6 +23,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from robofollow_ros.exit_status import EXIT_BAD_INPUT
+from robofollow_ros.nodes.rclpy_compat import ros_init
 
 N = TypeVar("N", bound=Node)
 
@@ -119,7 +120,7 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
     signal, leave as soon as the teardown has ended (:func:`leave_after_stop`)."""
     stopped = False
     try:
-        with stop_on_signals() as stop, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
+        with stop_on_signals() as stop, ros_init(args=args, signal_handler_options=SignalHandlerOptions.NO):
             node = build_node(make_node)
             executor = make_executor() if make_executor is not None else SingleThreadedExecutor()
             try:

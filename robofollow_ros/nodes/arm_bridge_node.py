@@ -54,13 +54,12 @@ teleoperation holds.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 import numpy as np
-from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
 from rclpy.node import Node
-from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 from std_srvs.srv import Trigger
@@ -92,6 +91,12 @@ from robofollow_ros.nodes.driver_messages import (
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.nodes.health_watch import TOPIC_BRIDGE_HALT
+from robofollow_ros.nodes.rclpy_compat import (
+    MessageInfo,
+    QoSPublisherMatchedInfo,
+    publisher_matched_callbacks,
+    with_message_info,
+)
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config, rig_driver_config
 from robofollow_ros.rig.safety import SafetyConfig, SafetyDecision, SafetyFilter
 from robofollow_ros.robot.rig_config import load_rig_config
@@ -169,25 +174,25 @@ class ArmBridgeNode(Node):
         for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items():
             # The newest driver state only: the step clamp is taken around it, and a queue of old ones
             # (a loaded machine) would clamp against where the arm was seconds ago (tp.LATEST_STATE).
-            self.create_subscription(JointState, topic, lambda m, group=drivers: self._on_driver_state(group, m),
+            self.create_subscription(JointState, topic, functools.partial(self._on_driver_state, drivers),
                                      tp.LATEST_STATE if driver_states == "latest" else tp.STATE_STREAM)
         # The e-stop first: when both have messages waiting, the executor serves subscriptions in this order.
-        self.create_subscription(Bool, TOPIC_ESTOP, self._on_estop, 10)
+        self.create_subscription(Bool, TOPIC_ESTOP, with_message_info(self._on_estop), 10)
         # The trial manager's halt (a failed health check) holds the arms as the e-stop does, from its own input.
         self._estop_input = False
         self._halt_reason: str | None = None
-        self.create_subscription(String, TOPIC_BRIDGE_HALT, self._on_halt, tp.LATCHED)
-        self.create_subscription(JointState, TOPIC_JOINT_COMMAND, self._on_command, tp.STATE_STREAM)
+        self.create_subscription(String, TOPIC_BRIDGE_HALT, with_message_info(self._on_halt), tp.LATCHED)
+        self.create_subscription(JointState, TOPIC_JOINT_COMMAND, with_message_info(self._on_command), tp.STATE_STREAM)
         #: Teleoperation holds the arms (take_over .. hand_back); the policy's commands refused meanwhile.
         self.teleop = False
         self.refused_policy_commands = 0
-        self.create_subscription(JointState, TOPIC_TELEOP_COMMAND, self._on_teleop, tp.STATE_STREAM)
+        self.create_subscription(JointState, TOPIC_TELEOP_COMMAND, with_message_info(self._on_teleop), tp.STATE_STREAM)
         self.create_service(Trigger, SERVICE_TELEOP_TAKE_OVER, self._srv_take_over)
         self.create_service(Trigger, SERVICE_TELEOP_HAND_BACK, self._srv_hand_back)
         self.intervention = self.create_publisher(Bool, TOPIC_INTERVENTION, tp.STATE_STREAM)
         self._last_state: JointState | None = None
         self.joint_states = self.create_publisher(JointState, TOPIC_JOINT_STATES, tp.STATE_STREAM,
-                                                  event_callbacks=PublisherEventCallbacks(matched=self._on_matched))
+                                                  event_callbacks=publisher_matched_callbacks(self._on_matched))
         self.status = self.create_publisher(String, TOPIC_BRIDGE_STATUS, 10)
         self.create_timer(period, self._on_watchdog)  # on the node's clock: sim time under use_sim_time
 

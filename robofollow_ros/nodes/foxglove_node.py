@@ -13,6 +13,7 @@ stop instead of one file per trial: teleoperated sessions have no trial manager.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -125,9 +126,9 @@ class FoxgloveNode(Node):
             self.create_subscription(_ros_class(topic), topic, self._forward(topic), qos, raw=True)
         for camera in CAMERA_NAMES:
             self.create_subscription(Image, camera_image_topic(camera),
-                                     lambda msg, c=camera: self._on_image(c, msg), qos_profile_sensor_data)
+                                     functools.partial(self._on_image, camera), qos_profile_sensor_data)
             self.create_subscription(CameraInfo, camera_info_topic(camera),
-                                     lambda data, c=camera: self._on_camera_info(c, data), qos_profile_sensor_data,
+                                     functools.partial(self._on_camera_info, camera), qos_profile_sensor_data,
                                      raw=True)
         self.create_subscription(String, topics.TRIAL, self._on_trial, tp.LATCHED)
         self.create_subscription(String, topics.SCORE, self._on_score, tp.LATCHED)

@@ -31,7 +31,6 @@ from typing import Any
 
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
-from rclpy.event_handler import QoSLivelinessChangedInfo, SubscriptionEventCallbacks
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, LivelinessPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
@@ -40,6 +39,7 @@ from robofollow_ros.contract import TOPIC_TRIAL
 from robofollow_ros.evaluation.progress import QUIET_S
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes.catalog import NODE_ENTRY_POINTS
+from robofollow_ros.nodes.rclpy_compat import QoSLivelinessChangedInfo, SubscriptionEventCallbacks
 from robofollow_ros.nodes.trial_records import graph_ready
 
 TOPIC_PEERS = "/robofollow/graph/peers"

@@ -12,6 +12,7 @@ the trial manager's halt must never release a person's e-stop.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import time
 from pathlib import Path
@@ -48,9 +49,12 @@ class HealthWatch:
             for camera in CAMERA_NAMES:
                 self._frames[camera] = collections.deque(maxlen=1000)
                 node.create_subscription(Image, camera_image_topic(camera),
-                                         lambda _data, c=camera: self._frames[c].append(time.monotonic()),
+                                         functools.partial(self._on_frame, camera),
                                          qos_profile_sensor_data, raw=True)
         self.halt_pub = node.create_publisher(String, TOPIC_BRIDGE_HALT, tp.LATCHED_STATE)
+
+    def _on_frame(self, camera: str, _data: bytes) -> None:
+        self._frames[camera].append(time.monotonic())
 
     def _on_joints(self, msg: JointState) -> None:
         try:

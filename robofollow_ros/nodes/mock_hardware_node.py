@@ -12,6 +12,7 @@ would. Wall-clock time, like the real rig. For a laptop without Vulkan, and for 
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -104,7 +105,7 @@ class MockHardwareNode(Node):
                        for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items()}
         for driver in self.drivers.values():
             for topic, kind in command_channels(driver):
-                self.create_subscription(kind, topic, lambda m, d=driver: self._on_command(d, m), tp.STATE_STREAM)
+                self.create_subscription(kind, topic, functools.partial(self._on_command, driver), tp.STATE_STREAM)
         self.images = {c: self.create_publisher(Image, camera_image_topic(c), 5) for c in CAMERA_NAMES}
         self.infos = {c: self.create_publisher(CameraInfo, camera_info_topic(c), 5) for c in CAMERA_NAMES}
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, 10)

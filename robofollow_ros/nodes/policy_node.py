@@ -43,7 +43,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from rclpy._rclpy_pybind11 import InvalidHandle
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
@@ -73,6 +72,7 @@ from robofollow_ros.nodes.conversions import (
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
 from robofollow_ros.nodes.observation_cache import ObservationCache, RobotState
+from robofollow_ros.nodes.rclpy_compat import InvalidHandle
 from robofollow_ros.nodes.trial_faults import FAULT_STALE
 from robofollow_ros.policy.execution import MERGE_RULES, RealtimeChunkExecutor, policy_submit
 from robofollow_ros.policy.expert.dense import rate_kwargs
@@ -173,7 +173,7 @@ class PolicyNode(Node):
         self.create_subscription(MarkerArray, TOPIC_OBJECTS, self._on_objects, tp.STATE_STREAM)
         image_qos = qos_profile_sensor_data if camera_qos == "sensor_data" else 5
         for camera in CAMERA_NAMES:
-            self.create_subscription(Image, camera_image_topic(camera), lambda m, c=camera: self._on_image(c, m),
+            self.create_subscription(Image, camera_image_topic(camera), functools.partial(self._on_image, camera),
                                      image_qos)
         self.create_subscription(String, TOPIC_TRIAL, self._on_trial, tp.LATCHED)
         self.create_service(Trigger, tp.SERVICE_POLICY_CHECK, self._on_check)

@@ -42,6 +42,7 @@ Later states need no such help: a reader that got the start state is matched for
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -50,7 +51,6 @@ from typing import Any
 import numpy as np
 from rclpy.clock import Clock as RosClock
 from rclpy.clock import ClockType
-from rclpy.event_handler import PublisherEventCallbacks, QoSPublisherMatchedInfo
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -94,6 +94,7 @@ from robofollow_ros.nodes.driver_messages import (
     state_message,
 )
 from robofollow_ros.nodes.graph_peers import PeerReport
+from robofollow_ros.nodes.rclpy_compat import QoSPublisherMatchedInfo, publisher_matched_callbacks
 from robofollow_ros.rig.displacement import displacement_error, parse_displacement
 from robofollow_ros.rig.driver_config import ArmDriver, load_driver_config, rig_driver_config
 
@@ -168,13 +169,13 @@ class SimNode(Node):
         #: Whole targets from the parts of a command that comes in two messages (an xs_sdk's group and gripper).
         self._pairs = {arm: CommandPairs() for arm in ARMS}
 
-        late_reader = PublisherEventCallbacks(matched=self._on_reader_matched)
+        late_reader = publisher_matched_callbacks(self._on_reader_matched)
         self.driver_states = {topic: (drivers, self.create_publisher(JointState, topic, tp.STATE_STREAM,
                                                                      event_callbacks=late_reader))
                               for topic, drivers in group_by_topic(self.drivers.values(), "state_topic").items()}
         for driver in self.drivers.values():
             for topic, kind in command_channels(driver):
-                self.create_subscription(kind, topic, lambda m, d=driver: self._on_command(d, m), tp.STATE_STREAM)
+                self.create_subscription(kind, topic, functools.partial(self._on_command, driver), tp.STATE_STREAM)
         self.tf = self.create_publisher(TFMessage, TOPIC_TF, tp.STATE_STREAM, event_callbacks=late_reader)
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, tp.STATE_STREAM, event_callbacks=late_reader)
         self.clock = self.create_publisher(Clock, tp.TOPIC_CLOCK, 10)

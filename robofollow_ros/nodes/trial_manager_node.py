@@ -73,6 +73,7 @@ from robofollow_ros.nodes._main import build_node, leave_after_stop, stop_on_sig
 from robofollow_ros.nodes._params import Bounds, ParameterSet, non_negative, one_of, positive
 from robofollow_ros.nodes.graph_peers import AliveWatch, GraphWait
 from robofollow_ros.nodes.health_watch import HealthWatch
+from robofollow_ros.nodes.rclpy_compat import ros_init
 from robofollow_ros.nodes.reset_watch import ResetWatch
 from robofollow_ros.nodes.trial_faults import (
     FAULT_ESTOP,
@@ -808,7 +809,7 @@ def main(args: list[str] | None = None) -> None:
     code = EXIT_OK
     stopped = False
     try:
-        with stop_on_signals() as stop, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
+        with stop_on_signals() as stop, ros_init(args=args, signal_handler_options=SignalHandlerOptions.NO):
             node = build_node(TrialManagerNode)
             node.stop_signal = stop
             try:

@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from html import escape
 from importlib import resources
 from pathlib import Path
@@ -43,7 +43,7 @@ def check_out(out: Path) -> None:
 
 
 def _asset(name: str) -> str:
-    return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("assets").joinpath(name).read_text(encoding="utf-8")
 
 
 def _place(src: Path, dst: Path) -> None:
@@ -91,7 +91,7 @@ def write_site(runs: Sequence[Run], out: Path, n_resamples: int = 10_000, seed: 
         _localise(data, runs, build)
         for name in ASSETS:
             (build / name).write_text(_asset(name), encoding="utf-8")
-        when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         title = "RoboFollow view: " + ", ".join(r["label"] for r in data["runs"])
         page = (_asset("index.html").replace("__TITLE__", escape(title)).replace("__WHEN__", when)
                 .replace("__DATA__", _embed(data)))

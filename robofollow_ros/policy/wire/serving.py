@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, ClassVar, Self, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.wire.budget import DEFAULT_BUDGET_WAIT_S, DEFAULT_MAX_PENDING_BYTES, MemoryBudget
@@ -32,6 +32,9 @@ from robofollow_ros.policy.wire.common import DEFAULT_FRAME_TIMEOUT_S, DEFAULT_I
 from robofollow_ros.policy.wire.heap import bound_heap
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions
 from robofollow_ros.policy.wire.slots import ConnectionSlots, Slot
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11's; the annotations are never evaluated
+    from typing_extensions import Self
 
 
 class ServerSettings(TypedDict, total=False):

@@ -48,7 +48,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.observation import ObservationError, validate_observation
@@ -60,6 +60,9 @@ from robofollow_ros.policy.wire.episodes import EpisodeStarts, check_episode_rul
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session, SessionsBusyError
 from robofollow_ros.policy.wire.slots import BUSY, HEAD, IDLE, ConnectionSlots, Slot
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotations are never evaluated
+    from typing_extensions import Unpack
 
 LOG = logging.getLogger(__name__)
 SESSION_HEADER = "X-Session-ID"

@@ -48,7 +48,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zmq
@@ -67,6 +67,9 @@ from robofollow_ros.policy.wire.gr00t.observation import (
 )
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotations are never evaluated
+    from typing_extensions import Unpack
 
 LOG = logging.getLogger(__name__)
 ENDPOINTS = ("ping", "reset", "get_action", "get_modality_config")

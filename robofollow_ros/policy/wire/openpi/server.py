@@ -38,7 +38,7 @@ from __future__ import annotations
 import http
 import logging
 import time
-from typing import Unpack
+from typing import TYPE_CHECKING
 
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
@@ -62,6 +62,9 @@ from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
 from robofollow_ros.policy.wire.websocket_meter import Meter, metered_connection_class
 from robofollow_ros.policy.wire.websocket_receive import bound_sends, receive_message, shut
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotations are never evaluated
+    from typing_extensions import Unpack
 
 LOG = logging.getLogger(__name__)
 INTERNAL_ERROR_REASON = "Internal server error. Traceback included in previous frame."

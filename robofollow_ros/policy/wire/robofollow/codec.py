@@ -25,9 +25,11 @@ result is the one the plain parse gives, or the plain parse runs.
 
 from __future__ import annotations
 
+import base64
 import binascii
 import json
 import secrets
+import sys
 import warnings
 from collections.abc import Callable
 from types import ModuleType
@@ -113,7 +115,11 @@ def b64decode_strict(text: str | bytes | memoryview) -> bytes:
     padding out of place (``pybase64`` validating, else ``binascii`` in strict mode)."""
     if pybase64 is not None:
         return pybase64.b64decode(text, validate=True)
-    return binascii.a2b_base64(text, strict_mode=True)
+    if sys.version_info >= (3, 11):
+        return binascii.a2b_base64(text, strict_mode=True)
+    # Python 3.10: no strict mode; b64decode(validate=True) refuses what is outside the alphabet and padding
+    # anywhere but at the end, and a2b_base64 under it refuses padding that does not complete a quantum
+    return base64.b64decode(text, validate=True)
 
 
 def wire_dtype(name: Any) -> np.dtype:

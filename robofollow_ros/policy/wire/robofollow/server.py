@@ -41,7 +41,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from robofollow_ros.policy.interface import Policy, PolicyError
 from robofollow_ros.policy.observation import validate_instruction, validate_observation
@@ -59,6 +59,9 @@ from robofollow_ros.policy.wire.robofollow.framing import (
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session, SessionsBusyError
 from robofollow_ros.policy.wire.slots import BUSY, HEAD, IDLE, Slot
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotations are never evaluated
+    from typing_extensions import Unpack
 
 LOG = logging.getLogger(__name__)
 __all__ = ["RoboFollowTcpServer", "ServerBusyError"]

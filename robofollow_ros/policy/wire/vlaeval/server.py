@@ -37,7 +37,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from websockets.exceptions import ConnectionClosed
@@ -73,6 +73,9 @@ from robofollow_ros.policy.wire.vlaeval.observation import from_vlaeval_observat
 from robofollow_ros.policy.wire.vlaeval.specs import ACTION_SPEC, OBSERVATION_SPEC
 from robofollow_ros.policy.wire.websocket_meter import Meter, metered_connection_class
 from robofollow_ros.policy.wire.websocket_receive import bound_sends, receive_message, shut
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotations are never evaluated
+    from typing_extensions import Unpack
 
 LOG = logging.getLogger(__name__)
 MEMORY_REFUSAL_REASON = "server busy: memory budget full (max_pending_bytes); try again later"

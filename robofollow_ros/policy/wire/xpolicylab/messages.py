@@ -9,7 +9,7 @@ request is answered by the frame of its pair type (:data:`REPLY_TO`) carrying th
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from robofollow_ros.policy.wire.common import WireFormatError
@@ -40,7 +40,7 @@ def envelope(message_type: str, message_id: str, evaluation_id: str, payload: di
     """One request frame's map, with exactly :data:`ENVELOPE_FIELDS`."""
     return {"message_type": message_type, "message_id": message_id, "evaluation_id": evaluation_id,
             "action_case_id": action_case_id, "trial_id": trial_id, "repeat_index": repeat_index,
-            "step": int(step), "sent_at": datetime.now(UTC).isoformat(), "payload": payload}
+            "step": int(step), "sent_at": datetime.now(timezone.utc).isoformat(), "payload": payload}
 
 
 def check_reply(frame: Any) -> dict[str, Any]:
