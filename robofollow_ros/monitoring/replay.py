@@ -138,5 +138,6 @@ def rescore(rec: Recording, registry: Registry | None = None) -> dict[str, Any]:
 
 def comparable(result: dict[str, Any]) -> dict[str, Any]:
     """The scorer's part of an entry: what replay must reproduce (runner-added fields dropped)."""
-    added = {"policy_steps", "wall_s", "scene", "layout", "seed", "round", "level_tag", "base_task_type", "video"}
+    added = {"policy_steps", "rows_executed", "wall_s", "scene", "layout", "seed", "round", "level_tag",
+             "base_task_type", "video", "control", "partner", "control_source_task"}
     return {k: v for k, v in result.items() if k not in added}

@@ -19,15 +19,23 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from robofollow_ros.perception.detector import Detection
 from robofollow_ros.perception.identities import IdentityModel
 
-if TYPE_CHECKING:
-    from robofollow_ros.perception.grounding import Grounding
+
+class Named(Protocol):
+    """A segment and the name grounding gave it (``grounding.Grounding``; a protocol here, since grounding
+    imports this module)."""
+
+    @property
+    def detection(self) -> Detection: ...
+
+    @property
+    def name(self) -> str | None: ...
 
 #: A segment within this distance (m) of a remembered other object is that object.
 NEAR_M = 0.03
@@ -78,7 +86,7 @@ class OtherObjects:
                     detection.refused[model.name] = (f"another {detection.colour} object stands here "
                                                      f"(seen while {model.name} was elsewhere)")
 
-    def update(self, groundings: Sequence[Grounding], lifted: Set[str], stamp: float,
+    def update(self, groundings: Sequence[Named], lifted: Set[str], stamp: float,
                models: Mapping[str, IdentityModel]) -> None:
         """Fold one frame with depth in: every standing solid segment (unexplained, or named and not
         ``lifted``) is remembered with the same-colour identities named standing elsewhere in the frame (a
