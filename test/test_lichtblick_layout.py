@@ -483,7 +483,9 @@ def test_operator_view_live_at_1280x720_shows_every_stage_row_the_plot_the_log_a
             # A click on stop: the trial manager's answer, whole, in the log's visible box.
             answer = f"/robofollow/trial/stop: stopping trial {trial_id}; paused after it"
             _panel(page, "CallService!stop").get_by_test_id("call-service-button").click()
-            line = _until(lambda: _log_line(page, answer), lambda v: v is not None, page, seconds=30)
+            # The log scrolls to its newest line as it lays it out: wait for the line in view, not just present.
+            line = _until(lambda: _log_line(page, answer),
+                          lambda v: v is not None and _inside(v["box"], v["view"]) and v["hit"], page, seconds=30)
             assert calls == ["/robofollow/trial/stop"] and line is not None, (calls, line)
             assert _inside(line["box"], line["view"]) and line["hit"], f"the answer is cut or covered: {line}"
             response = _panel(page, "CallService!stop").locator("textarea[placeholder=Response]")

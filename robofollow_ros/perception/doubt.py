@@ -44,6 +44,10 @@ ABSENT_CONTRADICTED = 0.3
 ABSENT_CONFIDENCE = 0.05
 #: A name whose size cannot be confirmed (``unconfirmed_height``) is published at no more than this.
 UNCONFIRMED_CAP = 0.3
+#: A segment up to this much (m) taller than the identity can rest, where the identity's own track is, keeps the
+#: name unconfirmed instead of losing it: an object being set down (still a few mm up, a finger on it) is the
+#: object, not a look-alike; a look-alike standing in its place is named only at ``UNCONFIRMED_CAP``.
+NEAR_TRACK_EXCESS_M = 0.012
 #: Colour only: a blob covering the silhouette of the last depth-confirmed pose this well keeps it.
 COLOUR_ONLY_IOU = 0.5
 COLOUR_ONLY_CAP = 0.3
@@ -57,11 +61,15 @@ def unconfirmed_height(ev: Evidence, lifted: bool, top_m: float | None, allowed_
                        noise_m: float = 0.0) -> str | None:
     """Why a resting segment's name cannot be confirmed (None: it can): its top stands lower than the
     identity's can rest while part of its outline is hidden, so it may be the identity cut by what hides
-    it, or a smaller look-alike. Such a pose is published at no more than ``UNCONFIRMED_CAP``."""
+    it, or a smaller look-alike; or a little higher where its own track is (``NEAR_TRACK_EXCESS_M``: being set
+    down, or a slightly larger look-alike in its place). Such a pose is published at no more than
+    ``UNCONFIRMED_CAP``."""
     if ev.expected == 0 or lifted or top_m is None or not allowed_tops_m:
         return None
     tolerance = max(TOP_TOLERANCE_M, TOP_SIGMAS * noise_m)
     nearest = min(allowed_tops_m, key=lambda t: abs(top_m - t))
+    if tolerance < top_m - nearest <= NEAR_TRACK_EXCESS_M:
+        return f"stands {top_m * 100:.1f} cm tall where it should be {nearest * 100:.1f} cm (set down, or a look-alike)"
     if nearest - top_m > tolerance and ev.occluded / ev.expected >= TOP_HIDDEN_SHARE:
         return f"stands {top_m * 100:.1f} cm tall where it should be {nearest * 100:.1f} cm, partly hidden"
     return None
@@ -77,7 +85,9 @@ def refuses_name(ev: Evidence, lifted: bool, near_track: bool, top_m: float | No
         tolerance = max(TOP_TOLERANCE_M, TOP_SIGMAS * noise_m)
         nearest = min(allowed_tops_m, key=lambda t: abs(top_m - t))
         hidden = ev.occluded / ev.expected
-        if top_m - nearest > tolerance or (nearest - top_m > tolerance and hidden < TOP_HIDDEN_SHARE):
+        if near_track and tolerance < top_m - nearest <= NEAR_TRACK_EXCESS_M:
+            pass  # not refused: unconfirmed_height says why it cannot be confirmed
+        elif top_m - nearest > tolerance or (nearest - top_m > tolerance and hidden < TOP_HIDDEN_SHARE):
             return (f"stands {top_m * 100:.1f} cm tall where it should be {nearest * 100:.1f} cm "
                     f"(wrong size or shape)")
     if ev.visible_share < FRAGMENT_TINY_SHARE and not near_track:
