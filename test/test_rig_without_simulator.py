@@ -77,7 +77,7 @@ def test_bringup_mock_completes_its_trials_without_the_simulator(no_simulator, t
     assert done.returncode == 0, done.stderr[-3000:]
     assert "oracle over ROS" in done.stdout
     results = json.loads((out / "results.json").read_text())
-    assert [r["task"] for r in results] == ["L0_pickup_yellow_block_1_left", "L0_pickup_red_cylinder"]
+    assert [r["task"] for r in results] == ["L0_pickup_red_cylinder", "L0_pickup_yellow_block_1_left"]  # as given
     assert all("policy_error" not in r and r["policy_steps"] == 2 for r in results)
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
     assert len(list((out / "layouts").glob("*.png"))) == 2 and len(list((out / "mcap").glob("*.mcap"))) == 2
