@@ -190,6 +190,9 @@ def test_node_publishes_named_markers_tf_and_status_from_camera_topics(frames): 
         ros.wait_for(lambda: rgb_pub.get_subscription_count() > 0 and depth_pub.get_subscription_count() > 0,
                      what="perception_node subscriptions")
         depth_pub.publish(_image(frame["depth"].astype(np.float32), stamp, "32FC1"))
+        # Two topics, no order between them: a picture that comes before any depth map is used alone (colour
+        # only, confidence capped: issue 37). The depth map is in the node before the picture is sent.
+        ros.wait_for(lambda: stamp in node._depths, what="the depth map in perception_node")
         rgb_pub.publish(_image(frame["rgb"], stamp, "rgb8"))
         ros.wait_for(lambda: bool(markers and tfs and status), what="perception outputs")
         by_name = {m.ns: m for m in markers[-1].markers}
