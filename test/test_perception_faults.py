@@ -44,9 +44,13 @@ def test_no_confident_wrong_pose_under_the_fault(report, family):  # type: ignor
     assert item["confident_wrong_2cm_09"] == 0 and item["confident_wrong_3cm_05"] == 0, \
         item["confident_wrong_examples"]
     assert item["identity_accuracy"] >= MIN_IDENTITY.get(family, MIN_IDENTITY_DEFAULT), item["examples"]
-    # Still useful: most published poses are confident (honesty by silence would pass the first assert).
+    # Still useful: most published poses are ones the stage monitor uses (≥ MIN_POSE_CONFIDENCE), and, but for a
+    # depth stall (whose colour-only poses are never certain), most are confident: honesty by silence would pass
+    # the first assert.
+    usable = sum(b["n"] for b in item["reliability"] if float(b["bin"].split("–")[0]) >= 0.5)
     confident = sum(b["n"] for b in item["reliability"] if float(b["bin"].split("–")[0]) >= 0.9)
-    assert confident >= 0.5 * item["poses_published"], item["reliability"]
+    assert usable >= 0.7 * item["poses_published"], item["reliability"]
+    assert confident >= (0.4 if family == "depth stall" else 0.5) * item["poses_published"], item["reliability"]
 
 
 def test_the_look_alike_family_removes_an_object_and_nothing_takes_its_name(report):  # type: ignore[no-untyped-def]

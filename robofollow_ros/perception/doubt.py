@@ -51,6 +51,12 @@ NEAR_TRACK_EXCESS_M = 0.012
 #: Colour only: a blob covering the silhouette of the last depth-confirmed pose this well keeps it.
 COLOUR_ONLY_IOU = 0.5
 COLOUR_ONLY_CAP = 0.3
+#: ... and its centre within this distance (m, at the pose's depth) of the silhouette's: a depth stall while an
+#: object is picked or nudged moved the blob 2 cm with the overlap still above COLOUR_ONLY_IOU (a bowl, a cube).
+COLOUR_ONLY_SHIFT_M = 0.008
+#: A kept pose is never certain without depth: a lift along the camera's ray barely moves the blob (a cube picked
+#: off another, a bowl raised 2 cm, kept at 1.00 with 20–24 mm of error in a stall): likely, not confirmed.
+COLOUR_ONLY_KEPT_CAP = 0.85
 
 
 def _ramp(value: float, ok: float, bad: float) -> float:

@@ -307,9 +307,26 @@ class Perception:
                 and self._resting(track.position, model, None)):
             outline = outline_points(model.primitive, track.position, track.yaw if model.has_yaw else 0.0)
             found = None if outline is None else silhouette(self.camera, outline)
-            if found is not None and blob_iou(found, g.detection.pixels, self.camera.width) >= doubt.COLOUR_ONLY_IOU:
-                return track.position.copy(), track.yaw, min(g.confidence, track.seen_confidence)
+            if (found is not None and blob_iou(found, g.detection.pixels, self.camera.width) >= doubt.COLOUR_ONLY_IOU
+                    and self._blob_shift_m(found, g.detection.pixels, track.position) <= doubt.COLOUR_ONLY_SHIFT_M):
+                return track.position.copy(), track.yaw, min(g.confidence, track.seen_confidence,
+                                                             doubt.COLOUR_ONLY_KEPT_CAP)
         return position, yaw, min(g.confidence, doubt.COLOUR_ONLY_CAP)
+
+    def _blob_shift_m(self, expected: tuple[tuple[int, int, int, int], np.ndarray], pixels: np.ndarray,
+                      at: np.ndarray) -> float:
+        """How far (m, at the pose's depth) the blob's centre lies from the centre of the silhouette expected at
+        ``at`` (``silhouette``'s box and mask): an overlap ratio hides a 2 cm shift of a large object (a bowl),
+        a centre does not."""
+        (u0, v0, _, _), mask = expected
+        rows, cols = np.nonzero(mask)
+        if rows.size == 0 or len(pixels) == 0:
+            return float("inf")
+        blob_rows, blob_cols = np.divmod(np.asarray(pixels), self.camera.width)
+        du = float(np.mean(blob_cols)) - (float(np.mean(cols)) + u0)
+        dv = float(np.mean(blob_rows)) - (float(np.mean(rows)) + v0)
+        depth = float(self.camera.project(np.asarray(at, dtype=float).reshape(1, 3))[0, 2])
+        return float(np.hypot(du, dv)) * depth / float(self.camera.k[0, 0])
 
     def _measured_confidence(self, g: Grounding, track: Track | None) -> float:
         """p_identity · q_fit · s_support (``confidence.py``); flat patches and RGB-only blobs: p_identity."""
