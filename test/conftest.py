@@ -18,8 +18,13 @@ def _own_domain() -> str:
     return str(1 + (os.getpid() * 7919 + time.time_ns() // 1000) % 200)
 
 
-# Unless the caller chose one. Set before any test imports rclpy.
-os.environ.setdefault("ROS_DOMAIN_ID", _own_domain())
+# Set before any test imports rclpy. A pytest-xdist worker always takes its own (it inherits the controller's
+# environment, where this file already set one: without this the two workers' graphs heard each other);
+# otherwise the caller's choice stands.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["ROS_DOMAIN_ID"] = _own_domain()
+else:
+    os.environ.setdefault("ROS_DOMAIN_ID", _own_domain())
 
 
 @pytest.fixture(scope="session")
