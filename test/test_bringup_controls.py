@@ -166,3 +166,20 @@ def test_a_blinded_mock_run_records_its_controls_and_never_shows_them_before_the
     late = [m for m in received if m.topic == topics.ROSOUT and b"unblinded" in m.payload]
     first_leak = min((m.timestamp_ns for m in received for s in secrets if s.encode() in m.payload), default=None)
     assert first_leak is None or (late and first_leak >= min(m.timestamp_ns for m in late)), leaks
+
+
+def test_the_launch_arguments_and_flags_land_on_the_trial_manager_and_the_live_view() -> None:
+    from robofollow_ros.bringup import launch_profile
+    from robofollow_ros.bringup.profiles import ProfileError
+
+    profile = launch_profile(use_mock_hardware="true", controls="swap,blank")
+    manager = profile.node("trial_manager_node").parameters
+    assert manager["controls"] == "blank,swap" and manager["blind"] is True
+    assert profile.node("foxglove_node").parameters["blind"] is True
+    debug = launch_profile(use_mock_hardware="true", controls="blank", unblind="true")
+    assert debug.node("trial_manager_node").parameters["blind"] is False
+    assert debug.node("foxglove_node").parameters["blind"] is False
+    with pytest.raises(ProfileError, match="only with controls"):
+        launch_profile(use_mock_hardware="true", unblind="true")
+    with pytest.raises(ProfileError, match="'bogus' is not one of"):
+        launch_profile(use_mock_hardware="true", controls="blank,bogus")
