@@ -2,8 +2,8 @@
 
 Recordings are ROS 2 bags and the live view speaks the same types, but the headless evaluator has
 no rclpy (the core sits below the nodes). ``rosbags`` carries the message definitions of ROS 2 Jazzy (the
-release the venv's wheels are) in pure Python: it serializes CDR, prints the ``ros2msg`` definition text a bag stores as schema,
-and computes the RIHS01 type hash (tested equal to the hashes of the installed ROS wheels).
+release the venv's wheels are) in pure Python: it serializes CDR, prints the ``ros2msg`` definition text a
+bag stores as schema, and computes the RIHS01 type hash (tested equal to the hashes of the installed ROS wheels).
 
 Everything here builds messages as ``rosbags`` dataclasses; ``encode`` turns one into bytes.
 """
