@@ -44,6 +44,19 @@ def is_privileged(run: Mapping[str, Any] | None) -> bool:
             or (isinstance(arguments, Mapping) and bool(arguments.get("privileged"))))
 
 
+def expected_true_trials(run: Mapping[str, Any]) -> Any:
+    """run.json's planned trials of the true instructions: ``expected_trials`` counts a run's instruction controls
+    (``eval --controls``) too, which every view but ``--controls`` leaves out; then every selected task × rounds."""
+    expected = run.get("expected_trials")
+    arguments = run.get("arguments")
+    if not (isinstance(arguments, Mapping) and arguments.get("controls")):
+        return expected
+    selected, rounds = run.get("selected_tasks"), arguments.get("rounds")
+    if isinstance(selected, list) and isinstance(rounds, int) and not isinstance(rounds, bool):
+        return len(selected) * rounds
+    return expected
+
+
 def protocol_differences(run: Mapping[str, Any] | None, trials: Sequence[Mapping[str, Any]]) -> list[str]:
     """How a run differs from the protocol the published figures ran, one phrase each; [] for a full run.
 
@@ -72,7 +85,7 @@ def protocol_differences(run: Mapping[str, Any] | None, trials: Sequence[Mapping
             value = run.get(key)
             if value is not None and value != PROTOCOL[key]:
                 out.append(f"{key} {value} (the protocol: {PROTOCOL[key]})")
-        expected = run.get("expected_trials")
+        expected = expected_true_trials(run)
         if run.get("status") != "complete" or (isinstance(expected, int) and len(trials) < expected):
             out.append(f"{run.get('status')}: {len(trials)} of {expected} planned trials recorded")
         changed = sorted({key for entry in run.get("resumes") or [] for key in (entry.get("changed") or {})})
