@@ -30,16 +30,18 @@ PROTOCOL: dict[str, Any] = {"rounds": 10, "max_steps": 10, "actions_per_step": 5
 
 
 def is_privileged(run: Mapping[str, Any] | None) -> bool:
-    """True when run.json says its policy was given privileged state (``arguments.privileged``, or ours), or
-    its policy is a built-in that reads it in process (``oracle``, ``blind``: ``spec.PRIVILEGED_BUILTINS``;
-    their run.json says ``privileged: false``, the flag not having been needed)."""
+    """True when run.json says its policy was given privileged state: ``privileged`` (the flag, or the built
+    policy's own declaration: ``privileged_source``), or ``arguments.privileged``. A run.json written before
+    ``privileged_source`` existed recorded the flag alone, so there a built-in that reads it in process
+    (``oracle``, ``blind``: ``spec.PRIVILEGED_BUILTINS``) counts too."""
     from robofollow_ros.policy.spec import PRIVILEGED_BUILTINS
 
     if not run:
         return False
     arguments = run.get("arguments")
     policy = run.get("policy")
-    builtin = isinstance(policy, Mapping) and policy.get("spec") in PRIVILEGED_BUILTINS
+    older = "privileged_source" not in run
+    builtin = older and isinstance(policy, Mapping) and policy.get("spec") in PRIVILEGED_BUILTINS
     return (bool(run.get("privileged")) or builtin
             or (isinstance(arguments, Mapping) and bool(arguments.get("privileged"))))
 

@@ -143,12 +143,18 @@ class EvalConfig:
         return {**official, "limit_per_scene_level": self.limit,
                 **{k: v for k, v in ours.items() if k not in official}}
 
-    def run_settings(self, server_metadata: dict[str, Any] | None = None) -> RunSettings:
-        """What defines this run besides its selection (``--resume`` compares them); ``privileged`` is read from
-        :meth:`arguments` (false where the config has no such field)."""
+    def run_settings(self, server_metadata: dict[str, Any] | None = None,
+                     policy_privileged: bool | None = None) -> RunSettings:
+        """What defines this run besides its selection (``--resume`` compares them). ``privileged``: the flag
+        (read from :meth:`arguments`, false where the config has no such field), else whether the built policy
+        receives privileged state (``policy_privileged``, its worker's report: it declares ``needs_privileged``);
+        None while neither says (no policy built yet)."""
+        flag = bool(self.arguments().get("privileged", False))
+        privileged = True if flag else policy_privileged
         return RunSettings(policy=self.policy, policy_kwargs=dict(self.policy_kwargs),
                            max_steps=self.settings.max_steps, actions_per_step=self.settings.actions_per_step,
-                           render=self.render, privileged=bool(self.arguments().get("privileged", False)),
+                           render=self.render, privileged=privileged,
+                           privileged_source="--privileged" if flag else ("policy" if privileged else None),
                            server_metadata=server_metadata,
                            execution=self.settings.execution.describe(self.settings.max_steps,
                                                                       self.settings.actions_per_step))
@@ -258,12 +264,13 @@ def check_output(config: EvalConfig, tasks: Sequence[EvalTask], expected: int) -
 
 def open_writer(config: EvalConfig, tasks: Sequence[EvalTask], expected: int,
                 server_metadata: dict[str, Any] | None = None,
-                skipped: Sequence[dict[str, str]] = ()) -> RunWriter:
+                skipped: Sequence[dict[str, str]] = (), policy_privileged: bool | None = None) -> RunWriter:
+    """The run's writer; ``policy_privileged``: what the worker that built the policy reported (``info``)."""
     selected = [(t.scene, t.task_id) for t in tasks]
     extra: dict[str, Any] = {"model": config.policy}
     if config.controls:
         extra["controls"] = controls_record(config.controls, skipped)
-    settings = config.run_settings(server_metadata)
+    settings = config.run_settings(server_metadata, policy_privileged)
     if config.resume:
         return RunWriter.resume(config.output, arguments=config.arguments(), selected_tasks=selected,
                                 expected_trials=expected, stepper=config.stepper, metadata_extra=extra,
@@ -321,7 +328,7 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
         with Heartbeat(lambda: f"… starting the workers (the simulator and the policy), {waited(started)}",
                        stream) if stream is not None else contextlib.nullcontext():
             info = backend.start(len(keys) - len(done))
-    writer = open_writer(config, tasks, len(keys), info.get("server_metadata"), skipped)
+    writer = open_writer(config, tasks, len(keys), info.get("server_metadata"), skipped, info.get("privileged"))
     if stream is not None and skipped:
         print(f"controls: {len(skipped)} pair{'s' if len(skipped) != 1 else ''} skipped for want of a candidate "
               f"(run.json's controls.skipped names each)", file=stream, flush=True)
