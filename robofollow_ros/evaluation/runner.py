@@ -264,10 +264,14 @@ def check_output(config: EvalConfig, tasks: Sequence[EvalTask], expected: int) -
 
 def open_writer(config: EvalConfig, tasks: Sequence[EvalTask], expected: int,
                 server_metadata: dict[str, Any] | None = None,
-                skipped: Sequence[dict[str, str]] = (), policy_privileged: bool | None = None) -> RunWriter:
-    """The run's writer; ``policy_privileged``: what the worker that built the policy reported (``info``)."""
+                skipped: Sequence[dict[str, str]] = (), policy_privileged: bool | None = None,
+                renderer_startup_s: float | None = None) -> RunWriter:
+    """The run's writer; ``policy_privileged``, ``renderer_startup_s``: what the first worker reported (``info``):
+    whether its policy receives privileged state, and the seconds its renderer took to build, before any trial (so
+    no trial's ``wall_s`` holds them; null without rendering, or when no worker started)."""
     selected = [(t.scene, t.task_id) for t in tasks]
     extra: dict[str, Any] = {"model": config.policy}
+    extra["renderer_startup_s"] = renderer_startup_s
     if config.controls:
         extra["controls"] = controls_record(config.controls, skipped)
     settings = config.run_settings(server_metadata, policy_privileged)
@@ -328,7 +332,8 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
         with Heartbeat(lambda: f"… starting the workers (the simulator and the policy), {waited(started)}",
                        stream) if stream is not None else contextlib.nullcontext():
             info = backend.start(len(keys) - len(done))
-    writer = open_writer(config, tasks, len(keys), info.get("server_metadata"), skipped, info.get("privileged"))
+    writer = open_writer(config, tasks, len(keys), info.get("server_metadata"), skipped, info.get("privileged"),
+                         info.get("renderer_startup_s"))
     if stream is not None and skipped:
         print(f"controls: {len(skipped)} pair{'s' if len(skipped) != 1 else ''} skipped for want of a candidate "
               f"(run.json's controls.skipped names each)", file=stream, flush=True)

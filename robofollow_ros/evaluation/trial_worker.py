@@ -206,6 +206,11 @@ class TrialWorker:
                                       direct_steps=execution.tick_physics_steps)
             else:
                 self.world = SimWorld(render=spec.render, stepper=spec.stepper)  # type: ignore[arg-type]
+            if spec.render:  # the renderer is built now, before any trial's clock starts, and its cost recorded
+                from robofollow_ros.sim.renderer import warm_up
+
+                scratch = SimWorld(render=True, cameras=self.world.cameras, rig=self.world.rig)
+                self.info["renderer_startup_s"] = warm_up(scratch, self.registry.eval_tasks()[0])
         except BaseException:
             close_policy(self.policy)
             raise
