@@ -296,8 +296,9 @@ def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutco
         backend.close()
 
 
-def starting_line(config: EvalConfig, trials: int) -> str:
-    """What the wait for the first result is, said before it (a rendered run's first trial can take a minute)."""
+def starting_line(config: EvalConfig, trials: int, renderer_startup_s: float | None = None) -> str:
+    """What the wait for the first result is, said before it; a rendered run's renderer was built before it (the
+    workers' start: up to a minute on a CPU), the seconds it took said when known."""
     if config.backend == "inline":
         where = "in this process"
     elif config.backend == "ray":
@@ -305,7 +306,9 @@ def starting_line(config: EvalConfig, trials: int) -> str:
     else:
         n = min(config.workers, trials)
         where = f"in {n} worker process{'es' if n > 1 else ''}"
-    rendered = f" (rendered: {RENDERER_HINT})" if config.render else ""
+    rendered = "" if not config.render else (
+        f" (rendered: the renderer was built in {renderer_startup_s:.1f} s, before the first trial)"
+        if renderer_startup_s is not None else " (rendered)")
     return f"running {trials} trial{'s' if trials != 1 else ''} of {config.policy} {where}{rendered}"
 
 
@@ -329,7 +332,9 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
     if len(done) < len(keys):
         # Told only if it lasts (a refusal here is one line), then what the trials wait for, before they do.
         started = time.monotonic()
-        with Heartbeat(lambda: f"… starting the workers (the simulator and the policy), {waited(started)}",
+        what = f"the simulator, the policy and the renderer: {RENDERER_HINT}" if config.render else \
+            "the simulator and the policy"
+        with Heartbeat(lambda: f"… starting the workers ({what}), {waited(started)}",
                        stream) if stream is not None else contextlib.nullcontext():
             info = backend.start(len(keys) - len(done))
     writer = open_writer(config, tasks, len(keys), info.get("server_metadata"), skipped, info.get("privileged"),
@@ -338,7 +343,8 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
         print(f"controls: {len(skipped)} pair{'s' if len(skipped) != 1 else ''} skipped for want of a candidate "
               f"(run.json's controls.skipped names each)", file=stream, flush=True)
     if stream is not None and len(done) < len(keys):  # after the run directory: a refused one is one line
-        print(starting_line(config, len(keys) - len(done)), file=stream, flush=True)
+        print(starting_line(config, len(keys) - len(done), info.get("renderer_startup_s")), file=stream,
+              flush=True)
     failed: list[tuple[str, str]] = []
     with writer:
         todo = [k for k in keys if not writer.recorded(k.task_id, k.round, k.control)]
