@@ -377,5 +377,11 @@ def test_view_separates_controls(controls_view: dict[str, Path]) -> None:
             star = "*" if want["method"] == "Wilson bound at the mean" else ""
             assert row[6] == (f"{100 * want['value']:.1f}[{100 * want['ci_lo']:.1f}, {100 * want['ci_hi']:.1f}]"
                               + star), (row, want)
+        if SHOTS:
+            page.screenshot(path=str(Path(SHOTS) / "view_controls.png"), full_page=True)
+            swap = next(c for c in controls if c["control"] == "swap")
+            page.goto(base + f"index.html#trial/r1/{trial_name(swap)}")
+            page.wait_for_selector("dl.facts")
+            page.screenshot(path=str(Path(SHOTS) / "view_control_trial.png"), full_page=True)
         browser.close()
     assert problems == []
