@@ -61,8 +61,10 @@ class TrialRecords:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="results")
         self.writer = self._call(RunWriter, run_dir, arguments=arguments, selected_tasks=selected_tasks,
                                  expected_trials=expected_trials, stepper=stepper,
+                                 # eval's fields: the sim node builds its renderer when it starts, before any trial
+                                 # (no trial's wall_s holds it), and logs the seconds; the trial manager is not told
                                  metadata_extra={"model": model or "unknown", "runtime_graph": "ros2",
-                                                 **(extra or {})})
+                                                 "renderer_startup_s": None, **(extra or {})})
 
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         return self._thread.submit(function, *args, **kwargs).result()
