@@ -32,7 +32,8 @@ are also bounded by ``http.server`` (64 KiB a line, 100 lines); the body needs `
 most ``max_body_bytes``. A refusal (503, 408, 413, ...) is written, then the rest of the request is read
 and dropped (within the deadline, ``max_body_bytes`` at most) before the close, so the client reads the
 refusal instead of a broken pipe. Body bytes are charged to the server's memory budget (``wire/budget.py``) as
-they arrive, and what decoding builds before it is decoded. Binds 127.0.0.1 by default;
+they arrive, twice (the chunks, then the joined body beside them; the second share is given back after the
+join), and what decoding builds before it is decoded. Binds 127.0.0.1 by default;
 ``stop()`` closes the listener and every open connection, then the policies.
 """
 
