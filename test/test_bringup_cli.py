@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_POLICY_UNREACHABLE, EXIT_PORT_IN_USE, EXIT_TRIALS_FAILED
+from said import error_lines
 from waiting import poll_until
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
@@ -83,7 +84,7 @@ def test_bringup_sim_runs_the_trials_and_prints_the_table(tmp_path, mode):
 def test_bad_input_exits_2_with_the_field_named(tmp_path, args, words):
     done = _run("sim", "--output", str(tmp_path / "run"), *args, timeout=60)
     assert done.returncode == EXIT_BAD_INPUT, done.stderr
-    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr and len(error_lines(done.stderr)) == 1
     for word in words:
         assert word in done.stderr
     assert not (tmp_path / "run").exists()
@@ -112,7 +113,7 @@ def test_an_unreachable_policy_exits_at_once_naming_the_address(tmp_path):
         address = f"tcp://127.0.0.1:{unused.getsockname()[1]}"
         done = _run("sim", "--policy", address, "--output", str(tmp_path / "run"), timeout=60)
     assert done.returncode == EXIT_POLICY_UNREACHABLE, done.stderr
-    assert done.stderr.strip().splitlines() == [
+    assert error_lines(done.stderr) == [
         f"robofollow bringup: error: policy {address} is unreachable: connection refused "
         "(is the server running on that port?)"]
     assert not (tmp_path / "run").exists()  # nothing started, nothing recorded
@@ -126,7 +127,7 @@ def test_a_foxglove_port_in_use_exits_naming_the_port_and_the_flag(tmp_path):
         done = subprocess.run([*ROBOFOLLOW, "bringup", "mock", "--foxglove-port", str(port), "--output",
                                str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
     assert done.returncode == EXIT_PORT_IN_USE, done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    assert len(error_lines(done.stderr)) == 1
     assert f"port {port} on 127.0.0.1" in done.stderr and "--foxglove-port" in done.stderr
 
 

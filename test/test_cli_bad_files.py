@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OUTPUT_UNUSABLE
+from said import error_lines
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 #: Not UTF-8: a Latin-1 "café" and two bytes no UTF-8 text starts with.
@@ -32,7 +33,7 @@ def _one_line(done: subprocess.CompletedProcess[str], status: int = EXIT_BAD_INP
     """The one stderr line of a refused command (asserting the status and that there is no traceback)."""
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.returncode == status, done.stderr[-3000:]
-    lines = done.stderr.strip().splitlines()
+    lines = error_lines(done.stderr)
     assert len(lines) == 1, done.stderr[-3000:]
     return lines[0]
 

@@ -21,6 +21,7 @@ import pytest
 
 from robofollow_ros.cli import build_parser
 from robofollow_ros.exit_status import EXIT_BAD_INPUT
+from said import error_lines
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 
@@ -33,7 +34,7 @@ def _one_line(done: subprocess.CompletedProcess[str], status: int = EXIT_BAD_INP
     """The one stderr line of a refused command (asserting the status and that there is no traceback)."""
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.returncode == status, done.stderr[-3000:]
-    lines = done.stderr.strip().splitlines()
+    lines = error_lines(done.stderr)
     assert len(lines) == 1, done.stderr[-3000:]
     return lines[0]
 
@@ -93,7 +94,7 @@ def test_out_of_range_values_are_refused_at_parse_time_naming_option_and_value(p
     bad = [str(high + 1) if integral else repr(high * 2 + 1), str(low - 1), "nan", "inf", "1e309", "x"]
     for value in bad:
         code, stderr = _parse_error(parser, [option, value])
-        lines = stderr.strip().splitlines()
+        lines = error_lines(stderr)
         assert code == EXIT_BAD_INPUT and len(lines) == 1, (value, stderr)
         assert lines[0].startswith(f"{prog}: error: argument {option}") and repr(value) in lines[0], (value, lines)
     for good in {high} if action.type.low_open else {low, high}:  # the bounds themselves are accepted

@@ -13,6 +13,7 @@ import pytest
 from robofollow_ros.evaluation.runner import EvalConfig
 from robofollow_ros.exit_status import EXIT_BAD_INPUT
 from robofollow_ros.policy.spec import PolicySpecError, check_render
+from said import error_lines
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 
@@ -37,6 +38,6 @@ def test_the_cli_refuses_at_start_in_one_line_and_writes_nothing(tmp_path: Path)
                            "--tasks", "L0_s41_l_pick_yellow_cylinder", "--output", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == EXIT_BAD_INPUT, done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert len(error_lines(done.stderr)) == 1 and "Traceback" not in done.stderr
     assert "--no-render" in done.stderr and "openpi://127.0.0.1:9" in done.stderr
     assert not (out / "results.json").exists()

@@ -34,6 +34,7 @@ from robofollow_ros.rundir import RunDirError
 from robofollow_ros.scoring import score_trajectory
 from robofollow_ros.scoring.synthetic import Puppet
 from robofollow_ros.sim import world as sim_world
+from said import error_lines
 from test_cli_tasks import ROBOFOLLOW
 
 # exclusive: wall-clock bounds, run alone after the parallel phase (make test)
@@ -178,7 +179,7 @@ def test_run_json_records_the_mode_and_resume_refuses_another(tmp_path: Path) ->
     for other, field in ((["--execution", "lockstep"], "execution"),
                          (["--execution", "realtime", "--merge", "latest", "--threshold", "3"], "execution")):
         refused = _eval(*argv, *other, "--resume")
-        lines = refused.stderr.strip().splitlines()
+        lines = error_lines(refused.stderr)
         assert refused.returncode == EXIT_BAD_INPUT and len(lines) == 1, refused.stderr
         assert f"holds another run ({field}" in lines[0] and "differ" in lines[0], lines[0]
     bad = _eval(*argv[:-1], str(tmp_path / "other"), "--merge", "ensemble")

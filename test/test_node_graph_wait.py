@@ -17,6 +17,7 @@ from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_INTERNAL
 from robofollow_ros.nodes.trial_manager_node import TrialManagerNode
 from robofollow_ros.paths import package_share
 from ros_harness import RosHarness
+from said import error_lines
 
 
 def test_a_node_that_never_comes_ends_the_run_naming_it(tmp_path: Path) -> None:
@@ -41,7 +42,7 @@ def test_a_profile_awaiting_a_node_it_does_not_run_is_refused(tmp_path: Path) ->
                            "--output", str(tmp_path / "run"), "--foxglove-port", "0"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == EXIT_BAD_INPUT, done.stderr
-    lines = done.stderr.strip().splitlines()
+    lines = error_lines(done.stderr)
     assert len(lines) == 1 and "'robot_state_node' is not in this profile" in lines[0] and "wait_for_nodes" in lines[0]
     assert not (tmp_path / "run").exists()
 

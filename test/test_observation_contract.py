@@ -35,6 +35,7 @@ from robofollow_ros.policy.drills.spy import read_record
 from robofollow_ros.policy.interface import ValidatedPolicy, receives_privileged
 from robofollow_ros.policy.spec import PolicySpecError, load_policy, load_served_policy
 from robofollow_ros.policy.wire.robofollow.codec import decode_message, encode_message
+from said import error_lines
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -301,7 +302,7 @@ def test_over_openpi_the_served_policy_is_handed_the_contract(tmp_path: Path) ->
         EvalConfig(policy="openpi://127.0.0.1:9", output=tmp_path / "x", privileged=True)
     done = subprocess.run([*ROBOFOLLOW, "eval", "--policy", "openpi://127.0.0.1:9", "--privileged", "--output",
                            str(tmp_path / "refused")], capture_output=True, text=True, timeout=120)
-    assert done.returncode == EXIT_BAD_INPUT and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.returncode == EXIT_BAD_INPUT and len(error_lines(done.stderr)) == 1, done.stderr
     assert "--privileged" in done.stderr and "openpi://127.0.0.1:9" in done.stderr
 
 

@@ -34,6 +34,7 @@ from robofollow_ros.decisions.suite_io import load_suite, write_suite
 from robofollow_ros.decisions.user_decider import FactoryDecider
 from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OK, EXIT_TRIALS_FAILED
 from robofollow_ros.rundir.layout import METRICS_FILE, PREDICTIONS_FILE, RUN_FILE
+from said import error_lines
 from test_cli_tasks import ROBOFOLLOW
 
 pytestmark = pytest.mark.timeout(240)
@@ -132,7 +133,7 @@ def _scored(cwd: Path, out: str, model: str, *extra: str) -> tuple[dict[str, Any
 def _one_line(done: subprocess.CompletedProcess[str], status: int) -> str:
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.returncode == status, done.stderr[-3000:]
-    lines = done.stderr.strip().splitlines()
+    lines = error_lines(done.stderr)
     assert len(lines) == 1, done.stderr[-3000:]
     return lines[0]
 

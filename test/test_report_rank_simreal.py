@@ -16,6 +16,7 @@ import pytest
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.evaluation.ranking import bootstrap_strengths, fit_bradley_terry, outcome, rank_runs
 from robofollow_ros.evaluation.simreal import fisher_interval, mmrv, pearson, sim_vs_real
+from said import error_lines
 from test_cli_tasks import ROBOFOLLOW
 
 TASKS = default_registry().eval_tasks()
@@ -127,7 +128,7 @@ def test_rank_refuses_runs_that_share_nothing_or_one_run(tmp_path: Path) -> None
     for args, phrase in (((str(a), str(b)), "share no (task, seed)"), ((str(a),), "at least two runs")):
         proc = _report("--rank", *args, "--bootstrap", "10")
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1 and phrase in proc.stderr
+        assert len(error_lines(proc.stderr)) == 1 and phrase in proc.stderr
 
 
 # ---------------------------------------------------------------- sim vs real
@@ -218,4 +219,4 @@ def test_sim_real_cli_writes_the_scatter_and_json(tmp_path: Path) -> None:
     text = _report("--sim-real", str(s), str(r), "--no-plot")
     assert text.returncode == 0 and "MMRV" in text.stdout and "1 only in RIG" in text.stdout
     bad = _report("--sim-real", str(s), str(tmp_path / "nowhere"), "--no-plot")
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "no results.json" in bad.stderr
+    assert bad.returncode == 2 and len(error_lines(bad.stderr)) == 1 and "no results.json" in bad.stderr

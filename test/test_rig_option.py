@@ -25,6 +25,7 @@ from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OK
 from robofollow_ros.paths import share_path
 from robofollow_ros.robot.rig_config import DEFAULT_RIG_CONFIG
 from robofollow_ros.robot.rig_description import ENV_RIG, RIGS_DIR
+from said import error_lines
 
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 TASK = "L0_pickup_red_cylinder"
@@ -51,7 +52,7 @@ def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 180) ->
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == EXIT_BAD_INPUT, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-    lines = done.stderr.strip().splitlines()
+    lines = error_lines(done.stderr)
     assert len(lines) == 1, done.stderr[-3000:]
     return lines[0]
 

@@ -41,6 +41,7 @@ from robofollow_ros.rundir.layout import LOCK_FILE
 from robofollow_ros.rundir.store import RunStore
 from robofollow_ros.scoring import score_trajectory
 from robofollow_ros.scoring.synthetic import Puppet
+from said import error_lines
 from test_cli_tasks import ROBOFOLLOW
 
 pytestmark = pytest.mark.timeout(400)
@@ -192,7 +193,7 @@ def _refused(run: Path, argv: list[str]) -> str:
     before = _files(run)
     done = _eval(*argv, "--output", str(run), "--resume")
     assert done.returncode == EXIT_BAD_INPUT, done.stderr[-3000:]
-    lines = done.stderr.strip().splitlines()
+    lines = error_lines(done.stderr)
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert _files(run) == before  # a refusal changes nothing on disk
     return lines[0]

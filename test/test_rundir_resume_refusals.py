@@ -17,6 +17,7 @@ import pytest
 
 from robofollow_ros.exit_status import EXIT_BAD_INPUT, EXIT_OK
 from robofollow_ros.rundir.layout import LOCK_FILE
+from said import error_lines
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,7 +54,7 @@ def _refused(run: Path) -> str:
     done = _eval(run, "--resume")
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.returncode == EXIT_BAD_INPUT, done.stderr[-3000:]
-    lines = done.stderr.strip().splitlines()
+    lines = error_lines(done.stderr)
     assert len(lines) == 1, done.stderr[-3000:]
     assert _files(run) == before  # a refusal writes nothing
     return lines[0]
@@ -116,5 +117,5 @@ def test_resume_refuses_other_recording_settings(finished_run, tmp_path, extra):
     before = _files(run)
     done = _eval(run, "--resume", *extra)
     assert done.returncode == EXIT_BAD_INPUT and "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert "arguments.record" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "arguments.record" in done.stderr and len(error_lines(done.stderr)) == 1, done.stderr
     assert _files(run) == before

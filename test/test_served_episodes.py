@@ -36,6 +36,7 @@ from robofollow_ros.policy.wire.gr00t.server import Gr00tPolicyServer
 from robofollow_ros.policy.wire.openpi.server import OpenpiPolicyServer
 from robofollow_ros.policy.wire.robofollow.server import RoboFollowTcpServer
 from robofollow_ros.policy.wire.vlaeval.server import VlaEvalPolicyServer
+from said import error_lines
 
 pytestmark = [pytest.mark.timeout(600),  # openpi-client's own connect() call, not ours:
               pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager:DeprecationWarning")]
@@ -294,5 +295,5 @@ def test_episode_per_is_refused_where_the_client_says_when_episodes_start() -> N
     done = subprocess.run([sys.executable, "-m", "robofollow_ros.cli", "serve", "--protocol", "vla-eval", "--policy",
                            "hold", "--port", "0", "--episode-per", "signals"], capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == EXIT_BAD_INPUT and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.returncode == EXIT_BAD_INPUT and len(error_lines(done.stderr)) == 1, done.stderr
     assert "--episode-per: only with --protocol openpi or act" in done.stderr

@@ -15,6 +15,7 @@ from robofollow_ros.evaluation.episode import EpisodeSettings
 from robofollow_ros.evaluation.execution_mode import ExecutionSettings
 from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation
 from robofollow_ros.exit_status import EXIT_BAD_INPUT
+from said import error_lines
 
 TASK = "L0_s41_l_pick_yellow_cylinder"
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
@@ -61,5 +62,5 @@ def test_budget_rows_with_realtime_is_refused_in_one_line(tmp_path: Path) -> Non
     done = subprocess.run([*ROBOFOLLOW, "eval", "--policy", "hold", "--tasks", TASK, "--execution", "realtime",
                            "--budget", "rows", "--output", str(tmp_path / "rt")], capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == EXIT_BAD_INPUT and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.returncode == EXIT_BAD_INPUT and len(error_lines(done.stderr)) == 1, done.stderr
     assert "--budget rows" in done.stderr

@@ -30,7 +30,7 @@ def _small_images(monkeypatch: pytest.MonkeyPatch) -> None:
 
     class SmallWorld(world.SimWorld):
         def __init__(self, **kwargs: Any) -> None:
-            super().__init__(cameras=CameraSettings(64, 48), **kwargs)
+            super().__init__(**{**kwargs, "cameras": CameraSettings(64, 48)})  # the scratch world too
 
     monkeypatch.setattr(world, "SimWorld", SmallWorld)
 

@@ -42,7 +42,7 @@ def record(out: Path, policy: str, max_steps: int, actions: int) -> tuple[Path, 
 
     class SmallWorld(world.SimWorld):
         def __init__(self, **kwargs: Any) -> None:
-            super().__init__(cameras=CameraSettings(64, 48), **kwargs)
+            super().__init__(**{**kwargs, "cameras": CameraSettings(64, 48)})  # the scratch world too
 
     said = io.StringIO()
     with pytest.MonkeyPatch.context() as monkeypatch:
