@@ -95,7 +95,8 @@ class GeometrySegmenter:
         # A pixel must itself stand up too: the box would spread an object's height onto a ring of table, and
         # a hole (no depth) beside a near object shows the table's colour (a stereo occlusion band).
         foreground = (smooth > threshold) & (support > 0.3) & (height > 0.5 * threshold) & (weight > 0)
-        all_classes = self.colour.classify(rgb)
+        # Colours mixed with the table (motion blur, edges) join the object they touch (``ColourModel.classify``).
+        all_classes = self.colour.classify(rgb, grow_within=foreground)
         classes = np.where(foreground, all_classes, 0).astype(np.uint8)
         kernel = np.ones((3, 3), dtype=np.uint8)
         interior = ((cv2.erode(classes, kernel) == cv2.dilate(classes, kernel)) & (classes > 0)).reshape(-1)
