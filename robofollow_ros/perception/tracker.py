@@ -50,6 +50,7 @@ LIFT_MIN_SHARE = 0.25
 #: A track first seen farther than this (m) from its layout spot has an unconfirmed name (objects start on it).
 FIRST_SEEN_M = 0.06
 FOUND_FAR = "first seen away from its layout spot"
+FOUND_LIFTED = "first seen lifted, not resting"
 JUMPED = "lifted far from where it rested"
 #: A resting track meets a lifted measurement this far (m, in the table plane) from it: the name is unconfirmed.
 LIFT_JUMP_M = 0.06
@@ -244,7 +245,8 @@ class Perception:
             confidence *= doubt.bowl_factor(ev) if model.shape == "bowl" else doubt.silhouette_factor(ev, model.flat)
             if g.name in g.detection.doubted:
                 confidence = min(confidence, doubt.UNCONFIRMED_CAP)
-            self._observe(g.name, position, yaw, confidence, stamp, standing=not lifted, jumped=jumped)
+            self._observe(g.name, position, yaw, confidence, stamp, standing=not lifted, jumped=jumped,
+                          lifted=lifted)
             if not lifted:
                 current = self.tracks[g.name]
                 current.reference_pixels = max(REFERENCE_DECAY * current.reference_pixels, g.detection.pixel_count)
@@ -374,7 +376,8 @@ class Perception:
                     break
 
     def _observe(self, name: str, position: np.ndarray, yaw: float, confidence: float, stamp: float,
-                 standing: bool = False, jumped: bool = False, depth_located: bool = True) -> None:
+                 standing: bool = False, jumped: bool = False, depth_located: bool = True,
+                 lifted: bool = False) -> None:
         track = self.tracks.get(name)
         far = float(np.linalg.norm(position[:2] - np.asarray(self.models[name].nominal_xy))) > FIRST_SEEN_M
         before = None if track is None else track.unconfirmed
@@ -383,6 +386,10 @@ class Perception:
         unconfirmed = None
         if far and (track is None or before == FOUND_FAR):
             unconfirmed = FOUND_FAR
+        elif (track is None and lifted) or (before == FOUND_LIFTED and not standing):
+            # Every object starts resting: a first sighting in the air (a fragment of flying depth and a colour
+            # fringe at an arm's edge, 12 cm up, named a bowl) is unconfirmed until it is seen standing.
+            unconfirmed = FOUND_LIFTED
         elif jumped or (before == JUMPED and not standing):
             unconfirmed = JUMPED
         if unconfirmed is not None:
