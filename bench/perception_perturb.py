@@ -94,10 +94,8 @@ def _faults(report: dict[str, Any], args: argparse.Namespace) -> None:
               f"against SAPIEN's truth. *poses*: every pose published (each object, each frame, seen or kept); "
               f"confident-wrong: > 2 cm off at confidence ≥ 0.9, > 3 cm off at ≥ 0.5; the last columns are the "
               f"reliability diagram (share of poses > 2 cm off per confidence bin, n in brackets); *monotone*: "
-              f"that share never rises with confidence. Identity (with its 95 % Wilson interval, n = identity "
-              f"checks) and p50/p95 over correctly named visible objects, as in the table above; a confident-wrong "
-              f"count is given of the poses published at that confidence, with the 95 % Wilson upper bound of its "
-              f"rate (poses of one trial are not independent: read the bounds as optimistic).")
+              f"that share never rises with confidence. Identity and "
+              f"p50/p95 over correctly named visible objects, as in the table above.")
     reliability_plot(report, RELIABILITY_PLOT)
     text = "\n".join([header, "", doubt_table(report), "",
                       "![reliability diagram per fault family](images/perception_reliability.png)"])
