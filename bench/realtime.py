@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
@@ -53,6 +52,8 @@ sys.path.insert(0, str(ROOT))
 from bench.benchdoc import write_section  # noqa: E402
 from robofollow_ros.evaluation.episode import EpisodeSettings  # noqa: E402
 from robofollow_ros.evaluation.execution_mode import ExecutionSettings  # noqa: E402
+from robofollow_ros.evaluation.intervals import WILSON_BOUND, mean_interval, wilson_at  # noqa: E402
+from robofollow_ros.evaluation.intervals import wilson as _wilson  # noqa: E402
 from robofollow_ros.evaluation.runner import EvalConfig, run_evaluation  # noqa: E402
 
 EXECUTORS: dict[str, dict[str, Any]] = {
@@ -64,23 +65,39 @@ EXECUTORS: dict[str, dict[str, Any]] = {
 IMAGE = ROOT / "docs" / "images" / "realtime.png"
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 0.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """Wilson's 95 % interval of k of n (``evaluation.intervals``, as every report of the package)."""
+    return _wilson(k, n).pair()
 
 
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its normal 95 % interval (0 with fewer than 2 values)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, 0.0
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, 1.96 * sd / math.sqrt(n)
+def mean_ci(values: list[float], tasks: list[str]) -> list[Any]:
+    """[mean, lo, hi, method]: the mean and its 95 % interval as ``report`` gives it (``intervals.mean_interval``:
+    a seeded bootstrap, over tasks when a task has several rounds; the Wilson bound at the mean where it collapses,
+    so never a point for n > 0)."""
+    ci = mean_interval(values, tasks, n_resamples=10_000, seed=0)
+    return [sum(values) / len(values), ci.lo, ci.hi, ci.method]
+
+
+def score_text(value: list[Any], n: int) -> str:
+    """A cell's IS or ES with its interval (``*``: the Wilson bound at the mean). A cell measured before the
+    intervals module (``[mean, half-width]`` of a normal interval, 0 when every score was equal) is shown with
+    that interval where it has a width, else with the Wilson bound at the mean, as the module gives."""
+    if len(value) == 4:
+        mean, lo, hi, method = value
+    else:
+        mean, half = value
+        lo, hi, method = max(0.0, mean - half), min(1.0, mean + half), "normal"
+        if half == 0:
+            bound = wilson_at(min(1.0, max(0.0, mean)), n)
+            lo, hi, method = bound.lo, bound.hi, WILSON_BOUND
+    return f"{mean:.2f} [{lo:.2f}, {hi:.2f}]{'*' if method == WILSON_BOUND else ''}"
+
+
+#: Under the table: how its intervals are made.
+TABLE_NOTE = ("95 % intervals: CR Wilson on completed/n; IS, ES the seeded bootstrap of the mean over tasks (rounds "
+              "of a task together) when tasks have several rounds, else over trials; * = every score equal, so the "
+              "Wilson bound at the mean (never a point for n > 0); cells measured before this version carry a normal "
+              "interval where it had a width (`intervals.py`, docs/reports.md)")
 
 
 def pooled(trials: list[dict[str, Any]], key: str, count: str) -> float | None:
@@ -107,7 +124,8 @@ def summarise(trials: list[dict[str, Any]], control_hz: int) -> dict[str, Any]:
     max_boundary, max_within = largest(trials, "max_boundary_step_rad"), largest(trials, "max_within_step_rad")
     return {
         "n": n, "k": k, "cr": k / n, "cr_ci": wilson(k, n),
-        "is": mean_ci([t["intent_score"] for t in trials]), "es": mean_ci([t["exec_score"] for t in trials]),
+        "is": mean_ci([t["intent_score"] for t in trials], [t["task"] for t in trials]),
+        "es": mean_ci([t["exec_score"] for t in trials], [t["task"] for t in trials]),
         "cold_holds": sum(e["hold_ticks"] - e["starved_ticks"] for e in ex) / n,
         "starved": sum(e["starved_ticks"] for e in ex) / n,
         "idle_in_flight_after_first": sum(e["idle_in_flight_ticks"] - (e["hold_ticks"] - e["starved_ticks"])
@@ -162,7 +180,7 @@ def fmt(value: float | None, spec: str = ".2f") -> str:
 
 
 def table(cells: dict[tuple[str, int, str], dict[str, Any]]) -> str:
-    head = ("| policy | latency ms | executor | n | CR [95% CI] | IS ± 95% | ES ± 95% | cold-start holds | "
+    head = ("| policy | latency ms | executor | n | CR [95% CI] | IS [95% CI] | ES [95% CI] | cold-start holds | "
             "starved ticks / trial | late chunks / trial | max step rad | largest boundary / within step (ratio) | "
             "mean boundary / within step (ratio) | mean boundary / within jerk rad/s³ (ratio) | requests/s |\n|"
             + "---|" * 15)
@@ -171,14 +189,14 @@ def table(cells: dict[tuple[str, int, str], dict[str, Any]]) -> str:
         lo, hi = c["cr_ci"]
         rows.append(
             f"| {policy} | {latency} | {executor} | {c['n']} | **{c['cr']:.2f}** [{lo:.2f}, {hi:.2f}] | "
-            f"{c['is'][0]:.2f} ± {c['is'][1]:.2f} | {c['es'][0]:.2f} ± {c['es'][1]:.2f} | {c['cold_holds']:.1f} | "
+            f"{score_text(c['is'], c['n'])} | {score_text(c['es'], c['n'])} | {c['cold_holds']:.1f} | "
             f"{c['starved']:.1f} | {c['late_chunks']:.1f} | {c['max_step']:.3f} | "
             f"{fmt(c.get('max_boundary_step'), '.4f')} / {fmt(c.get('max_within_step'), '.4f')} "
             f"({fmt(c.get('max_step_ratio'))}) | "
             f"{fmt(c['boundary_step'], '.4f')} / {fmt(c['within_step'], '.4f')} ({fmt(c['step_ratio'])}) | "
             f"{fmt(c['boundary_jerk'], '.0f')} / {fmt(c['within_jerk'], '.0f')} ({fmt(c['jerk_ratio'])}) | "
             f"{c['requests_per_s']:.1f} |")
-    return "\n".join(rows)
+    return "\n".join(rows) + "\n\n" + TABLE_NOTE
 
 
 #: Why the idle-tick goal is not met, per policy, when it is not (read off the executor's counters).

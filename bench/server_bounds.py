@@ -1,12 +1,14 @@
 """Issue 36's attacks on every protocol's server, each server in a process of its own (so its RSS is its own).
 
-For each protocol (RoboFollow TCP, openpi, vla-eval, act via ``robofollow serve``; the model server's TCP and
-openpi via ``python -m robofollow_model_server``), a fresh server with the defaults (64 connections, 8 for
-the model server; a 512 MiB memory budget) except an 8 s frame timeout, then:
+For each protocol (RoboFollow TCP, openpi, vla-eval, act, GR00T's ZMQ via ``robofollow serve``; the model
+server's TCP and openpi via ``python -m robofollow_model_server``), a fresh server with the defaults (64
+connections, 8 for the model server; a 512 MiB memory budget) except an 8 s frame timeout, then:
 
 - **silent**: as many sockets as the server has slots, connected (websocket: through the handshake) and never
-  sending; then a real client's reset + predict: served, and how long it took;
-- **trickle**: the same sockets each having sent a request's first bytes and stopped;
+  sending (GR00T: raw TCP sockets that never start ZMTP's greeting); then a real client's reset + predict:
+  served, and how long it took;
+- **trickle**: the same sockets each having sent a request's first bytes and stopped (GR00T: the first bytes of
+  ZMTP's greeting);
 - **short-lived**: 70 clients one after another, each connecting, calling, closing; then a real client;
 - **64 × 32 MiB**: 64 raw clients at once each sending a 31.9 MiB request (what the protocol accepts at
   most); the server's peak RSS over its RSS before (``VmHWM``), against the budget; every client must read an
@@ -36,6 +38,7 @@ from typing import Any
 import msgpack
 import websockets.exceptions
 import websockets.sync.client
+import zmq
 
 from robofollow_ros.policy.drills.scripted import make_observation
 from robofollow_ros.policy.spec import load_policy
@@ -54,7 +57,7 @@ class Protocol:
     name: str
     command: list[str]
     scheme: str  # the real client's SPEC scheme
-    kind: str  # tcp | websocket | http
+    kind: str  # tcp | websocket | http | zmq
     slots: int
 
 
@@ -73,6 +76,7 @@ PROTOCOLS = [Protocol("RoboFollow TCP", _serve("robofollow"), "tcp", "tcp", 64),
              Protocol("openpi", _serve("openpi"), "openpi", "websocket", 64),
              Protocol("vla-eval", _serve("vla-eval"), "vla-eval", "websocket", 64),
              Protocol("act", _serve("act"), "act+http", "http", 64),
+             Protocol("GR00T", _serve("gr00t"), "gr00t", "zmq", 64),
              Protocol("model server TCP", _model("robofollow"), "tcp", "tcp", 8),
              Protocol("model server openpi", _model("openpi"), "openpi", "websocket", 8)]
 
@@ -114,8 +118,8 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float:
 
 def real_call(protocol: Protocol, port: int) -> str:
     try:
-        options: dict[str, Any] = {"timeout_s": 20} if protocol.kind == "http" else {"timeout_s": 20,
-                                                                                     "connect_attempts": 1}
+        options: dict[str, Any] = ({"timeout_s": 20} if protocol.kind in ("http", "zmq") else
+                                   {"timeout_s": 20, "connect_attempts": 1})
         client = load_policy(f"{protocol.scheme}://127.0.0.1:{port}", options)
     except Exception as exc:
         return str(exc).splitlines()[0]
@@ -152,7 +156,7 @@ def _open(protocol: Protocol, port: int, first: bytes) -> socket.socket:
     return sock
 
 
-FIRST_BYTES = {"tcp": b"\x00\x00", "websocket": b"\x82", "http": b"POST /a"}
+FIRST_BYTES = {"tcp": b"\x00\x00", "websocket": b"\x82", "http": b"POST /a", "zmq": b"\xff\x00\x00"}
 
 
 def held_case(protocol: Protocol, case: str) -> BoundRow:
@@ -187,6 +191,9 @@ def _big_request(protocol: Protocol) -> Callable[[int], str]:
         body = b'{"state": [0,0,0,0,0,0,0,0,0,0,0,0,0,0], "pad": "' + pad + b'"}'
         data = (b"POST /act HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    elif protocol.kind == "zmq":
+        message = msgpack.packb({"endpoint": "get_action", "data": {"observation": {"pad": pad}}},
+                                use_bin_type=True)
     else:
         message = msgpack.packb({"type": "observation", "payload": {"pad": pad}, "seq": 1,
                                  "state": [0.0] * 14, "images": {}}, use_bin_type=True)
@@ -218,7 +225,24 @@ def _big_request(protocol: Protocol) -> Callable[[int], str]:
         except OSError as exc:
             return f"error {type(exc).__name__}"
 
-    return websocket if protocol.kind == "websocket" else tcp_like
+    def gr00t(port: int) -> str:
+        sock = zmq.Context.instance().socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVTIMEO, 60_000)
+        try:
+            sock.connect(f"tcp://127.0.0.1:{port}")
+            sock.send(message)
+            reply = sock.recv()
+            text = reply.decode("utf-8", "replace")
+            return "refusal" if "server busy" in text else "reply"
+        except zmq.Again:
+            return "none"
+        except zmq.ZMQError as exc:
+            return f"error {type(exc).__name__}"
+        finally:
+            sock.close()
+
+    return websocket if protocol.kind == "websocket" else gr00t if protocol.kind == "zmq" else tcp_like
 
 
 def _classify(got: bytes) -> str:

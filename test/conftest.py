@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import time
 
 import pytest
@@ -43,16 +42,17 @@ def owda_suite_seed0():  # type: ignore[no-untyped-def]
     return generate_suite(0)
 
 
-#: Modules that start ROS graphs (several node processes, SAPIEN, real-time waits): make test runs them in its
-#: second phase, alone, like the tests marked ``exclusive`` (pyproject.toml). Beside a second worker's graph the
-#: two cores starve them: 23 of them timed out or missed a stamp at -n 2 and pass alone.
-ROS_GRAPH_MODULES = re.compile(
-    r"test_(node_\w+|foxglove_node|foxglove_robot_graph|bringup_(faults|linger|run_json)|mock_verdicts|dry_run"
-    r"|lichtblick_layout|rig_without_simulator|ros_smoke|perception_sim|graph_stop)\.py")
+#: The longest modules (measured with --junitxml on the 2-core machine), in make test's parallel phase scheduled
+#: first: pytest-xdist hands whole files out in collection order, so a long file collected last would run on one
+#: worker while the other sits idle. Longest first keeps the two workers' ends within a minute of each other.
+SLOW_FIRST = (
+    "test_dry_run", "test_node_verdicts", "test_eval_ray", "test_scoring_parity", "test_lichtblick_layout",
+    "test_learning_pipeline", "test_serving_eval", "test_owda_suite", "test_rundir_safety", "test_bringup_cli",
+    "test_testbed_ray", "test_testbed_ros", "test_testbed_policy_host", "test_eval_workers", "test_owda_execute",
+)
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if ROS_GRAPH_MODULES.fullmatch(item.path.name):
-            item.add_marker(pytest.mark.exclusive)
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: the rest keep their order

@@ -37,7 +37,7 @@ def write_bag(path: Path, trials: bool, seconds: float = 4.0, head_from: float =
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
-    ts = get_typestore(Stores.ROS2_KILTED)
+    ts = get_typestore(Stores.ROS2_JAZZY)
     JointState, Header, Time = ts.types["sensor_msgs/msg/JointState"], ts.types["std_msgs/msg/Header"], \
         ts.types["builtin_interfaces/msg/Time"]
     Compressed, Image, String = (ts.types["sensor_msgs/msg/CompressedImage"], ts.types["sensor_msgs/msg/Image"],
@@ -162,7 +162,7 @@ def test_a_control_rate_eval_recording_exports_like_a_collected_demonstration(tm
 
     stamps, states, heads = [], [], []
     head_topic = "/cameras/head/image_raw/compressed"
-    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
         for conn, _t, raw in reader.messages(connections=[c for c in reader.connections
                                                           if c.topic in ("/joint_states", head_topic)]):
             msg = reader.deserialize(raw, conn.msgtype)

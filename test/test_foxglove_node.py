@@ -164,7 +164,7 @@ def test_node_streams_the_graph_to_foxglove_and_records_the_trial(graph: Any, re
     from rosbags.rosbag2 import Reader
     from rosbags.typesys import Stores, get_typestore
 
-    store = get_typestore(Stores.ROS2_KILTED)
+    store = get_typestore(Stores.ROS2_JAZZY)
     with Reader(node.session.recording) as reader:
         got: dict[str, Any] = {c.topic: store.deserialize_cdr(raw, c.msgtype) for c, _, raw in reader.messages()}
     assert got["/robot_description"].data == URDF

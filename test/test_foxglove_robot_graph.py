@@ -79,7 +79,7 @@ def _read_bag(path: Path) -> dict[str, list[Any]]:
     from rosbags.rosbag2 import Reader
     from rosbags.typesys import Stores, get_typestore
 
-    store = get_typestore(Stores.ROS2_KILTED)
+    store = get_typestore(Stores.ROS2_JAZZY)
     out: dict[str, list[Any]] = {}
     with Reader(path) as reader:
         for connection, _t, raw in reader.messages():

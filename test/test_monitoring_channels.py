@@ -82,7 +82,7 @@ def test_rosbags_opens_it_as_a_ros2_bag_and_deserializes_every_message(recording
     from rosbags.typesys import Stores, get_typestore
 
     path, frames, _ = recording
-    store = get_typestore(Stores.ROS2_KILTED)
+    store = get_typestore(Stores.ROS2_JAZZY)
     with Reader(path) as reader:
         counts: dict[str, int] = {}
         for connection, _stamp, raw in reader.messages():
@@ -148,7 +148,7 @@ def test_rosbag2_metadata_record_matches_the_file(recording: Any) -> None:
         summary = reader.get_summary()
     assert summary is not None and summary.statistics is not None and len(records) == 1
     meta = yaml.safe_load(records[0].metadata["serialized_metadata"])
-    assert meta["version"] == 9 and meta["storage_identifier"] == "mcap" and meta["ros_distro"] == "kilted"
+    assert meta["version"] == 9 and meta["storage_identifier"] == "mcap" and meta["ros_distro"] == "jazzy"
     assert meta["message_count"] == summary.statistics.message_count
     by_topic = {t["topic_metadata"]["name"]: t for t in meta["topics_with_message_count"]}
     for channel_id, channel in summary.channels.items():

@@ -155,7 +155,7 @@ def _image_stamps(bag: Path, camera: str = "head") -> list[int]:
     from rosbags.typesys import Stores, get_typestore
 
     topic = topics.camera_topic(camera)
-    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
         msgs = [reader.deserialize(raw, c.msgtype) for c, _t, raw in
                 reader.messages(connections=[c for c in reader.connections if c.topic == topic])]
     return [m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in msgs]  # type: ignore[attr-defined]

@@ -56,7 +56,7 @@ def _instructions(bag: Path) -> list[str]:
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import Stores, get_typestore
 
-    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
         wanted = [c for c in reader.connections if c.topic == TOPIC_INSTRUCTION]
         if not wanted:  # (rosbags reads every connection when given none)
             return []

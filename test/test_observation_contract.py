@@ -128,6 +128,10 @@ def test_a_drill_that_declares_it_gets_it_in_process_without_the_flag(tmp_path: 
     for line in _seen(record):
         _assert_privileged_keys(line["keys"])
     assert run["arguments"]["privileged"] is False  # the flag was not given: the built-in asked for itself
+    # run.json says what it was handed: privileged, by its own declaration (read from the built policy: a drill
+    # reached by module:function with kwargs, which no list of names could know)
+    assert (run["privileged"], run["privileged_source"]) == (True, "policy")
+    assert {"privileged.task_id", "privileged.objects"} <= set(run["policy"]["observation_keys"])
 
 
 @pytest.mark.parametrize(("spec", "kwargs", "declared"), [

@@ -94,7 +94,7 @@ def test_record_writes_the_graph_into_a_ros2_bag_until_interrupted(tmp_path: Pat
     from rosbags.rosbag2 import Reader
     from rosbags.typesys import Stores, get_typestore
 
-    store = get_typestore(Stores.ROS2_KILTED)
+    store = get_typestore(Stores.ROS2_JAZZY)
     got: dict[str, list[object]] = {}
     with Reader(out) as reader:
         for connection, _, raw in reader.messages():

@@ -69,7 +69,7 @@ def test_every_eval_recording_opens_with_rosbags_with_joints_tf_and_robot(run_di
     from rosbags.rosbag2 import Reader
     from rosbags.typesys import Stores, get_typestore
 
-    store = get_typestore(Stores.ROS2_KILTED)
+    store = get_typestore(Stores.ROS2_JAZZY)
     paths = sorted((run_dir / "mcap").glob("*.mcap"))
     assert len(paths) == len(TASKS)
     for path in paths:

@@ -154,11 +154,53 @@ def test_bad_input_is_one_line_naming_the_field(runs, tmp_path, capsys, args, me
 
 
 def test_the_privileged_built_ins_are_the_ones_whose_class_declares_it() -> None:
-    from robofollow_ros.policy.spec import _BUILTINS, PRIVILEGED_BUILTINS
+    from robofollow_ros.policy.spec import _BUILTINS, PRIVILEGED_BUILTINS, spec_declares_privileged
 
     declared = set()
     for name, factory in _BUILTINS.items():
         policy = factory()
         if getattr(policy, "needs_privileged", False) is True:
             declared.add(name)
+        # read from the class without building it: what the built policy declares
+        assert spec_declares_privileged(name) == (name in declared), name
+        assert spec_declares_privileged(f"latency:5:{name}") == (name in declared), name
     assert declared == PRIVILEGED_BUILTINS
+    assert not spec_declares_privileged("tcp://127.0.0.1:1") and not spec_declares_privileged("x:y")
+
+
+def test_run_json_records_privileged_from_the_policy(runs: dict[str, Path], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.json says the in-process oracle was privileged (its policy declares it; no flag was given), and why;
+    reports read that, not a list of names; the list speaks only for a run.json written before the field."""
+    from robofollow_ros.evaluation import report
+    from robofollow_ros.evaluation.run_record import new_run_record
+    from robofollow_ros.policy import spec
+
+    oracle = json.loads((runs["oracle"] / "run.json").read_text(encoding="utf-8"))
+    memorizer = json.loads((runs["memorizer"] / "run.json").read_text(encoding="utf-8"))
+    assert (oracle["privileged"], oracle["privileged_source"], oracle["arguments"]["privileged"]) == (
+        True, "policy", False)
+    assert "privileged.task_id" in oracle["policy"]["observation_keys"]  # what the oracle is handed, in process
+    assert (memorizer["privileged"], memorizer["privileged_source"]) == (False, None)
+    assert not any(k.startswith("privileged") for k in memorizer["policy"]["observation_keys"])
+    monkeypatch.setattr(spec, "PRIVILEGED_BUILTINS", frozenset())  # the record alone says it
+    assert report.is_privileged(oracle) and not report.is_privileged(memorizer)
+    data = table_json([runs["oracle"]], tmp_path, capsys)
+    assert all("privileged" in r["marks"] for r in data["rows"] if r["run"])
+    monkeypatch.undo()
+    older = {k: v for k, v in oracle.items() if k != "privileged_source"}  # before the field: the flag alone
+    assert report.is_privileged({**older, "privileged": False})
+    assert not report.is_privileged({k: v for k, v in memorizer.items() if k != "privileged_source"})
+    # a resume of either form is the same run (nothing left to run: no worker is started)
+    for record in (oracle, {**older, "privileged": False}):
+        (runs["oracle"] / "run.json").write_text(json.dumps(record), encoding="utf-8")
+        assert main(["eval", "--policy", "oracle", "--tasks", TASKS, "--rounds", "2", "--no-render", "--backend",
+                     "inline", "--output", str(runs["oracle"]), "--resume"]) == 0, capsys.readouterr().err
+    (runs["oracle"] / "run.json").write_text(json.dumps(oracle), encoding="utf-8")
+    # the ROS graph's record (no settings: the trial manager): the policy's declaration, read from its class
+    for policy, flag, want in (("oracle", False, (True, "policy")), ("latency:5:blind", False, (True, "policy")),
+                               ("memorizer", False, (False, None)), ("hold", True, (True, "--privileged"))):
+        run = new_run_record(arguments={"policy": policy, "privileged": flag}, selected_tasks=[], expected_trials=0,
+                             stepper="direct")
+        assert (run["privileged"], run["privileged_source"]) == want, policy

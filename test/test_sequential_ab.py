@@ -145,6 +145,15 @@ def test_compare_cli_stops_early_and_names_the_better_policy(tmp_path: Path) -> 
     assert run_a["stopped_early"]["by"] == "robofollow compare"  # fewer trials than planned, and why
     assert run_a["completed_trials"] == decision["pairs"] < run_a["stopped_early"]["planned_trials"]
     assert "pairs" in proc.stdout and "fixed design" in proc.stdout
+    # each side's completion with n and its Wilson interval (never a point: 0 of n and n of n included)
+    from robofollow_ros.evaluation.intervals import wilson
+
+    n = decision["pairs"]
+    for side, spec, k in (("A", "oracle", n), ("B", "hold", 0)):
+        ci = wilson(k, n)
+        assert (f"{side} = {spec}: completed {k}/{n} = {100 * k / n:.1f} % [{100 * ci.lo:.1f}, {100 * ci.hi:.1f}] "
+                "(Wilson 95 %)") in proc.stdout
+        assert ci.hi - ci.lo > 0.05
 
 
 def test_compare_cli_on_partial_credit_names_b_when_b_is_better(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ def stamps(bag: Path) -> dict[str, list[int]]:
 
     roles = {"/joint_states": "state", **{f"/cameras/{c}/image_raw/compressed": c for c in CAMERA_NAMES}}
     out: dict[str, list[int]] = {role: [] for role in roles.values()}
-    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
         for conn, _t, raw in reader.messages(connections=[c for c in reader.connections if c.topic in roles]):
             stamp = reader.deserialize(raw, conn.msgtype).header.stamp  # type: ignore[attr-defined]
             out[roles[conn.topic]].append(stamp.sec * SEC + stamp.nanosec)

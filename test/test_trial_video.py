@@ -73,7 +73,7 @@ def read_bag(bag: Path) -> dict[str, Any]:
     from rosbags.typesys import Stores, get_typestore
 
     heads, scores = [], []
-    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
         wanted = [c for c in reader.connections if c.topic in (HEAD, "/robofollow/score")]
         for conn, t, raw in reader.messages(connections=wanted):
             msg: Any = reader.deserialize(raw, conn.msgtype)
@@ -259,7 +259,7 @@ def write_graph_bag(path: Path, with_cameras: bool = True, corrupt_tick: int | N
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
-    ts = get_typestore(Stores.ROS2_KILTED)
+    ts = get_typestore(Stores.ROS2_JAZZY)
     types = ts.types
     Header, Time = types["std_msgs/msg/Header"], types["builtin_interfaces/msg/Time"]
     Compressed, Image, String = (types["sensor_msgs/msg/CompressedImage"], types["sensor_msgs/msg/Image"],

@@ -12,6 +12,10 @@ this view (not the "not in this view" page), every file link, source and poster 
 summary.json (values, n) and ``report_views.cell_stats`` (intervals, the mean row) at the same bootstrap;
 the comparison's pairs and means equal the runs' trials paired by hand; the trial pages show the mark,
 the redo history and a stage timeline whose last states are the trial's final verdict.
+A third run, the memorizer physics-only with every instruction control (``eval --controls
+blank,shuffled,swap,paraphrase``), is viewed alone: Table 1 holds its true-instruction trials only, each cell lists
+its control trials apart, each control trial's page names its control and links its true partner (and the
+partner links back), and the controls page's rows equal ``control_stats`` at the same bootstrap.
 Bad input (not a run, an --out that is neither empty nor a view) is one line. Set
 ``ROBOFOLLOW_VIEW_SHOTS=DIR`` to keep screenshots (docs/images/view_*.png come from it).
 """
@@ -34,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from robofollow_ros.evaluation.control_stats import control_report, control_rows
 from robofollow_ros.evaluation.report import METRIC_FIELDS, SCENE_LABEL
 from robofollow_ros.evaluation.report_views import cell_stats, trial_name
 
@@ -164,7 +169,8 @@ def _interval(ci: list[float], method: str | None = None) -> str:
 def _expected_table(key: str, run: Path) -> dict[tuple[str, str, str, str], tuple[str, str]]:
     """Table 1 of a run from its summary.json (values, n) and the intervals module (intervals, mean row)."""
     summary = json.loads((run / "summary.json").read_text())
-    stats = cell_stats(json.loads((run / "results.json").read_text()), BOOTSTRAP, 0)
+    trials = [t for t in json.loads((run / "results.json").read_text()) if not t.get("control")]
+    stats = cell_stats(trials, BOOTSTRAP, 0)  # Table 1: the true instructions only
     out = {}
     for group, g in summary["groups"].items():
         scene, level = group.split("/")
@@ -293,3 +299,89 @@ def test_bad_input_is_one_line(runs: dict[str, Path]) -> None:
     assert json.loads((other / "runs" / "r1" / "results.json").read_text()) == \
         json.loads((runs["memorizer"] / "results.json").read_text())
     assert sorted(p.name for p in other.parent.iterdir()) == ["two"]  # no temporary folder left
+
+
+CONTROLS = "blank,shuffled,swap,paraphrase"
+
+
+@pytest.fixture(scope="module")
+def controls_view(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A small run with every instruction control (physics-only, recorded) and its view."""
+    root = tmp_path_factory.mktemp("view_controls")
+    run = root / "controls"
+    proc = _eval("memorizer", run, "--rounds", "1", "--no-render", "--controls", CONTROLS)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode in (0, 3), out  # 3: the memorizer refuses a blank instruction (a failed trial)
+    site = root / "site"
+    done = _cli("view", str(run), "--out", str(site), "--bootstrap", str(BOOTSTRAP))
+    assert done.returncode == 0, done.stderr
+    assert "and 8 instruction-control trials" in done.stdout, done.stdout
+    return {"run": run, "site": site}
+
+
+def test_view_separates_controls(controls_view: dict[str, Path]) -> None:
+    run, site = controls_view["run"], controls_view["site"]
+    trials = json.loads((run / "results.json").read_text())
+    true = [t for t in trials if not t.get("control")]
+    controls = [t for t in trials if t.get("control")]
+    assert len(true) == len(TASKS) and len(controls) == 4 * len(TASKS)
+    base = site.resolve().as_uri() + "/"
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        routes = _walk(page, base, site)
+        for t in trials:  # every trial, control or not, is reached by links
+            assert f"#trial/r1/{trial_name(t)}" in routes, trial_name(t)
+        assert "#controls/r1" in routes
+        # Table 1: the true trials only (summary.json's numbers; n = the true trials of each cell)
+        page.goto(base + "index.html#table")
+        page.wait_for_selector("#table1")
+        assert _table1(page) == _expected_table("r1", run)
+        text = page.locator("main").inner_text()
+        assert "8 instruction-control trials are not in Table 1" in text
+        assert "planned trials recorded" not in text  # run.json's expected_trials counts the controls too
+        # each cell: its true trials in #trials, its control trials apart
+        for t in true:
+            scene, level = SCENE_LABEL[t["scene"]], t["level_tag"]
+            page.goto(base + f"index.html#cell/r1/{scene}/{level}")
+            page.wait_for_selector("#trials")
+            assert page.locator("#trials tbody tr").all_inner_texts()[0].startswith(trial_name(t))
+            assert page.locator("#trials tbody tr").count() == 1
+            shown = sorted(page.locator("#control-trials tbody tr").evaluate_all(
+                "rows => rows.map(r => r.dataset.control)"))
+            assert shown == sorted(c["control"] for c in controls if c["partner"] == trial_name(t))
+        # each control trial names its control and links its partner; the partner links back
+        for c in controls:
+            page.goto(base + f"index.html#trial/r1/{trial_name(c)}")
+            page.wait_for_selector("dl.facts")
+            facts = page.locator("dl.facts").inner_text()
+            assert f"{c['control']}:" in facts and c["instruction"] in facts
+            assert page.locator(f"dl.facts a[href='#trial/r1/{c['partner']}']").count() == 1
+            if c["control"] == "swap":
+                assert c["scored_task"] in facts and "the true task's verdict" in facts
+            page.goto(base + f"index.html#trial/r1/{c['partner']}")
+            page.wait_for_selector("dl.facts")
+            assert page.locator(f"dl.facts a[href='#trial/r1/{trial_name(c)}']").count() == 1
+        # the controls summary: the rows of control_stats, n and interval in each
+        page.goto(base + "index.html#controls/r1")
+        page.wait_for_selector("#controls")
+        expected = control_rows(control_report(trials, BOOTSTRAP, 0))
+        rows = page.locator("#controls tbody tr").evaluate_all(
+            "rows => rows.map(r => [...r.querySelectorAll('td')].map(td => td.textContent))")
+        assert len(rows) == len(expected) and expected
+        for row, want in zip(rows, expected, strict=True):
+            assert row[:5] == [want["control"], want["scene"], want["level"], want["measure"], str(want["n"])]
+            star = "*" if want["method"] == "Wilson bound at the mean" else ""
+            assert row[6] == (f"{100 * want['value']:.1f}[{100 * want['ci_lo']:.1f}, {100 * want['ci_hi']:.1f}]"
+                              + star), (row, want)
+        if SHOTS:
+            page.screenshot(path=str(Path(SHOTS) / "view_controls.png"), full_page=True)
+            swap = next(c for c in controls if c["control"] == "swap")
+            page.goto(base + f"index.html#trial/r1/{trial_name(swap)}")
+            page.wait_for_selector("dl.facts")
+            page.screenshot(path=str(Path(SHOTS) / "view_control_trial.png"), full_page=True)
+        browser.close()
+    assert problems == []

@@ -43,6 +43,11 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
     "tasks": ("", "as robofollow eval --tasks: a comma list of evaluation task ids"),
     "rounds": ("", "as robofollow eval --rounds: rounds per task, 1..10"),
     "max_steps": ("", "policy calls per trial (the step budget)"),
+    "controls": ("", "as robofollow eval --controls: instruction controls (blank, shuffled, swap, paraphrase) run "
+                     "beside every trial on its seed, interleaved in a seeded random order and blinded: the operator "
+                     "is not told which instruction a trial got until the run ends (docs/controls.md)"),
+    "unblind": ("", "true: with controls, tell the operator each trial's instruction and control (debugging); "
+                    "recorded in run.json"),
     "policy_timeout": ("", "as robofollow eval --policy-timeout: longest policy call before its trial fails, s "
                            "(empty: the profile's, 300)"),
     "policy": ("", "policy SPEC for policy_node: hold | oracle | module:function | tcp://HOST:PORT | openpi://..."),
@@ -83,6 +88,9 @@ class Choices:
     actions_per_step: int | None = None
     policy_timeout: float | None = None
     privileged: bool | None = None
+    #: ``--controls``: instruction controls interleaved with the trials, blinded unless ``unblind``.
+    controls: str | None = None
+    unblind: bool | None = None
     output: str | None = None
     execution: str | None = None  # lockstep | rate | realtime
     merge: str | None = None
@@ -141,6 +149,7 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
                            f"got {choices.policy_timeout:g}")
     if choices.foxglove_port is not None and not 0 <= choices.foxglove_port <= 65535:
         raise ProfileError(f"{flag('foxglove_port')}: {choices.foxglove_port} is outside 0..65535")
+    _put_controls(profile, choices, flag, put)
     put("policy_node", "policy_kwargs", choices.policy_kwargs, "policy_kwargs")
     put("policy_node", "privileged", choices.privileged, "privileged")
     put(TRIAL_MANAGER, "max_steps", choices.max_steps, "max_steps")
@@ -195,6 +204,27 @@ def apply_choices(profile: Profile, choices: Choices, flag: Any) -> Profile:
         except PolicySpecError as exc:
             raise ProfileError(str(exc).replace("--privileged", flag("privileged"), 1)) from None
     return chosen
+
+
+def _put_controls(profile: Profile, choices: Choices, flag: Any, put: Any) -> None:
+    """``--controls`` to the trial manager, blinded (its ``blind``, and foxglove_node's for the live view)
+    unless ``--unblind``."""
+    from robofollow_ros.evaluation.controls import parse_controls
+
+    if not choices.controls:
+        if choices.unblind:
+            raise ProfileError(f"{flag('unblind')}: only with {flag('controls')} (a run without controls has "
+                               "nothing blinded)")
+        return
+    try:
+        controls = parse_controls(choices.controls)
+    except ValueError as exc:
+        raise ProfileError(str(exc).replace("--controls", flag("controls"), 1)) from None
+    blind = not choices.unblind
+    put(TRIAL_MANAGER, "controls", ",".join(controls), "controls")
+    put(TRIAL_MANAGER, "blind", blind, "unblind")
+    if profile.has("foxglove_node") and choices.foxglove:
+        put("foxglove_node", "blind", blind, "unblind")
 
 
 #: The choices ``execution`` offers, and the policy_node settings each one stands for.
@@ -369,7 +399,8 @@ def launch_profile(**values: str) -> Profile:
                       levels=text("levels"), limit=_int_argument(values, "limit"), tasks=text("tasks"),
                       rounds=_int_argument(values, "rounds"), max_steps=_int_argument(values, "max_steps"),
                       policy_timeout=_float_argument(values, "policy_timeout"),
-                      privileged=_bool_argument(values, "privileged"),
+                      privileged=_bool_argument(values, "privileged"), controls=text("controls"),
+                      unblind=_bool_argument(values, "unblind"),
                       output=text("output"), execution=text("execution"), merge=text("merge"),
                       control_hz=_float_argument(values, "control_hz"), foxglove_host=text("foxglove_host"),
                       foxglove_port=_int_argument(values, "foxglove_port"),

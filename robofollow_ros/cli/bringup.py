@@ -71,6 +71,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tasks", help="as robofollow eval: comma list of evaluation task ids")
     p.add_argument("--rounds", type=integer(1, 10),
                    help="as robofollow eval: rounds per task, 1..10 (default: the profile's)")
+    p.add_argument("--controls", metavar="LIST",
+                   help="as robofollow eval --controls (blank, shuffled, swap, paraphrase): control trials on each "
+                        "trial's seed, interleaved in a seeded random order and blinded: the terminal, the live view "
+                        "and the prompts do not say which instruction a trial got until the run ends "
+                        "(docs/controls.md)")
+    p.add_argument("--unblind", action="store_true",
+                   help="with --controls: show each trial's instruction and control (debugging; recorded in run.json)")
     p.add_argument("--max-steps", type=STEPS, metavar="N", help="policy calls per trial (the step budget)")
     p.add_argument("--actions-per-step", type=integer(1, MAX_ACTIONS_PER_STEP), metavar="N",
                    help="rows executed per policy call")
@@ -129,7 +136,8 @@ def _choices(args: argparse.Namespace, output: Path) -> Any:
     from robofollow_ros.bringup import Choices
 
     return Choices(policy=args.policy, policy_kwargs=args.kwargs, privileged=True if args.privileged else None,
-                   scene=args.scene, levels=args.levels,
+                   scene=args.scene, levels=args.levels, controls=args.controls,
+                   unblind=True if args.unblind else None,
                    limit=args.limit, tasks=args.tasks, rounds=args.rounds, max_steps=args.max_steps,
                    actions_per_step=args.actions_per_step, policy_timeout=args.policy_timeout, output=str(output),
                    execution=args.execution, merge=args.merge, control_hz=args.control_hz,
@@ -193,7 +201,8 @@ def _quiet_manager(profile: Any) -> Any:
 
 
 def _closing_table(run_dir: Path | None, summary: dict[str, Any], title: str) -> str:
-    """The trials' Table 1 with n and intervals (as ``eval`` prints it), from the run's results.json."""
+    """The trials' Table 1 with n and intervals (as ``eval`` prints it), from the run's results.json (its
+    instruction controls apart: ``report --controls``)."""
     from robofollow_ros.evaluation.report import format_table, run_table
     from robofollow_ros.evaluation.report_views import format_run_summary
     from robofollow_ros.rundir.atomic import read_json
@@ -202,7 +211,8 @@ def _closing_table(run_dir: Path | None, summary: dict[str, Any], title: str) ->
     path = run_dir / RESULTS_FILE if run_dir is not None else None
     if path is None or not path.is_file():  # no trials file to take n and intervals from: the means alone
         return format_table(run_table(summary), title=f"{title} (no results.json: no n, no intervals)")
-    return format_run_summary(read_json(path), title)
+    trials = read_json(path)  # true trials only, as eval's: a control is not a trial of the protocol
+    return format_run_summary([t for t in trials if not t.get("control")], title)
 
 
 def _failed_trials(run_dir: Path | None) -> list[str]:

@@ -119,6 +119,8 @@ def _compare(args: argparse.Namespace) -> int:
         better = args.policy_b if d.verdict == "B better" else args.policy_a
         print(f"decision: {d.verdict} ({better}) after {d.pairs} pairs, e-value {d.e_value:.3f} >= "
               f"{1 / args.alpha:g}; mean {args.metric} difference B - A {d.mean_diff:+.3f}")
+    for line in completion_lines(args.output, (args.policy_a, args.policy_b)):
+        print(line)
     print(saving_line(outcome, args.alpha))
     for trial, reason in outcome.failed_trials:
         print(f"failed trial {trial}: {reason}")
@@ -126,3 +128,25 @@ def _compare(args: argparse.Namespace) -> int:
         print(json.dumps({"verdict": d.verdict, "pairs": d.pairs, "e_value": d.e_value,
                           "stop_reason": outcome.stop_reason, "fixed_design_pairs": outcome.fixed_pairs}))
     return EXIT_TRIALS_FAILED if outcome.failed_trials else EXIT_OK
+
+
+def completion_lines(output: Path, specs: tuple[str, str]) -> list[str]:
+    """Each side's completion with n and its Wilson 95 % interval (the runs DIR/A, DIR/B as recorded); the full
+    tables: ``robofollow report --compare-runs DIR/A DIR/B``."""
+    from robofollow_ros.evaluation.intervals import wilson
+    from robofollow_ros.rundir.atomic import read_json
+
+    lines = []
+    for side, spec in zip(("A", "B"), specs, strict=True):
+        try:
+            trials = [t for t in read_json(output / side / "results.json") if not t.get("control")]
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        n, k = len(trials), sum(1 for t in trials if t.get("completion_ok"))
+        if n:
+            ci = wilson(k, n)
+            lines.append(f"{side} = {spec}: completed {k}/{n} = {100 * k / n:.1f} % [{100 * ci.lo:.1f}, "
+                         f"{100 * ci.hi:.1f}] (Wilson 95 %)")
+    if lines:
+        lines.append(f"tables with n and intervals: robofollow report --compare-runs {output / 'A'} {output / 'B'}")
+    return lines

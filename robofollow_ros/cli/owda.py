@@ -49,6 +49,9 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--timeout", type=seconds(), default=120.0,
                     help="seconds per model request or decide() call (default 120)")
     ev.add_argument("--bootstrap-seed", type=SEED, default=0)
+    ev.add_argument("--controls", metavar="LIST", help="RoboFollow's instruction controls where they apply: "
+                    "swap (decision sensitivity), paraphrase (decision invariance), blank (the empty instruction, "
+                    "one more call per anchor); default swap,paraphrase (docs/owda.md)")
     ev.add_argument("--json", action="store_true", help="print metrics.json")
     ev.set_defaults(func=_eval)
 
@@ -180,7 +183,13 @@ def _eval(args: argparse.Namespace) -> int:
 
     if args.output.exists() and not args.output.is_dir():
         raise CliError(f"--output: {args.output} exists and is not a directory")
+    from robofollow_ros.decisions.controls import parse_owda_controls
+
     kwargs = _model_kwargs(args.model_kwargs)
+    try:
+        controls = parse_owda_controls(args.controls)
+    except OwdaError as exc:
+        raise _owda_error(exc) from None
     suite = _load(args.suite)
     try:  # before the output exists: a bad SPEC or a failing factory leaves nothing behind
         decider = load_decider(args.model, timeout_s=args.timeout, kwargs=kwargs)
@@ -200,7 +209,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     try:
         result = run_evaluation(suite, decider, args.output, str(args.suite), counted, args.bootstrap_seed,
-                                record=getattr(decider, "record", None))
+                                record=getattr(decider, "record", None), controls=controls)
     except ModelError as exc:  # no answer (endpoint down, decide() raised or timed out): the answers so far are kept
         unreachable = isinstance(exc, ChatError) and answered[0] == 0
         raise CliError(str(exc), exit_code=EXIT_POLICY_UNREACHABLE if unreachable else EXIT_TRIALS_FAILED) from None

@@ -44,6 +44,8 @@ def _view(args: argparse.Namespace) -> int:
         raise CliError("RUN: a run is given twice")
     with writing(args.out, "--out"):
         index = write_site(runs, args.out, args.bootstrap, args.seed)
-    print(f"view of {len(runs)} run{'s' if len(runs) != 1 else ''} "
-          f"({sum(len(r.trials) for r in runs)} trials): {index}")
+    controls = sum(1 for r in runs for t in r.trials if t.get("control"))
+    total = sum(len(r.trials) for r in runs) - controls
+    print(f"view of {len(runs)} run{'s' if len(runs) != 1 else ''} ({total} trials"
+          f"{f', and {controls} instruction-control trials' if controls else ''}): {index}")
     return 0

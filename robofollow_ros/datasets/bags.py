@@ -165,7 +165,7 @@ def read_streams(path: Path) -> dict[str, Stream]:
         wanted[f"/cameras/{camera}/image_raw"] = camera
     streams: dict[str, Stream] = {}
     try:
-        with AnyReader([Path(path)], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+        with AnyReader([Path(path)], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
             connections = [c for c in reader.connections if c.topic in wanted]
             compressed = {c.topic.rsplit("/", 2)[0] for c in connections if c.topic.endswith("/compressed")}
             for conn, t, raw in reader.messages(connections=connections):

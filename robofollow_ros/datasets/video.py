@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from robofollow_ros.datasets.thread_priority import OrdinaryPriority
+
 CODECS = ("libsvtav1", "h264")
 
 
@@ -55,14 +57,17 @@ def encode_frames(frames: np.ndarray, path: Path, fps: int, settings: VideoSetti
         raise ValueError(f"frames: {width}x{height} must have an even width and height for yuv420p")
     path.parent.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its banner per stream unless told errors only
-    with av.open(str(path), "w") as container:
+    # SVT-AV1 run as root makes its threads real-time (thread_priority.py): put them back after each call.
+    with OrdinaryPriority() as priority, av.open(str(path), "w") as container:
         stream: Any = container.add_stream(settings.vcodec, rate=fps, options=settings.options())
         stream.width, stream.height, stream.pix_fmt = width, height, settings.pix_fmt
         for index, rgb in enumerate(frames):
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
             frame.pts = index
             frame.time_base = Fraction(1, fps)
-            for packet in stream.encode(frame):
+            packets = stream.encode(frame)
+            priority.restore()
+            for packet in packets:
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)

@@ -52,13 +52,19 @@ def _open_output(out_dir: Path, identity: Identity) -> RunDirectory:
 
 def run_evaluation(suite: Suite, decider: Decider, out_dir: Path, suite_dir: str = "",
                    on_progress: Callable[[int, int], None] | None = None, bootstrap_seed: int = 0,
-                   record: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   record: Mapping[str, Any] | None = None, controls: tuple[str, ...] | None = None
+                   ) -> dict[str, Any]:
     """Ask ``decider`` every instance not answered yet, then score them all.
 
     ``record``: more of the model's identity for ``run.json`` and ``metrics.json`` (a factory's
     ``{"factory", "kwargs"}``); a resumed run must match it as it must match the model's name.
     A ``ModelError`` (no answer at all) stops the run naming the instance; the answers so far are kept.
+    ``controls``: RoboFollow's control names that apply here (``decisions.controls``; None: swap and
+    paraphrase, which ask nothing more); ``blank`` asks the empty instruction once per anchor.
     """
+    from robofollow_ros.decisions.controls import CONTROLS_FILE, DEFAULT_CONTROLS, blank_answers, control_metrics
+
+    controls = DEFAULT_CONTROLS if controls is None else controls
     record = dict(record or {})
     identity = Identity({"model": decider.name, **record, "suite_seed": suite.seed, "counts": suite.counts()})
     with _open_output(out_dir, identity) as directory:
@@ -67,8 +73,15 @@ def run_evaluation(suite: Suite, decider: Decider, out_dir: Path, suite_dir: str
         metrics = compute_metrics(suite.families, {k: r["correct"] for k, r in rows.items()},
                                   {k: r["decision"] for k, r in rows.items()},
                                   {k: r["status"] for k, r in rows.items()}, seed=bootstrap_seed)
+        blank = None
+        if "blank" in controls:
+            with directory.errors():
+                blank = blank_answers(suite.anchors, decider, directory.path / CONTROLS_FILE)
+        metrics["controls"] = control_metrics(
+            suite.families, {a.anchor_id: a for a in suite.anchors}, {k: r["correct"] for k, r in rows.items()},
+            {k: r["decision"] for k, r in rows.items()}, controls, blank, seed=bootstrap_seed)
         result = {"model": decider.name, **record, "suite": suite_dir, "suite_seed": suite.seed,
-                  "counts": suite.counts(), "metrics": metrics}
+                  "counts": suite.counts(), "controls": list(controls), "metrics": metrics}
         with directory.errors():
             directory.write_json(METRICS_FILE, result, ensure_ascii=True)
     return result
@@ -144,5 +157,8 @@ def format_report(data: dict[str, Any]) -> str:
     a = m["answers"]
     lines.append(f"  answers: {a['ok']} mapped to a decision, {a['format_failure']} format failures, "
                  f"{a['invalid_decision']} invalid decisions, {a['missing']} missing")
+    from robofollow_ros.decisions.controls import format_controls
+
+    lines += format_controls(m.get("controls", {}))
     lines.append(f"  (95 % intervals: bootstrap over anchors, {m['bootstrap']['reps']} resamples)")
     return "\n".join(lines)

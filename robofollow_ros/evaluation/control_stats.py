@@ -198,11 +198,19 @@ def plot_controls(path: Path, report: Mapping[str, Any], title: str = "") -> Pat
     values = [100 * d["value"] for _, d, _ in bars]
     err = [[100 * (d["value"] - d["ci"][0]) for _, d, _ in bars], [100 * (d["ci"][1] - d["value"]) for _, d, _ in bars]]
     ax.bar(xs, values, yerr=err, capsize=4, color="#4c72b0")
+    zeros = [x for x, v in zip(xs, values, strict=True) if v == 0]
+    if zeros:  # a bar of height 0 is invisible: a diamond and a "0" say the value was measured
+        ax.scatter(zeros, [0.0] * len(zeros), marker="D", s=36, color="#4c72b0", zorder=3)
+        for x in zeros:
+            ax.annotate("0", (x, 0.0), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
     ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylim(bottom=min(ax.get_ylim()[0], -8.0))  # room under 0 for the zero marker
     ax.set_xticks(list(xs), [f"{name}\nn={n}" for name, _, n in bars], fontsize=8)
     ax.set_ylabel("points (%), 95 % interval")
     ax.set_title(title or "instruction controls")
-    fig.tight_layout()
+    fig.text(0.01, 0.01, "95 % intervals: differences paired bootstrap over tasks (* Wilson bound at the mean where "
+             "every resample is equal); shares Wilson; n = pairs", fontsize=6, ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

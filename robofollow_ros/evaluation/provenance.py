@@ -74,7 +74,12 @@ class RunSettings:
     max_steps: int | None = 10
     actions_per_step: int | None = 50
     render: bool | None = True
-    privileged: bool = False
+    #: Whether the policy was handed privileged state: the run's ``--privileged``, or the built policy's own
+    #: declaration (``needs_privileged``, read by the worker that built it: ``TrialWorker.info``). None: not known
+    #: yet (before the policy is built; ``--resume`` then leaves it to the check made after).
+    privileged: bool | None = False
+    #: What made it privileged: ``"--privileged"`` (the flag), ``"policy"`` (the policy declares it) or None.
+    privileged_source: str | None = None
     base_seed: int = DEFAULT_BASE_SEED
     #: The policy server's metadata (openpi's handshake; None where the protocol has none): provenance,
     #: not a defining setting.
@@ -400,7 +405,7 @@ def policy_record(settings: RunSettings, evaluator: bool = True) -> dict[str, An
     describes); a run of the ROS graph, whose policy node builds its own, records null there."""
     return {"spec": settings.policy, "kwargs": jsonable(redacted(settings.policy_kwargs)),
             "server_metadata": server_metadata(settings.server_metadata),
-            "observation_keys": observation_keys(settings.policy, settings.privileged, settings.policy_kwargs)
+            "observation_keys": observation_keys(settings.policy, bool(settings.privileged), settings.policy_kwargs)
             if evaluator else None}
 
 

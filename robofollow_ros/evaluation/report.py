@@ -30,18 +30,33 @@ PROTOCOL: dict[str, Any] = {"rounds": 10, "max_steps": 10, "actions_per_step": 5
 
 
 def is_privileged(run: Mapping[str, Any] | None) -> bool:
-    """True when run.json says its policy was given privileged state (``arguments.privileged``, or ours), or
-    its policy is a built-in that reads it in process (``oracle``, ``blind``: ``spec.PRIVILEGED_BUILTINS``;
-    their run.json says ``privileged: false``, the flag not having been needed)."""
+    """True when run.json says its policy was given privileged state: ``privileged`` (the flag, or the built
+    policy's own declaration: ``privileged_source``), or ``arguments.privileged``. A run.json written before
+    ``privileged_source`` existed recorded the flag alone, so there a built-in that reads it in process
+    (``oracle``, ``blind``: ``spec.PRIVILEGED_BUILTINS``) counts too."""
     from robofollow_ros.policy.spec import PRIVILEGED_BUILTINS
 
     if not run:
         return False
     arguments = run.get("arguments")
     policy = run.get("policy")
-    builtin = isinstance(policy, Mapping) and policy.get("spec") in PRIVILEGED_BUILTINS
+    older = "privileged_source" not in run
+    builtin = older and isinstance(policy, Mapping) and policy.get("spec") in PRIVILEGED_BUILTINS
     return (bool(run.get("privileged")) or builtin
             or (isinstance(arguments, Mapping) and bool(arguments.get("privileged"))))
+
+
+def expected_true_trials(run: Mapping[str, Any]) -> Any:
+    """run.json's planned trials of the true instructions: ``expected_trials`` counts a run's instruction controls
+    (``eval --controls``) too, which every view but ``--controls`` leaves out; then every selected task × rounds."""
+    expected = run.get("expected_trials")
+    arguments = run.get("arguments")
+    if not (isinstance(arguments, Mapping) and arguments.get("controls")):
+        return expected
+    selected, rounds = run.get("selected_tasks"), arguments.get("rounds")
+    if isinstance(selected, list) and isinstance(rounds, int) and not isinstance(rounds, bool):
+        return len(selected) * rounds
+    return expected
 
 
 def protocol_differences(run: Mapping[str, Any] | None, trials: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -72,7 +87,7 @@ def protocol_differences(run: Mapping[str, Any] | None, trials: Sequence[Mapping
             value = run.get(key)
             if value is not None and value != PROTOCOL[key]:
                 out.append(f"{key} {value} (the protocol: {PROTOCOL[key]})")
-        expected = run.get("expected_trials")
+        expected = expected_true_trials(run)
         if run.get("status") != "complete" or (isinstance(expected, int) and len(trials) < expected):
             out.append(f"{run.get('status')}: {len(trials)} of {expected} planned trials recorded")
         changed = sorted({key for entry in run.get("resumes") or [] for key in (entry.get("changed") or {})})

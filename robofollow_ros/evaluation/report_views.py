@@ -49,8 +49,10 @@ def executed_count(trials: Sequence[Mapping[str, Any]]) -> int:
 
 
 def trial_name(entry: Mapping[str, Any]) -> str:
-    """The trial's id, as its recordings are named: ``<task>_r<round>_s<seed>``."""
-    return f"{entry['task']}_r{entry.get('round')}_s{entry.get('seed')}"
+    """The trial's id, as its recordings are named: ``<task>_r<round>_s<seed>``, and ``_<control>`` after it for an
+    instruction control's trial (``selection.TrialKey.trial_id``: its true trial's id is its ``partner``)."""
+    name = f"{entry['task']}_r{entry.get('round')}_s{entry.get('seed')}"
+    return f"{name}_{entry['control']}" if entry.get("control") else name
 
 
 def _put(out: dict[str, Any], metric: str, interval: Interval) -> None:

@@ -49,7 +49,9 @@ def run_identity(run: Mapping[str, Any]) -> Identity:
     """What ``--resume`` must share with the run it continues, read from a run.json object (new or recorded).
 
     Results of two selections, policies or budgets in one run would describe a run that never happened."""
-    fields = {name: value for name in IDENTITY_FIELDS if (value := lookup(run, name)) is not ABSENT}
+    fields = {name: value for name in IDENTITY_FIELDS if (value := lookup(run, name)) is not ABSENT
+              # privileged before the policy is built is not known (its declaration): left to the later check
+              and not (name == "privileged" and value is None)}
     return _RunIdentity(fields, record=RUN_FILE, partial=True)
 
 
@@ -66,10 +68,21 @@ class _RunIdentity(Identity):
             from robofollow_ros.robot.rig_description import BUILT_IN_RIG
 
             data = {**data, "rig": {"name": BUILT_IN_RIG}}
+        if data is not None and "privileged_source" not in data and not data.get("privileged"):
+            data = {**data, "privileged": _builtin_privileged(data)}
         args = data.get("arguments") if data is not None else None
         if data is not None and isinstance(args, dict) and "controls" not in args:
             data = {**data, "arguments": {**args, "controls": []}}  # written before controls existed: none
         return data
+
+
+def _builtin_privileged(run: Mapping[str, Any]) -> bool:
+    """A run.json written before ``privileged`` said what the policy received: ``privileged`` was the flag alone,
+    so an in-process built-in that declares it (``spec.PRIVILEGED_BUILTINS``) read false; it was privileged."""
+    from robofollow_ros.policy.spec import PRIVILEGED_BUILTINS
+
+    policy = run.get("policy")
+    return bool(run.get("privileged")) or (isinstance(policy, Mapping) and policy.get("spec") in PRIVILEGED_BUILTINS)
 
 
 def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tuple[str, str]],
@@ -87,10 +100,16 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         # ``_record_execution``): ``{"mode": "lockstep"}`` or ``{"mode": "rate", "execution": ...}``.
         pacing = args.get("execution")
         kwargs = args.get("kwargs")  # the graph's: policy_node's kwargs as given (the official key is a JSON string)
+        # privileged: policy_node's flag, or the policy's own declaration (a built-in's class, read unbuilt)
+        from robofollow_ros.policy.spec import spec_declares_privileged
+
+        flag = bool(args.get("privileged", False))
+        declared = not flag and bool(spec) and spec_declares_privileged(str(spec))
         settings = RunSettings(policy=str(spec) if spec else "", max_steps=args.get("max_steps"),
                                policy_kwargs=dict(kwargs) if isinstance(kwargs, Mapping) else {},
                                actions_per_step=args.get("actions_per_step"), render=args.get("render"),
-                               privileged=bool(args.get("privileged", False)),
+                               privileged=flag or declared,
+                               privileged_source="--privileged" if flag else ("policy" if declared else None),
                                execution=pacing if isinstance(pacing, Mapping) and pacing.get("mode") else None)
     run: dict[str, Any] = {
         # -- the official manifest (evaluate.py:115-122), names and values --
@@ -111,7 +130,10 @@ def new_run_record(*, arguments: Mapping[str, Any], selected_tasks: Sequence[tup
         "schema_version": RUN_SCHEMA_VERSION,
         "run_id": str(uuid.uuid4()),
         "policy": provenance.policy_record(settings, evaluator) if settings.policy else None,
-        "privileged": bool(settings.privileged),
+        # whether the policy was handed privileged state, and by what (``privileged_source``: the flag, or the
+        # policy's own declaration: an in-process oracle needs no flag and is privileged all the same)
+        "privileged": None if settings.privileged is None else bool(settings.privileged),
+        "privileged_source": settings.privileged_source if settings.privileged else None,
         "execution": jsonable_execution(settings.execution),
         **step_budget_record(settings),
         "max_steps": settings.max_steps,

@@ -143,12 +143,18 @@ class EvalConfig:
         return {**official, "limit_per_scene_level": self.limit,
                 **{k: v for k, v in ours.items() if k not in official}}
 
-    def run_settings(self, server_metadata: dict[str, Any] | None = None) -> RunSettings:
-        """What defines this run besides its selection (``--resume`` compares them); ``privileged`` is read from
-        :meth:`arguments` (false where the config has no such field)."""
+    def run_settings(self, server_metadata: dict[str, Any] | None = None,
+                     policy_privileged: bool | None = None) -> RunSettings:
+        """What defines this run besides its selection (``--resume`` compares them). ``privileged``: the flag
+        (read from :meth:`arguments`, false where the config has no such field), else whether the built policy
+        receives privileged state (``policy_privileged``, its worker's report: it declares ``needs_privileged``);
+        None while neither says (no policy built yet)."""
+        flag = bool(self.arguments().get("privileged", False))
+        privileged = True if flag else policy_privileged
         return RunSettings(policy=self.policy, policy_kwargs=dict(self.policy_kwargs),
                            max_steps=self.settings.max_steps, actions_per_step=self.settings.actions_per_step,
-                           render=self.render, privileged=bool(self.arguments().get("privileged", False)),
+                           render=self.render, privileged=privileged,
+                           privileged_source="--privileged" if flag else ("policy" if privileged else None),
                            server_metadata=server_metadata,
                            execution=self.settings.execution.describe(self.settings.max_steps,
                                                                       self.settings.actions_per_step))
@@ -258,12 +264,17 @@ def check_output(config: EvalConfig, tasks: Sequence[EvalTask], expected: int) -
 
 def open_writer(config: EvalConfig, tasks: Sequence[EvalTask], expected: int,
                 server_metadata: dict[str, Any] | None = None,
-                skipped: Sequence[dict[str, str]] = ()) -> RunWriter:
+                skipped: Sequence[dict[str, str]] = (), policy_privileged: bool | None = None,
+                renderer_startup_s: float | None = None) -> RunWriter:
+    """The run's writer; ``policy_privileged``, ``renderer_startup_s``: what the first worker reported (``info``):
+    whether its policy receives privileged state, and the seconds its renderer took to build, before any trial (so
+    no trial's ``wall_s`` holds them; null without rendering, or when no worker started)."""
     selected = [(t.scene, t.task_id) for t in tasks]
     extra: dict[str, Any] = {"model": config.policy}
+    extra["renderer_startup_s"] = renderer_startup_s
     if config.controls:
         extra["controls"] = controls_record(config.controls, skipped)
-    settings = config.run_settings(server_metadata)
+    settings = config.run_settings(server_metadata, policy_privileged)
     if config.resume:
         return RunWriter.resume(config.output, arguments=config.arguments(), selected_tasks=selected,
                                 expected_trials=expected, stepper=config.stepper, metadata_extra=extra,
@@ -285,8 +296,9 @@ def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutco
         backend.close()
 
 
-def starting_line(config: EvalConfig, trials: int) -> str:
-    """What the wait for the first result is, said before it (a rendered run's first trial can take a minute)."""
+def starting_line(config: EvalConfig, trials: int, renderer_startup_s: float | None = None) -> str:
+    """What the wait for the first result is, said before it; a rendered run's renderer was built before it (the
+    workers' start: up to a minute on a CPU), the seconds it took said when known."""
     if config.backend == "inline":
         where = "in this process"
     elif config.backend == "ray":
@@ -294,7 +306,9 @@ def starting_line(config: EvalConfig, trials: int) -> str:
     else:
         n = min(config.workers, trials)
         where = f"in {n} worker process{'es' if n > 1 else ''}"
-    rendered = f" (rendered: {RENDERER_HINT})" if config.render else ""
+    rendered = "" if not config.render else (
+        f" (rendered: the renderer was built in {renderer_startup_s:.1f} s, before the first trial)"
+        if renderer_startup_s is not None else " (rendered)")
     return f"running {trials} trial{'s' if trials != 1 else ''} of {config.policy} {where}{rendered}"
 
 
@@ -318,15 +332,19 @@ def _run(config: EvalConfig, registry: Any, tasks: Sequence[EvalTask], keys: Seq
     if len(done) < len(keys):
         # Told only if it lasts (a refusal here is one line), then what the trials wait for, before they do.
         started = time.monotonic()
-        with Heartbeat(lambda: f"… starting the workers (the simulator and the policy), {waited(started)}",
+        what = f"the simulator, the policy and the renderer: {RENDERER_HINT}" if config.render else \
+            "the simulator and the policy"
+        with Heartbeat(lambda: f"… starting the workers ({what}), {waited(started)}",
                        stream) if stream is not None else contextlib.nullcontext():
             info = backend.start(len(keys) - len(done))
-    writer = open_writer(config, tasks, len(keys), info.get("server_metadata"), skipped)
+    writer = open_writer(config, tasks, len(keys), info.get("server_metadata"), skipped, info.get("privileged"),
+                         info.get("renderer_startup_s"))
     if stream is not None and skipped:
         print(f"controls: {len(skipped)} pair{'s' if len(skipped) != 1 else ''} skipped for want of a candidate "
               f"(run.json's controls.skipped names each)", file=stream, flush=True)
     if stream is not None and len(done) < len(keys):  # after the run directory: a refused one is one line
-        print(starting_line(config, len(keys) - len(done)), file=stream, flush=True)
+        print(starting_line(config, len(keys) - len(done), info.get("renderer_startup_s")), file=stream,
+              flush=True)
     failed: list[tuple[str, str]] = []
     with writer:
         todo = [k for k in keys if not writer.recorded(k.task_id, k.round, k.control)]

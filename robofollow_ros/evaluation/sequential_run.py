@@ -124,7 +124,10 @@ def run_compare(config: CompareConfig,
             infos[name] = backends[name].start(budget)
         config.output.mkdir(parents=True, exist_ok=True)
         with contextlib.ExitStack() as stack:  # each run ends as eval's does: complete, failed, or resumable
-            writers = {name: stack.enter_context(open_writer(side, tasks, budget, infos[name].get("server_metadata")))
+            writers = {name: stack.enter_context(
+                open_writer(side, tasks, budget, infos[name].get("server_metadata"),
+                            policy_privileged=infos[name].get("privileged"),
+                            renderer_startup_s=infos[name].get("renderer_startup_s")))
                        for name, side in sides.items()}
             return _pairs(config, registry, pool[:budget], len(pool), backends, writers, say)
     finally:

@@ -31,7 +31,7 @@ from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.evaluation.worker_errors import PolicyStartError
 from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S as DEFAULT_POLICY_TIMEOUT_S  # for the runner
 from robofollow_ros.policy.guard import TimeoutGuardedPolicy, guarded_kwargs
-from robofollow_ros.policy.interface import close_policy
+from robofollow_ros.policy.interface import close_policy, receives_privileged
 from robofollow_ros.policy.remote import is_remote
 from robofollow_ros.policy.spec import load_policy
 
@@ -195,7 +195,10 @@ class TrialWorker:
         self.registry = default_registry()
         self.policy, server_metadata = start_policy(spec)
         #: What this worker tells the driver when it is ready (``info``): the policy server's metadata.
-        self.info: dict[str, Any] = {"server_metadata": server_metadata}
+        #: and whether the policy is handed privileged state (the flag, or its own declaration: run.json's
+        #: ``privileged`` is read here, from the policy, not from a list of names).
+        self.info: dict[str, Any] = {"server_metadata": server_metadata,
+                                     "privileged": receives_privileged(self.policy)}
         try:
             execution = spec.settings.execution
             if execution.realtime:  # one row per control tick, a fixed number of physics steps
@@ -203,6 +206,11 @@ class TrialWorker:
                                       direct_steps=execution.tick_physics_steps)
             else:
                 self.world = SimWorld(render=spec.render, stepper=spec.stepper)  # type: ignore[arg-type]
+            if spec.render:  # the renderer is built now, before any trial's clock starts, and its cost recorded
+                from robofollow_ros.sim.renderer import warm_up
+
+                scratch = SimWorld(render=True, cameras=self.world.cameras, rig=self.world.rig)
+                self.info["renderer_startup_s"] = warm_up(scratch, self.registry.eval_tasks()[0])
         except BaseException:
             close_policy(self.policy)
             raise

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,8 @@ class TrialChannels:
         self._camera_due_ns: dict[str, int] = {}
         self._camera_last_ns: dict[str, int] = {}
         self.camera_dropped = 0
+        #: A blinded run (``monitoring.blind.blind_live``): what the live view is sent instead; never the recording.
+        self.live_filter: Callable[[str, str, bytes], bytes] | None = None
 
     @property
     def live_context(self) -> foxglove.Context:
@@ -131,7 +133,7 @@ class TrialChannels:
         live = self.live.channel(topic, type_name, qos)
         live_data = self._live_payload(topic, data)  # also when nobody watches yet: it sets what is served
         if live.has_sinks():
-            live.log(live_data, log_time=now)
+            live.log(self._filtered(topic, type_name, live_data), log_time=now)
 
     def _live_payload(self, topic: str, data: bytes) -> bytes:
         """What the live view gets of ``data``: the robot description with its meshes by ``package://``."""
@@ -148,6 +150,9 @@ class TrialChannels:
         payload = data if live == urdf else rosmsg.encode(rosmsg.string(live))
         self._live_description = (data, payload)
         return payload
+
+    def _filtered(self, topic: str, type_name: str, data: bytes) -> bytes:
+        return data if self.live_filter is None else self.live_filter(topic, type_name, data)
 
     def send(self, topic: str, msg: Any, time_ns: int | None = None) -> None:
         """Serialize a message built with ``monitoring.rosmsg`` and publish it."""
@@ -191,7 +196,7 @@ class TrialChannels:
         live = self.live.channel(topic, type_name)
         live_data = self._live_payload(topic, data)
         if live.has_sinks():
-            live.log(live_data, log_time=time.time_ns())
+            live.log(self._filtered(topic, type_name, live_data), log_time=time.time_ns())
 
     def publish_to_recording(self, topic: str, type_name: str, data: bytes, time_ns: int | None = None) -> None:
         recording, now = self.recording, time.time_ns() if time_ns is None else time_ns
@@ -221,7 +226,8 @@ class TrialChannels:
         """A viewer subscribed to ``topic``: give the live view its latched messages again."""
         sent = self.latched(topic)
         for name, type_name, data in sent:
-            self.live.channel(name, type_name).log(self._live_payload(name, data), log_time=time.time_ns())
+            self.live.channel(name, type_name).log(self._filtered(name, type_name, self._live_payload(name, data)),
+                                                   log_time=time.time_ns())
         return len(sent)
 
     # -- content --------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """ROS 2 messages without ROS: build them, serialize them to CDR and describe their types.
 
 Recordings are ROS 2 bags and the live view speaks the same types, but the headless evaluator has
-no rclpy (the core sits below the nodes). ``rosbags`` carries the ROS 2 Kilted message definitions
-in pure Python: it serializes CDR, prints the ``ros2msg`` definition text a bag stores as schema,
-and computes the RIHS01 type hash (tested equal to the hashes of the installed ROS wheels).
+no rclpy (the core sits below the nodes). ``rosbags`` carries the message definitions of ROS 2 Jazzy (the
+release the venv's wheels are) in pure Python: it serializes CDR, prints the ``ros2msg`` definition text a
+bag stores as schema, and computes the RIHS01 type hash (tested equal to the hashes of the installed ROS wheels).
 
 Everything here builds messages as ``rosbags`` dataclasses; ``encode`` turns one into bytes.
 """
@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 
 #: The ROS distribution whose message definitions we write (and that the ROS wheels are).
-ROS_DISTRO = "kilted"
+ROS_DISTRO = "jazzy"
 
 
 @lru_cache(maxsize=1)
 def typestore() -> Any:
     from rosbags.typesys import Stores, get_typestore
 
-    return get_typestore(Stores.ROS2_KILTED)
+    return get_typestore(Stores.ROS2_JAZZY)
 
 
 @dataclass(frozen=True)

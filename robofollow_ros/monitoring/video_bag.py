@@ -95,7 +95,7 @@ def _reader(path: Path) -> Any:
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import Stores, get_typestore
 
-    return AnyReader([Path(path)], default_typestore=get_typestore(Stores.ROS2_KILTED))
+    return AnyReader([Path(path)], default_typestore=get_typestore(Stores.ROS2_JAZZY))
 
 
 def _camera_topics(connections: list[Any]) -> dict[str, str]:

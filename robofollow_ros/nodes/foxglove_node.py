@@ -102,8 +102,14 @@ class FoxgloveNode(Node):
         camera_hz = params.declare("camera_max_hz", 15.0, "per-camera rate cap of the JPEG streams, Hz", positive)
         quality = params.declare("jpeg_quality", 80, "JPEG quality of the camera streams, 1..100", _quality)
         self.service_timeout_s = params.declare("service_timeout_s", 10.0, "wait for the trial manager, s", positive)
+        blind = params.declare("blind", False, "a blinded run (bringup --controls): the live view gets no instruction, "
+                               "task id or stage name (monitoring.blind); the recordings keep them")
 
         self.channels = TrialChannels(MonitorSettings(camera_hz, quality))
+        if blind:
+            from robofollow_ros.monitoring.blind import blind_live
+
+            self.channels.live_filter = blind_live
         self.session = LiveSession(self.channels, record=record, record_dir=Path(output) if output else None,
                                    session_file=Path(session_file) if session_file else None)
         self._trial_clients: dict[str, Any] = {name: self.create_client(Trigger, name) for name in TRIAL_SERVICES}

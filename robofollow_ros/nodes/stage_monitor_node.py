@@ -82,6 +82,7 @@ class StageMonitorNode(Node):
         self._doubtful: dict[int, frozenset[str]] = {}
         self._latest_doubtful: frozenset[str] = frozenset()
         self._monitor: Any = None
+        self._also: Any = None  # a swap control: the monitor of its true task (original_verdict)
         self._trial: dict[str, Any] = {}
         self._last_scored = -1
         self._end: int | None = None
@@ -162,7 +163,12 @@ class StageMonitorNode(Node):
     def _start(self, trial: dict[str, Any]) -> None:
         from robofollow_ros.scoring.monitor import StageMonitor
 
-        self._monitor = StageMonitor(self.registry.eval_task(str(trial["task"])), self.registry)
+        # an instruction control (trial_blind): a swap is scored against its new task's rules, and its true
+        # task's too (``original_verdict``), as eval scores it
+        self._monitor = StageMonitor(self.registry.eval_task(str(trial.get("scored_task") or trial["task"])),
+                                     self.registry)
+        also = trial.get("also_scored")
+        self._also = StageMonitor(self.registry.eval_task(str(also)), self.registry) if also else None
         self._trial, self._end = trial, None
         self._gate = PoseGate()  # a new table: the last trial's confident poses say nothing about it
         self._latest_doubtful = frozenset()
@@ -204,7 +210,10 @@ class StageMonitorNode(Node):
             raw["doubtful"] = sorted(doubtful)
         index = self._monitor.frame_count + len(self._monitor.held_frames)  # frames offered, held ones included
         try:
-            self._monitor.update(frame_from_dict(raw, index=index))
+            frame = frame_from_dict(raw, index=index)
+            self._monitor.update(frame)
+            if self._also is not None:
+                self._also.update(frame)
         except (KeyError, ValueError) as exc:
             self.get_logger().error(f"frame at {stamp} ns not scored: {exc}", throttle_duration_sec=2.0)
             return
@@ -218,6 +227,11 @@ class StageMonitorNode(Node):
         live.update(trial_id=self._trial.get("id"), final=final, frames=self._monitor.frame_count)
         if final:
             live["result"] = self._monitor.result() if self._monitor.frame_count else None
+            if live["result"] is not None and self._also is not None:  # a swap: the verdict against the true task
+                also = self._also.result() if self._also.frame_count else None
+                if also is not None:
+                    live["result"]["original_verdict"] = {"task": self._also.task.task_id, **{
+                        k: also[k] for k in ("intent_score", "exec_score", "intent_ok", "exec_ok", "completion_ok")}}
         return live
 
     def _finish(self) -> None:
@@ -225,7 +239,7 @@ class StageMonitorNode(Node):
         self.score.publish(String(data=tp.encode(self._payload(final=True))))
         self.get_logger().info(f"trial {trial_id} scored: {self._monitor.frame_count} frames")
         self._finished_ids.add(trial_id)
-        self._monitor, self._end = None, None
+        self._monitor, self._end, self._also = None, None, None
 
 
 def marker_confidences(msg: MarkerArray) -> dict[str, float]:

@@ -87,7 +87,7 @@ from robofollow_ros.nodes.trial_faults import (
     fault_result,
 )
 from robofollow_ros.nodes.trial_records import PolicyGate, TrialRecords, empty_result, ros_run_arguments
-from robofollow_ros.nodes.trial_redo import Redo, attempt_id, superseding
+from robofollow_ros.nodes.trial_redo import Redo, superseding
 from robofollow_ros.nodes.trial_services import TrialServices
 from robofollow_ros.policy.guard import DEFAULT_POLICY_TIMEOUT_S
 from robofollow_ros.rig.health import HALT, HealthFailure, HealthSettings, check_health, worst_class
@@ -133,6 +133,16 @@ def _checks(value: Any) -> str | None:
 
     unknown = [c for c in _words(value) if c not in CHECKS]
     return f"{unknown[0]!r} is not one of {', '.join(CHECKS)}" if unknown else None
+
+
+def _controls(value: Any) -> str | None:
+    from robofollow_ros.evaluation.controls import parse_controls
+
+    try:
+        parse_controls(str(value))
+    except ValueError as exc:
+        return str(exc).removeprefix("--controls: ")
+    return None
 
 
 def _words(value: Any) -> list[str]:
@@ -227,12 +237,26 @@ class TrialManagerNode(TrialServices, Node):
                                                "a trial (discovery, the first frames), s", positive)
         calibration_dir = params.declare("calibration_dir", "", "health: the camera calibration to check "
                                          "(default: the package's calibration/sim, perception_node's default)")
+        # -- instruction controls, blinded (evaluation.controls, nodes.trial_blind) ------------------------------
+        controls_text = params.declare("controls", "", "instruction controls run beside every trial on its seed, "
+                                       "a comma list of blank, shuffled, swap, paraphrase (empty: none)", _controls)
+        blind = params.declare("blind", True, "with controls: the operator's terminal and live view do not say which "
+                               "instruction a trial got (nor that it is a control) until the run ends (false: "
+                               "--unblind, for debugging; recorded in run.json)")
+        order_seed = params.declare("order_seed", 0, "with controls: seed of the random order the trials run in")
 
         from robofollow_ros.benchmark import default_registry
+        from robofollow_ros.evaluation.controls import parse_controls
+        from robofollow_ros.nodes.trial_blind import ControlledPlan
         from robofollow_ros.nodes.trial_plan import parse_trials
 
         self.registry = default_registry()
         self.plan = parse_trials(trials, self.registry)
+        #: The run's controls, in a seeded random order, and the labels a blinded operator sees.
+        self.controlled = ControlledPlan.build(self.registry, self.plan, parse_controls(controls_text),
+                                               blind=blind, order_seed=order_seed)
+        self.plan = self.controlled.plan
+        self.blind_labels = self.controlled.labels
         self.run_dir = Path(output) if output else Path("runs") / time.strftime("ros-%Y%m%dT%H%M%SZ", time.gmtime())
         arguments = ros_run_arguments(
             trials, self.plan, max_steps=self.max_steps, actions_per_step=self.actions_per_step, stepper=stepper,
@@ -240,12 +264,13 @@ class TrialManagerNode(TrialServices, Node):
             policy_timeout_s=policy_timeout_s, render=None if render == "" else render == "true",
             rig_mode=self.rig_mode, privileged=privileged, execution=json.loads(execution) if execution else None)
         arguments["live_view"] = json.loads(live_view) if live_view else None
+        arguments.update(self.controlled.arguments())
         self.bounds = PhaseBounds.derive(reset_s=self.reset_timeout_s, confirm_s=confirm_timeout_s,
                                          score_s=self.score_timeout_s, running_s=running_timeout_s,
                                          stop_s=stop_timeout_s, policy_timeout_s=policy_timeout_s,
                                          max_steps=self.max_steps, verify_s=reset_check_timeout_s)
         self.records = TrialRecords(self.run_dir, arguments, self.plan.selected_tasks, len(self.plan), stepper,
-                                    self.policy_label)
+                                    self.policy_label, extra=self.controlled.run_record())
         self.finished = threading.Event()
         self.index = -1
         self.phase = tp.PHASE_IDLE
@@ -378,11 +403,12 @@ class TrialManagerNode(TrialServices, Node):
         self._key = key
         position = self.plan.keys.index(key)
         task = self.registry.eval_task(key.task_id)
-        self.trial = {"id": attempt_id(key, self._attempt),
+        given = self.controlled.given(key)  # the instruction the policy gets, and how the trial is scored
+        self.trial = {"id": self.controlled.graph_id(key, self._attempt),
                       "attempt": self._attempt, "index": position, "total": len(self.plan), "scene": task.scene,
                       "level": task.level, "task": task.task_id, "round": key.round, "seed": key.seed,
-                      "instruction": task.instruction, "max_steps": self.max_steps,
-                      "actions_per_step": self.actions_per_step, "run_dir": str(self.run_dir)}
+                      "instruction": given.instruction, "max_steps": self.max_steps,
+                      "actions_per_step": self.actions_per_step, "run_dir": str(self.run_dir), **given.scoring}
         self._policy_done = None
         self._fault = None
         self._mark = None
@@ -395,9 +421,10 @@ class TrialManagerNode(TrialServices, Node):
             self.reset_watch.begin(self.registry.layout_of(task), key.seed)
         self.safety.take_holds()  # holds before this trial (between trials, after the last row) are not its
         self._started_wall = time.monotonic()
-        self.instruction_pub.publish(String(data=task.instruction))
+        self.instruction_pub.publish(String(data=given.instruction))  # the policy and the bag get it
         self._publish({"phase": tp.PHASE_RESETTING})
-        self.get_logger().info(f"trial {position + 1}/{len(self.plan)}: {self.trial['id']} — {task.instruction!r}")
+        self.get_logger().info(f"trial {position + 1}/{len(self.plan)}: {self.trial['id']} — "
+                               f"{self.controlled.told(key, given)}")
         if self.rig_mode:
             self._show_operator(task, key.seed)
 
@@ -658,6 +685,7 @@ class TrialManagerNode(TrialServices, Node):
             result = fail_result(result, str(done["error"]), str(done.get("error_detail", "")))
         key = self._key
         assert key is not None
+        result.update(self.controlled.result_fields(key))  # a control's fields, as eval records them
         if self._mark is not None:
             result["operator_mark"] = self._mark
         if self._intervened:  # teleoperation drove some of its frames: the verdict is an assisted one
@@ -672,9 +700,9 @@ class TrialManagerNode(TrialServices, Node):
         self._last_key = key
         self._recorded = [*(k for k in self._recorded if k != key), key]
         if result.get("assisted"):
-            self.get_logger().warning(f"{key.trial_id}: assisted: teleoperation drove {self._intervened} frames")
+            self.get_logger().warning(f"{self.shown_id(key)}: assisted: teleoperation drove {self._intervened} frames")
         self._tell_disagreement(dict(result, round=key.round))
-        self.get_logger().info(f"{key.trial_id}: IS {result['intent_score']:.2f} ES {result['exec_score']:.2f} "
+        self.get_logger().info(f"{self.shown_id(key)}: IS {result['intent_score']:.2f} ES {result['exec_score']:.2f} "
                                f"complete {result['completion_ok']}")
         self._publish({"phase": tp.PHASE_DONE, "intent": result["intent_score"], "exec": result["exec_score"],
                        "complete": result["completion_ok"], "error": result.get("policy_error"),
@@ -708,6 +736,8 @@ class TrialManagerNode(TrialServices, Node):
 
     def _finish_run(self) -> None:
         self.records.complete()
+        for line in self.controlled.unblinding(self._recorded):  # every verdict and mark is recorded: now it may
+            self.get_logger().info(line)
         self._publish({"phase": tp.PHASE_FINISHED, "run_dir": str(self.run_dir)})
         self.get_logger().info(f"all {len(self.plan)} trials done; results in {self.run_dir}")
         if self.print_summary:

@@ -53,7 +53,7 @@ def empty_result(task: EvalTask, why: str) -> dict[str, Any]:
 
 class TrialRecords:
     def __init__(self, run_dir: Path, arguments: dict[str, Any], selected_tasks: tuple[tuple[str, str], ...],
-                 expected_trials: int, stepper: str, model: str) -> None:
+                 expected_trials: int, stepper: str, model: str, extra: dict[str, Any] | None = None) -> None:
         from robofollow_ros.evaluation.results import RunWriter
 
         self.run_dir = run_dir
@@ -61,7 +61,10 @@ class TrialRecords:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="results")
         self.writer = self._call(RunWriter, run_dir, arguments=arguments, selected_tasks=selected_tasks,
                                  expected_trials=expected_trials, stepper=stepper,
-                                 metadata_extra={"model": model or "unknown", "runtime_graph": "ros2"})
+                                 # eval's fields: the sim node builds its renderer when it starts, before any trial
+                                 # (no trial's wall_s holds it), and logs the seconds; the trial manager is not told
+                                 metadata_extra={"model": model or "unknown", "runtime_graph": "ros2",
+                                                 "renderer_startup_s": None, **(extra or {})})
 
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         return self._thread.submit(function, *args, **kwargs).result()
@@ -80,11 +83,11 @@ class TrialRecords:
 
     def entry(self, key: TrialKey) -> dict[str, Any] | None:
         """The recorded results entry of ``key`` (a copy), None when it is not recorded."""
-        found = self._call(self.writer.recorded_entry, key.task_id, key.round)
+        found = self._call(self.writer.recorded_entry, key.task_id, key.round, key.control)
         return None if found is None else dict(found)
 
     def annotate(self, key: TrialKey, fields: dict[str, Any]) -> None:
-        self._call(self.writer.annotate_trial, key.task_id, key.round, fields)
+        self._call(self.writer.annotate_trial, key.task_id, key.round, fields, key.control)
 
     def complete(self) -> None:
         self._call(self.writer.complete)

@@ -40,6 +40,11 @@ def attempt_id(key: TrialKey, attempt: int) -> str:
     return key.trial_id + (f"_attempt{attempt}" if attempt > 1 else "")
 
 
+def strip_attempt(trial_id: str) -> str:
+    """``trial_id`` without its ``_attempt<n>`` suffix."""
+    return _ATTEMPT.sub("", trial_id.strip())
+
+
 def find_trial(keys: Iterable[TrialKey], trial_id: str) -> TrialKey | None:
     """The trial of ``keys`` that ``trial_id`` names (with or without an ``_attempt<n>`` suffix)."""
     base = _ATTEMPT.sub("", trial_id.strip())

@@ -28,7 +28,7 @@ from robofollow_ros.contract import SERVICE_TRIAL_NEXT, SERVICE_TRIAL_STOP
 from robofollow_ros.evaluation.selection import TrialKey
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes.trial_faults import FAULT_ABORT, FAULT_OPERATOR, Fault
-from robofollow_ros.nodes.trial_redo import Redo, find_trial
+from robofollow_ros.nodes.trial_redo import Redo, find_trial, strip_attempt
 from robofollow_ros.rig.keys import KeyReader
 
 #: The bringup terminal's keys and what they do.
@@ -61,6 +61,20 @@ class TrialServices:
     _redo_pending: bool
     _mark: Any
     _intervened: int
+    #: Blinded runs (``--controls`` without ``--unblind``): the label the operator sees for each trial.
+    blind_labels: dict[TrialKey, str]
+
+    def shown_id(self, key: TrialKey) -> str:
+        """The trial's id as the operator sees it: its blind label in a blinded run (the id names a control)."""
+        return self.blind_labels.get(key, key.trial_id)
+
+    def find_shown(self, keys: list[TrialKey], trial_id: str) -> TrialKey | None:
+        """The trial of ``keys`` the operator names: by its id, or in a blinded run by its label."""
+        found = find_trial(keys, trial_id)
+        if found is None and self.blind_labels:
+            label = strip_attempt(trial_id)
+            found = next((k for k in keys if self.blind_labels.get(k) == label), None)
+        return found
 
     def _announce(self, extra: dict[str, Any]) -> None:  # the node's
         raise NotImplementedError
@@ -225,18 +239,18 @@ class TrialServices:
         until after it), else after the trial under way."""
         current = self._key if self._under_way() else None
         started = self.phase not in tp.NOT_STARTED
-        if current is not None and (find_trial([current], trial_id) is not None or
+        if current is not None and (self.find_shown([current], trial_id) is not None or
                                     (not trial_id.strip() and (started or self._last_key is None))):
             return self._redo_under_way()
         if self.finished.is_set():
             return False, "the run is finished (to redo its last trial, pause during it, then redo)"
-        key = self._last_key if not trial_id.strip() else find_trial(self._recorded, trial_id)
+        key = self._last_key if not trial_id.strip() else self.find_shown(self._recorded, trial_id)
         if key is None:
-            recorded = ", ".join(k.trial_id for k in self._recorded[-5:]) or "none yet"
+            recorded = ", ".join(self.shown_id(k) for k in self._recorded[-5:]) or "none yet"
             return False, (f"trial {trial_id!r} is not a recorded trial of this run (last recorded: {recorded})"
                            if trial_id.strip() else "no trial recorded yet")
         if any(r.key == key for r in self._redos) or key == current:
-            return False, f"trial {key.trial_id} is already to run again"
+            return False, f"trial {self.shown_id(key)} is already to run again"
         when = "when the run resumes" if self.paused else "now"
         if current is None:
             self._redos.insert(0, Redo(key, replaces=True))
@@ -248,7 +262,7 @@ class TrialServices:
         else:
             self._redos.append(Redo(key, replaces=True))
             when = f"after {self.trial['id']}"
-        return True, (f"recorded trial {key.trial_id} runs again {when}; its entry is kept as superseded and "
+        return True, (f"recorded trial {self.shown_id(key)} runs again {when}; its entry is kept as superseded and "
                       "only the new attempt counts")
 
     def _redo_under_way(self) -> tuple[bool, str]:
@@ -272,7 +286,7 @@ class TrialServices:
         if self._last_key is None:
             return False, "no trial to mark yet"
         self.records.annotate(self._last_key, {"operator_mark": mark})
-        return True, f"mark {mark} added to trial {self._last_key.trial_id} (beside its verdict)"
+        return True, f"mark {mark} added to trial {self.shown_id(self._last_key)} (beside its verdict)"
 
     def _on_intervention(self, msg: Bool) -> None:
         if msg.data and self.phase in (tp.PHASE_RUNNING, tp.PHASE_STOPPING):

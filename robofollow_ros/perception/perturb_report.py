@@ -6,7 +6,12 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from robofollow_ros.evaluation.intervals import wilson
 from robofollow_ros.perception.perturb_score import GOALS
+
+#: Under each table: what its intervals are.
+INTERVALS_NOTE = ("95 % intervals: Wilson on k of n (identity: correct of the identity checks; a confidence bin: "
+                  "poses > 2 cm off of the bin's poses); n in brackets")
 
 
 def _mm(value: float | None) -> str:
@@ -29,15 +34,24 @@ def markdown_table(report: dict[str, Any]) -> str:
         drift = item["drift_reported_share"]
         rows.append(
             f"| {item['name']} | {_mm(item['median_error_m'])} | {_mm(item['p95_error_m'])} "
-            f"| {_mm(item['max_error_m'])} | {'—' if identity is None else f'{identity * 100:.2f} %'} "
-            f"({item['identity_checks']}) | {item['misses']} | {item['false_detections']} "
+            f"| {_mm(item['max_error_m'])} | {share_ci(identity, item['identity_checks'], 2)} "
+            f"| {item['misses']} | {item['false_detections']} "
             f"| {item['unexplained_segments']} | {'—' if drift is None else f'{drift * 100:.0f} %'} "
             f"| {_verdict(item)} |")
-    return "\n".join(rows)
+    return "\n".join(rows) + "\n\n" + INTERVALS_NOTE
 
 
 def _share(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.0f} %"
+
+
+def share_ci(value: float | None, n: int, digits: int = 0) -> str:
+    """A share of n with its Wilson 95 % interval and n: ``99.50 % [98.84, 99.79] (1125)``; the count is the
+    share × n, rounded (the report keeps the share)."""
+    if value is None or not n:
+        return f"— ({n})"
+    ci = wilson(round(value * n), n)
+    return f"{value * 100:.{digits}f} % [{ci.lo * 100:.{digits}f}, {ci.hi * 100:.{digits}f}] ({n})"
 
 
 def monotone(reliability: list[dict[str, Any]]) -> bool:
@@ -55,12 +69,12 @@ def doubt_table(report: dict[str, Any]) -> str:
             "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(bins) + "---|"]
     for item in report["items"]:
         identity = item["identity_accuracy"]
-        cells = [f"{_share(b['share_over_2cm'])} ({b['n']})" for b in item.get("reliability", [])]
-        rows.append(f"| {item['name']} | {'—' if identity is None else f'{identity * 100:.2f} %'} "
+        cells = [share_ci(b["share_over_2cm"], b["n"]) for b in item.get("reliability", [])]
+        rows.append(f"| {item['name']} | {share_ci(identity, item.get('identity_checks', 0), 2)} "
                     f"| {_mm(item['median_error_m'])} | {_mm(item['p95_error_m'])} | {item.get('poses_published', 0)} "
                     f"| {item.get('confident_wrong_2cm_09', '—')} | {item.get('confident_wrong_3cm_05', '—')} | "
                     + " | ".join(cells) + f" | {'yes' if monotone(item.get('reliability', [])) else '**no**'} |")
-    return "\n".join(rows)
+    return "\n".join(rows) + "\n\n" + INTERVALS_NOTE
 
 
 def reliability_plot(report: dict[str, Any], path: Path) -> None:

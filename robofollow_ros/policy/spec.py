@@ -68,13 +68,38 @@ def _memorizer(**kwargs: Any) -> Policy:
     return MemorizerPolicy(**kwargs)
 
 
-#: Built-ins whose policy declares ``needs_privileged`` (they read the true poses and the task id in process):
-#: a run of one is privileged whatever its flags say, and ``report`` marks it so (a test keeps this equal to
-#: what the classes declare).
+#: Built-ins whose policy declares ``needs_privileged`` (they read the true poses and the task id in process). Only
+#: for run.json files written before ``privileged_source`` (which recorded the flag alone): a run records what its
+#: policy received (``TrialWorker.info``, :func:`spec_declares_privileged`). A test keeps it equal to the classes.
 PRIVILEGED_BUILTINS = frozenset({"oracle", "blind"})
+
+#: The class each of the package's built-ins builds (``module:Class``), read for its declaration without building it.
+_BUILTIN_CLASSES = {"hold": "robofollow_ros.policy.baselines.hold:HoldPolicy",
+                    "oracle": "robofollow_ros.policy.expert.oracle:OraclePolicy",
+                    "blind": "robofollow_ros.policy.baselines.mirage:BlindPolicy",
+                    "memorizer": "robofollow_ros.policy.baselines.mirage:MemorizerPolicy"}
+
+
+def spec_declares_privileged(spec: str) -> bool:
+    """Whether the policy ``spec`` names declares ``needs_privileged`` (so it is handed privileged state in process
+    without ``--privileged``), from its class, without building it: the package's built-ins (through ``latency:``);
+    False for any other SPEC (a remote policy never receives it without the flag; a factory's policy is known only
+    once built: ``interface.receives_privileged`` of the built policy is the answer there)."""
+    try:
+        delayed = parse_latency_spec(spec.strip())
+    except ValueError:
+        return False
+    if delayed is not None:
+        return spec_declares_privileged(delayed.inner)
+    target = _BUILTIN_CLASSES.get(spec.strip())
+    if target is None or _BUILTINS.get(spec.strip()) is not _DEFAULT_BUILTINS.get(spec.strip()):
+        return False  # not a built-in, or a name a user registered over it
+    module, _, name = target.partition(":")
+    return getattr(getattr(importlib.import_module(module), name), "needs_privileged", False) is True
 
 #: SPEC name → factory. The package's own entries import nothing until called (see the module doc).
 _BUILTINS: dict[str, PolicyFactory] = {"hold": _hold, "oracle": _oracle, "blind": _blind, "memorizer": _memorizer}
+_DEFAULT_BUILTINS = dict(_BUILTINS)
 
 
 def register_builtin(name: str, factory: PolicyFactory) -> None:

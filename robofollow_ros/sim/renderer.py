@@ -16,6 +16,8 @@ construction, not by resetting a reused scene back to a start state.
 from __future__ import annotations
 
 import threading
+import time
+from typing import Any
 
 import sapien
 
@@ -29,6 +31,20 @@ def keep_renderer_warm() -> None:
     with _LOCK:
         if _PIN is None:
             _PIN = sapien.render.RenderSystem()
+
+
+def warm_up(scratch: Any, task: Any) -> float:
+    """Take the process's first picture now, of a throw-away scene (``scratch``: a rendering ``SimWorld`` of its
+    own, closed after), so that no trial pays for building the renderer; returns the seconds it took (run.json's
+    ``renderer_startup_s``). The renderer's shared state is then kept for the process (:func:`keep_renderer_warm`).
+    """
+    started = time.monotonic()
+    try:
+        scratch.reset(task, 0)
+        scratch.render_images()
+    finally:
+        scratch.close()
+    return round(time.monotonic() - started, 3)
 
 
 def renderer_kept_warm() -> bool:

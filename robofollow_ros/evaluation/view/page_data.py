@@ -38,19 +38,46 @@ def published() -> list[dict[str, Any]]:
              "cells": published_cells(published_table(m["id"]))} for m in models]
 
 
+def true_trials(trials: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The trials of the true instructions: an instruction control's (``eval --controls``) are not Table 1's."""
+    return [t for t in trials if not t.get("control")]
+
+
+def controls_data(trials: Sequence[Mapping[str, Any]], n_resamples: int, seed: int) -> dict[str, Any] | None:
+    """The run's instruction controls as ``report RUN --controls`` computes them (``control_stats``): the report
+    and its rows (control, cell, measure, n, value and interval); None for a run without control trials."""
+    from robofollow_ros.evaluation.control_stats import control_report, control_rows
+
+    report = control_report(trials, n_resamples, seed)
+    if not report:
+        return None
+    return {"report": report, "rows": control_rows(report), "footnote": CONTROLS_NOTE}
+
+
+#: What the controls table's intervals are (``control_stats.format_controls`` says the same).
+CONTROLS_NOTE = ("95 % intervals: IS, ES, CR differences (true − control) paired bootstrap over tasks (pairs of a task "
+                 "together; * = every resample equal, so the Wilson bound at the mean); shares (CR_true, CR_control, "
+                 "follows_new, still_old, same_verdict) Wilson; McNemar exact two-sided on the discordant pairs. "
+                 "n = pairs (a control trial with its true trial: same task, layout and seed)")
+
+
 def run_data(key: str, run: Run, n_resamples: int, seed: int) -> dict[str, Any]:
-    """One run: label, marks, Table 1 cells with n and intervals, its trials and its provenance."""
+    """One run: label, marks, Table 1 cells with n and intervals (true-instruction trials only), its trials (the
+    controls' too, each naming its control and partner), its controls' statistics and its provenance."""
     privileged = is_privileged(run.record)
-    differences = protocol_differences(run.record, run.trials)
+    true = true_trials(run.trials)
+    differences = protocol_differences(run.record, true)
     record = run.record or {}
     return {
         "key": key, "label": run.label, "dir": str(run.path.resolve()),
         "tags": [t for t, on in (("privileged", privileged),
                                  ("subset", any(d.startswith("a subset") for d in differences))) if on],
         "marks": ([PRIVILEGED_MARK] if privileged else []) + differences,
-        "cells": cell_stats(run.trials, n_resamples, seed),
-        "trials_total": len(run.trials), "executed": executed_count(run.trials),
+        "cells": cell_stats(true, n_resamples, seed),
+        "trials_total": len(true), "executed": executed_count(true),
+        "control_trials": len(run.trials) - len(true),
         "trials": [trial_view(run.path, t) for t in run.trials],
+        "controls": controls_data(run.trials, n_resamples, seed),
         "provenance": {k: record[k] for k in PROVENANCE_KEYS if k in record},
         "record": run.record, "summary": run.summary,
     }
@@ -72,10 +99,10 @@ def comparison(ka: str, a: Run, kb: str, b: Run, n_resamples: int, seed: int) ->
     ``report --compare-runs`` statistics; each pair's trial ids; what is unpaired; why they are not comparable."""
     from robofollow_ros.evaluation.report_views import trial_name
 
-    pairs, only_a, only_b = _paired(a.trials, b.trials)
+    pairs, only_a, only_b = _paired(true_trials(a.trials), true_trials(b.trials))
     cells = compare_runs([x for x, _ in pairs], [y for _, y in pairs], n_resamples=n_resamples, seed=seed,
                          names=(a.label, b.label)) if pairs else []
-    traits = [comparability.traits(r.label, r.record, r.trials) for r in (a, b)]
+    traits = [comparability.traits(r.label, r.record, true_trials(r.trials)) for r in (a, b)]
     return {"a": ka, "b": kb, "cells": [asdict(c) for c in cells],
             "pairs": [{"a": trial_name(x), "b": trial_name(y)} for x, y in pairs],
             "only_a": [trial_name(t) for t in only_a], "only_b": [trial_name(t) for t in only_b],
@@ -89,7 +116,8 @@ def page_data(runs: Sequence[Run], n_resamples: int, seed: int) -> dict[str, Any
     later run is compared with the first."""
     keys = [f"r{i}" for i in range(1, len(runs) + 1)]
     # Each run's own marks (privileged, subset) are printed with it; here only what sets runs apart.
-    traits = [replace(comparability.traits(r.label, r.record, r.trials), privileged=False, subset=None) for r in runs]
+    traits = [replace(comparability.traits(r.label, r.record, true_trials(r.trials)), privileged=False, subset=None)
+              for r in runs]
     out = [run_data(key, r, n_resamples, seed) for key, r in zip(keys, runs, strict=True)]
     labels = [r.label for r in runs]
     for data, run in zip(out, runs, strict=True):

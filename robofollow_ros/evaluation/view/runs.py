@@ -115,6 +115,13 @@ def trial_view(run_dir: Path, entry: Mapping[str, Any]) -> dict[str, Any]:
         "id": trial_name(entry), "task": entry["task"], "scene": SCENE_LABEL.get(entry["scene"], entry["scene"]),
         "level": entry["level_tag"], "round": entry.get("round"), "seed": entry.get("seed"),
         "instruction": entry.get("instruction", ""),
+        # an instruction control (``eval --controls``): its name, the true trial it pairs with (same task, layout and
+        # seed), the task whose instruction it borrowed and the task that scored it (a swap's other task)
+        "control": str(entry.get("control") or "") or None,
+        "partner": str(entry["partner"]) if entry.get("control") and entry.get("partner") else None,
+        "control_source_task": entry.get("control_source_task"), "scored_task": entry.get("scored_task"),
+        "original_verdict": entry.get("original_verdict") if isinstance(entry.get("original_verdict"), Mapping)
+        else None,
         "IS": 100.0 * float(entry["intent_score"]), "ES": 100.0 * float(entry["exec_score"]),
         "intent_ok": bool(entry.get("intent_ok")), "exec_ok": bool(entry.get("exec_ok")), "complete": complete,
         "verdict": "not executed" if not_run else ("complete" if complete else "not complete"),

@@ -1,6 +1,8 @@
 // robofollow view: draws the page from the JSON embedded in index.html (file:// cannot fetch).
 // Every number comes computed from Python (evaluation/view/page_data.py); this file only lays them out.
-// Routes (the URL's hash): #table, #cell/RUN/SCENE/LEVEL, #trial/RUN/TRIAL, #compare/RUN, #run/RUN.
+// Routes (the URL's hash): #table, #cell/RUN/SCENE/LEVEL, #trial/RUN/TRIAL, #compare/RUN, #run/RUN, #controls/RUN.
+// Instruction controls (eval --controls) are trials of their own: never in Table 1, a cell's own list, or a
+// comparison; they are listed apart in each cell and summed up under #controls/RUN.
 "use strict";
 
 const DATA = JSON.parse(document.getElementById("view-data").textContent);
@@ -80,6 +82,9 @@ function table1() {
 
 function marks() {
   const lines = [];
+  for (const run of DATA.runs) if (run.control_trials) lines.push(h("p", { class: "note controls-note" },
+    `${run.label}: ${run.control_trials} instruction-control trials are not in Table 1 (true instructions only); `,
+    run.controls ? link(`#controls/${run.key}`, "the controls") : "they have no true partner in this run"));
   for (const run of DATA.runs) for (const m of run.marks) lines.push(h("p", { class: "warn" }, `${run.label}: ${m}`));
   for (const w of DATA.not_comparable) lines.push(h("p", { class: "warn" }, `not comparable: ${w}`));
   return lines;
@@ -100,7 +105,13 @@ function cellView(runKey, scene, level) {
   const run = RUNS[runKey];
   const c = run && run.cells[scene] && run.cells[scene][level];
   if (!c) return notFound();
-  const trials = run.trials.filter((t) => t.scene === scene && t.level === level);
+  const inCell = run.trials.filter((t) => t.scene === scene && t.level === level);
+  const trials = inCell.filter((t) => !t.control), controls = inCell.filter((t) => t.control);
+  const controlRows = controls.map((t) => h("tr", { "data-control": t.control },
+    h("td", { class: "l" }, link(`#trial/${run.key}/${enc(t.id)}`, t.id)), h("td", { class: "l" }, t.control),
+    h("td", { class: "l" }, t.partner ? link(`#trial/${run.key}/${enc(t.partner)}`, t.partner) : ""),
+    h("td", { class: "l" }, t.instruction), h("td", {}, f1(t.IS)), h("td", {}, f1(t.ES)), h("td", { class: "l" }, verdict(t)),
+    h("td", {}, t.files.video ? "video" : "")));
   const rows = trials.map((t) => h("tr", {},
     h("td", { class: "l" }, link(`#trial/${run.key}/${enc(t.id)}`, t.id)), h("td", {}, t.round), h("td", {}, t.seed),
     h("td", { class: "l" }, t.instruction), h("td", {}, f1(t.IS)), h("td", {}, f1(t.ES)), h("td", { class: "l" }, verdict(t)),
@@ -112,7 +123,12 @@ function cellView(runKey, scene, level) {
     h("table", { id: "trials" }, h("thead", {}, h("tr", {}, ["trial", "round", "seed", "instruction", "IS", "ES",
       "verdict", "failed stage", "operator mark", "attempts", ""].map((x) => h("th", { class: "l" }, x)))),
       h("tbody", {}, rows)),
-    h("p", { class: "note" }, DATA.footnote)];
+    h("p", { class: "note" }, DATA.footnote),
+    controls.length ? [h("h3", {}, "Instruction controls of this cell (not in the numbers above)"),
+      h("table", { id: "control-trials" }, h("thead", {}, h("tr", {}, ["trial", "control", "true trial (partner)",
+        "instruction shown", "IS", "ES", "verdict", ""].map((x) => h("th", { class: "l" }, x)))), h("tbody", {}, controlRows)),
+      run.controls ? h("p", {}, link(`#controls/${run.key}`, "what the controls measure, with n and intervals")) : null]
+      : null];
 }
 
 // ---- one trial -------------------------------------------------------------------------------------------
@@ -181,6 +197,29 @@ function pairedLinks(run, t) {
   return out.length ? out : null;
 }
 
+const CONTROL_WHAT = {
+  blank: "blank: the instruction left empty (language reliance)",
+  shuffled: "shuffled: the instruction's words in another order (language reliance)",
+  swap: "swap: another task's instruction on this layout, scored by that task's rules (instruction sensitivity)",
+  paraphrase: "paraphrase: the same task in other words (paraphrase invariance)",
+};
+
+function controlFacts(run, t) {
+  if (t.control) {
+    const partner = t.partner && run.trials.find((x) => x.id === t.partner);
+    const ov = t.original_verdict;
+    return [["control", h("span", { class: "control" }, CONTROL_WHAT[t.control] || t.control)],
+      ["true trial (partner)", partner ? [link(`#trial/${run.key}/${enc(partner.id)}`, partner.id), " — ",
+        `“${partner.instruction}”: `, verdict(partner)] : (t.partner || "not in this run")],
+      ["instruction from", t.control_source_task], ["scored as", t.scored_task],
+      ["the true task's verdict", ov ? `${ov.completion_ok ? "complete" : "not complete"} (${ov.task}; IS ` +
+        `${f1(100 * ov.intent_score)} / ES ${f1(100 * ov.exec_score)})` : null]];
+  }
+  const mine = run.trials.filter((x) => x.control && x.partner === t.id);
+  return mine.length ? [["instruction controls", mine.map((c) => [link(`#trial/${run.key}/${enc(c.id)}`, c.control),
+    " (", verdict(c), ") "])]] : [];
+}
+
 function trialView(runKey, id) {
   const run = RUNS[runKey];
   const t = run && run.trials.find((x) => x.id === id);
@@ -196,10 +235,11 @@ function trialView(runKey, id) {
       h("td", { class: "l" }, markText(a.mark) + " (superseded by a redo)"))),
     h("tr", {}, h("td", {}, t.attempt), h("td", { class: "l" }, "(recorded)"), h("td", {}, f1(t.IS)), h("td", {}, f1(t.ES)),
       h("td", { class: "l" }, t.verdict), h("td", { class: "l" }, markText(t.mark)))])) : null;
-  return [h("h2", {}, t.id, " — ", ...runTitle(run)),
-    h("p", {}, link(`#cell/${run.key}/${t.scene}/${t.level}`, `back to ${t.scene} / ${t.level}`), " ", pairedLinks(run, t)),
+  return [h("h2", {}, t.id, t.control ? h("span", { class: "tag" }, `control: ${t.control}`) : null, " — ", ...runTitle(run)),
+    h("p", {}, link(`#cell/${run.key}/${t.scene}/${t.level}`, `back to ${t.scene} / ${t.level}`), " ",
+      t.control ? null : pairedLinks(run, t)),
     h("div", { class: "trial" }, h("div", {}, media),
-      h("div", {}, facts([["instruction", t.instruction], ["task", t.task], ["scene / level", `${t.scene} / ${t.level}`],
+      h("div", {}, facts([["instruction", t.instruction], ...controlFacts(run, t), ["task", t.task], ["scene / level", `${t.scene} / ${t.level}`],
         ["round / seed", `${t.round} / ${t.seed}`], ["verdict", verdict(t)], ["IS / ES", `${f1(t.IS)} / ${f1(t.ES)}`],
         ["intent / execution", `${t.intent_ok ? "full" : "not full"} / ${t.exec_ok ? "full" : "not full"}`],
         ["fault", t.fault], ["failure", t.failed_stage ? `${t.failed_stage}: ${t.reason}` : null],
@@ -248,6 +288,25 @@ function compareView(key) {
       .map((x) => h("th", { class: "l" }, x)))), h("tbody", {}, pairs))];
 }
 
+// ---- instruction controls ------------------------------------------------------------------------------
+function controlsView(key) {
+  const run = RUNS[key];
+  if (!run || !run.controls) return notFound();
+  const pct = (x) => f1(100 * x);
+  const rows = run.controls.rows.map((r) => h("tr", { "data-control": r.control, "data-cell": `${r.scene}/${r.level}`,
+    "data-measure": r.measure }, h("td", { class: "l" }, r.control), h("td", { class: "l" }, r.scene),
+  h("td", { class: "l" }, r.level), h("td", { class: "l" }, r.measure), h("td", {}, r.n), h("td", {}, r.k === "" ? "" : `${r.k}/${r.n}`),
+  h("td", {}, pct(r.value), h("span", { class: "ci" }, interval([100 * r.ci_lo, 100 * r.ci_hi], r.method))),
+  h("td", {}, r.mcnemar_p === "" ? "" : Number(r.mcnemar_p).toFixed(4))));
+  return [h("h2", {}, "Instruction controls: ", ...runTitle(run)),
+    h("p", {}, `${run.control_trials} control trials beside ${run.trials_total} true-instruction trials. Language ` +
+      "reliance (blank, shuffled): true − control; swap: the share completing the new task (follows_new) and still the " +
+      "old one (still_old); paraphrase: the share keeping its verdict (same_verdict). Values in %."),
+    h("table", { id: "controls" }, h("thead", {}, h("tr", {}, ["control", "scene", "level", "measure", "n (pairs)", "k",
+      "value, 95% CI", "McNemar p"].map((x) => h("th", { class: "l" }, x)))), h("tbody", {}, rows)),
+    h("p", { class: "note" }, run.controls.footnote)];
+}
+
 // ---- provenance ------------------------------------------------------------------------------------------
 function runView(key) {
   const run = RUNS[key];
@@ -256,7 +315,8 @@ function runView(key) {
   const show = (v) => (typeof v === "object" && v !== null ? JSON.stringify(v) : String(v));
   return [h("h2", {}, "Provenance: ", ...runTitle(run)),
     run.marks.map((m) => h("p", { class: "warn" }, m)),
-    facts([["folder", h("code", {}, run.dir)], ["trials", `${run.trials_total} recorded, ${run.executed} executed`],
+    facts([["folder", h("code", {}, run.dir)], ["trials", `${run.trials_total} recorded, ${run.executed} executed` +
+      (run.control_trials ? `; and ${run.control_trials} instruction-control trials` : "")],
       ...Object.entries(p).map(([k, v]) => [k, show(v)])]),
     h("p", {}, "Files: ", link(`runs/${key}/run.json`, "run.json"), " · ", link(`runs/${key}/results.json`, "results.json"),
       run.summary ? [" · ", link(`runs/${key}/summary.json`, "summary.json")] : null),
@@ -271,6 +331,7 @@ function notFound() {
 function nav() {
   const el = document.getElementById("nav");
   el.replaceChildren(link("#table", "Table 1"), ...DATA.runs.map((r) => link(`#run/${r.key}`, `provenance: ${r.label}`)),
+    ...DATA.runs.filter((r) => r.controls).map((r) => link(`#controls/${r.key}`, `controls: ${r.label}`)),
     ...DATA.comparisons.map((c) => link(`#compare/${c.b}`, `compare ${RUNS[c.b].label} with ${RUNS[c.a].label}`)));
   for (const a of el.querySelectorAll("a")) a.classList.toggle("active", a.getAttribute("href") === (location.hash || "#table"));
 }
@@ -279,7 +340,7 @@ function route() {
   const parts = (location.hash.slice(1) || "table").split("/").map(decodeURIComponent);
   const views = { table: () => table1(), cell: () => cellView(parts[1], parts[2], parts[3]),
     trial: () => trialView(parts[1], parts.slice(2).join("/")), compare: () => compareView(parts[1]),
-    run: () => runView(parts[1]) };
+    run: () => runView(parts[1]), controls: () => controlsView(parts[1]) };
   const main = document.getElementById("main");
   main.replaceChildren(...[].concat((views[parts[0]] || notFound)()).flat(Infinity).filter((x) => x));
   main.dataset.route = parts.join("/");
