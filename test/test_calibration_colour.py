@@ -154,3 +154,37 @@ def test_checker_corners_are_checked(tmp_path: Path, capsys: pytest.CaptureFixtu
     cv2.imwrite(str(picture), np.zeros((240, 320, 3), dtype=np.uint8))
     assert main(["calibrate", "colour", "--checker", str(picture), "--corners", "1,2;3"]) == 2
     assert "--corners: expected four 'u,v' pairs" in capsys.readouterr().err
+
+
+def test_colours_mixed_with_the_table_join_the_object_they_touch_only() -> None:
+    """Motion blur mixes an object's colour with the table's: its hue stays, its saturation falls below the mode's
+    floor (issue 37: 9 px blur left half of a bowl's pixels OTHER, and the bowl unnamed). Such weak pixels join the
+    class where they connect to its strict pixels inside the mask given, nowhere else."""
+    from robofollow_ros.perception.colour_model import OTHER
+    from robofollow_ros.perception.colour_space import bytes_of_linear, linear_of_bytes
+
+    model = ColourModel.load(DEFAULT_CALIBRATION_DIR / "colour.yaml")
+    green = 1 + ("red", "yellow", "green", "blue").index("green")
+    object_linear = np.asarray(model.classes["green"][0].mean_linear) / np.asarray(model.white_balance)
+    table_linear = linear_of_bytes(np.array([150, 150, 150], dtype=np.uint8))
+    pure = bytes_of_linear(object_linear).astype(np.uint8)
+    weak = None
+    for share in np.linspace(0.95, 0.3, 40):  # the most saturated mixture the strict table no longer calls green
+        rgb = bytes_of_linear(share * object_linear + (1 - share) * table_linear).astype(np.uint8)
+        if int(model.classify(rgb.reshape(1, 1, 3))[0, 0]) in (0, OTHER):
+            weak = rgb
+            break
+    assert weak is not None and int(model.classify(pure.reshape(1, 1, 3))[0, 0]) == green
+    picture = np.full((20, 40, 3), 150, dtype=np.uint8)
+    picture[5:15, 5:10] = pure   # an object ...
+    picture[5:15, 10:14] = weak  # ... its blurred edge
+    picture[5:15, 25:30] = weak  # a weak patch touching nothing green
+    everywhere = np.ones((20, 40), dtype=bool)
+    plain = model.classify(picture)
+    grown = model.classify(picture, grow_within=everywhere)
+    assert (plain[5:15, 10:14] != green).all() and (grown[5:15, 10:14] == green).all()
+    assert (grown[5:15, 25:30] == plain[5:15, 25:30]).all() and (grown[5:15, 25:30] != green).all()
+    assert (grown[plain == green] == green).all() and (grown[:5] == plain[:5]).all()
+    outside = everywhere.copy()
+    outside[:, 10:14] = False
+    assert (model.classify(picture, grow_within=outside)[5:15, 10:14] == plain[5:15, 10:14]).all()

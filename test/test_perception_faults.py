@@ -77,3 +77,48 @@ def test_an_identical_look_alike_does_not_take_the_carried_objects_name(registry
     assert out["poses_published"] > 20
     assert out["confident_wrong_2cm_09"] == 0 and out["confident_wrong_3cm_05"] == 0, out["confident_wrong_examples"]
     assert out["identity_accuracy"] >= 0.95, out["examples"]
+
+
+#: Depth stalls while objects move (issue 37): Scene 4's blue cube unstacked from the yellow one, and a bowl nudged
+#: while a cube is stacked beside it, seen after every 2nd executed row with depth missing on 2 frames of every 4.
+#: The first depth frame after a stall sees the cube or the bowl cut by the gripper; the pose kept for a cut
+#: segment must be one depth located, not the stall's colour-only blob pose (20.1 and 24.4 mm off, kept at 1.00).
+STALL_TASKS = ("L0_s43_r_unstack_blue_cube_from_yellow_to_slot5",
+               "L1_scene4_6_06_l1_s46_if_object_on_right_cube_then_r_stack_else_l_pick_blue")
+
+
+def test_no_confident_wrong_pose_on_the_depth_frames_after_a_stall(registry):  # type: ignore[no-untyped-def]
+    from robofollow_ros.perception.sim_eval import layouts_trials
+
+    camera = CameraModel.from_calibration_dir(DEFAULT_CALIBRATION_DIR, "head")
+    colour = load_colour_model(DEFAULT_CALIBRATION_DIR)[0]
+    trials = [t for t in layouts_trials("scene4", 1) if t[0].task_id in STALL_TASKS]
+    assert len(trials) == len(STALL_TASKS)
+    item = next(p for p in FAULTS if p.name == "depth stall")
+    out = run_perturbation_eval(trials, camera, colour, [item], every=2)["items"][0]
+    assert out["poses_published"] > 100
+    assert out["confident_wrong_2cm_09"] == 0 and out["confident_wrong_3cm_05"] == 0, out["confident_wrong_examples"]
+    assert out["identity_accuracy"] >= 0.95, out["examples"]
+
+
+#: Flying depth pixels at a bowl's rim (issue 37): in Scene 4 a cube stands in the green bowl and stands out above its
+#: rim; the rim's thin band next to the cube takes depths up to the cube's, and the bowl's fit rose 1.5–2 cm with it:
+#: its name was refused as a taller look-alike's ("stands 4.7 cm tall where it should be 3.5 cm") on most frames, and
+#: the yellow cylinder beside a taller object likewise.
+FLYING_TASKS = ("L0_s41_l_pick_cube_in_bowl",
+                "L1_scene4_6_06_l1_s46_if_object_on_right_cube_then_r_stack_else_l_pick_blue")
+
+
+def test_flying_pixels_at_a_bowls_rim_leave_its_name(registry):  # type: ignore[no-untyped-def]
+    from robofollow_ros.perception.sim_eval import layouts_trials
+
+    camera = CameraModel.from_calibration_dir(DEFAULT_CALIBRATION_DIR, "head")
+    colour = load_colour_model(DEFAULT_CALIBRATION_DIR)[0]
+    trials = [t for t in layouts_trials("scene4", 1) if t[0].task_id in FLYING_TASKS]
+    assert len(trials) == len(FLYING_TASKS)
+    item = next(p for p in FAULTS if p.name == "flying pixels")
+    out = run_perturbation_eval(trials, camera, colour, [item], every=4)["items"][0]
+    assert out["poses_published"] > 60
+    assert out["confident_wrong_2cm_09"] == 0 and out["confident_wrong_3cm_05"] == 0, out["confident_wrong_examples"]
+    assert out["identity_accuracy"] >= 0.95, out["examples"]
+    assert not any("green_bowl" in line for line in out["examples"]), out["examples"]

@@ -14,9 +14,10 @@ Outputs (stamped with the picture's stamp, frame ``world``):
 - ``/robofollow/perception/status`` (String JSON): ``{"stamp_ns", "task", "layout", "missing": [names],
   "unexplained": [{"colour", "position", "pixels"}], "objects": {name: {"confidence", "age_s", "visible"}},
   "colour_calibrated", "colour_drift": {"drifted", "reasons", "hue_shift_deg", "gains", "exposure",
-  "table_shift"}, "doubts": {name: why}, "depth_age_s", "frames": {"camera_hz", "processed_hz", "received",
-  "processed", "dropped", "dropped_by_cause", "depth_age_s"}}`` (``perception.frame_stats``). A drift from the
-  colour calibration, and frames dropped (never silently), are also logged as (throttled) warnings.
+  "table_shift"}, "doubts": {name: why}, "depth_age_s", "frames": {"camera_hz", "camera_hz_source",
+  "processed_hz", "received", "processed", "dropped", "dropped_by_cause", "depth_age_s"}}``
+  (``perception.frame_stats``). A drift from the colour calibration, and frames dropped (never silently), are
+  also logged as (throttled) warnings.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class PerceptionNode(Node):
         half_life = params.declare("confidence_half_life_s", 2.0, "unseen objects' confidence halves this often",
                                    positive)
         params.declare("camera", "head", "camera perception watches", one_of("head"))
+        camera_hz = params.declare("camera_hz", 0.0, "the head camera's nominal rate, Hz (the rig: 30): a stream "
+                                   "perception cannot keep up with counts its lost pictures against it; 0: learn the "
+                                   "rate from the pictures' stamps", Bounds(low=0, rule="must be >= 0 (0: learn it)"))
         colour_model = params.declare("colour_model", "", "colour model YAML (default: <calibration_dir>/colour.yaml, "
                                       "else the built-in uncalibrated one)")
 
@@ -109,7 +113,7 @@ class PerceptionNode(Node):
         self._depths: dict[int, np.ndarray] = {}
         self._last_depth_ns = -DEPTH_STALE_NS
         #: Camera rate, processed and dropped frames, depth age: on the status topic, and logged when frames drop.
-        self.frame_stats = FrameStats()
+        self.frame_stats = FrameStats(camera_hz or None)
         self._dropped_logged = 0
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, 10)
         self.tf = self.create_publisher(TFMessage, "/tf", 10)

@@ -21,6 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
 
+import cv2
 import numpy as np
 
 from robofollow_ros.perception.camera_model import CalibrationError
@@ -45,6 +46,10 @@ HUE_MAX_DEG: Final = 30.0
 #: Saturated enough (linear) to be a colour at all; darker than MIN_VALUE (linear) is too dark to tell.
 OTHER_SATURATION: Final = 0.45
 MIN_VALUE: Final = 0.006
+#: Hysteresis: a pixel of a class's hue whose saturation reaches only this share of the mode's floor (a colour
+#: mixed with the table by motion blur, or at an edge) is a weak member: it joins the class where it touches a
+#: region of the class's strict pixels (``classify`` with ``grow``), as edges do in Canny's detector.
+WEAK_SATURATION: Final = 0.6
 #: Bits per channel of the pixel lookup table (64³ entries).
 LUT_BITS: Final = 6
 
@@ -104,8 +109,9 @@ class ColourModel:
         gap = min((float(hue_distance(mode.hue_deg, h)) for h in others), default=2 * HUE_MAX_DEG)
         return float(min(HUE_MAX_DEG, max(HUE_MARGIN_DEG, HUE_SPREADS * mode.hue_spread_deg, 0.5 * gap)))
 
-    def classify_linear(self, linear: np.ndarray) -> np.ndarray:
-        """Class code (0, 1..4, OTHER) of linear colours (…, 3) before white balance."""
+    def classify_linear(self, linear: np.ndarray, saturation_scale: float = 1.0) -> np.ndarray:
+        """Class code (0, 1..4, OTHER) of linear colours (…, 3) before white balance; ``saturation_scale`` lowers
+        every mode's saturation floor (``WEAK_SATURATION``)."""
         balanced = np.asarray(linear, dtype=np.float64) * np.asarray(self.white_balance)
         hue, sat, val = hue_saturation_value(np.clip(balanced, 0.0, 1.0))
         best = np.full(hue.shape, np.inf)
@@ -113,7 +119,7 @@ class ColourModel:
         for index, name in enumerate(COLOUR_CLASSES, start=1):
             for mode in self.classes.get(name, ()):
                 d = hue_distance(hue, mode.hue_deg) / self.tolerance_deg(name, mode)
-                ok = (d <= 1.0) & (sat >= mode.saturation_min) & (val >= MIN_VALUE) & (d < best)
+                ok = (d <= 1.0) & (sat >= saturation_scale * mode.saturation_min) & (val >= MIN_VALUE) & (d < best)
                 best = np.where(ok, d, best)
                 code = np.where(ok, index, code)
         other = (code == 0) & (sat >= OTHER_SATURATION) & (val >= 4 * MIN_VALUE)
@@ -122,15 +128,45 @@ class ColourModel:
     @cached_property
     def lut(self) -> np.ndarray:
         """Class code of every 6-bit-per-channel sRGB colour (bin centres): one lookup per pixel."""
+        return self._lut(1.0)
+
+    @cached_property
+    def lut_weak(self) -> np.ndarray:
+        """As ``lut`` with every saturation floor lowered to ``WEAK_SATURATION`` of it."""
+        return self._lut(WEAK_SATURATION)
+
+    def _lut(self, saturation_scale: float) -> np.ndarray:
         levels = np.arange(1 << LUT_BITS)
         centre_codes = np.clip(levels * (1 << (8 - LUT_BITS)) + (1 << (7 - LUT_BITS)), 0, 255)
         channel = SRGB_TO_LINEAR[centre_codes].astype(np.float64)
         r, g, b = np.meshgrid(channel, channel, channel, indexing="ij")
-        return self.classify_linear(np.stack([r, g, b], axis=-1)).reshape(-1)
+        return self.classify_linear(np.stack([r, g, b], axis=-1), saturation_scale).reshape(-1)
 
-    def classify(self, rgb: np.ndarray) -> np.ndarray:
-        """uint8 sRGB (…, 3) → class codes (…), through the lookup table."""
-        return np.asarray(self.lut[_lut_index(rgb)])
+    def classify(self, rgb: np.ndarray, grow_within: np.ndarray | None = None) -> np.ndarray:
+        """uint8 sRGB (H, W, 3) or (…, 3) → class codes, through the lookup table. ``grow_within`` (a boolean
+        (H, W) mask, e.g. the foreground): there, weak members of a class (its hue, a saturation down to
+        ``WEAK_SATURATION`` of its floor; neutral or OTHER by the strict table) join it where they connect to its
+        strict pixels (8-connected)."""
+        index = _lut_index(rgb)
+        strict = np.asarray(self.lut[index])
+        if grow_within is None:
+            return strict
+        weak = np.asarray(self.lut_weak[index])
+        candidates = ((strict == 0) | (strict == OTHER)) & (weak > 0) & (weak != OTHER) & grow_within
+        if not candidates.any():
+            return strict
+        out = strict.copy()
+        for code in np.unique(weak[candidates]):
+            member = strict == code
+            if not member.any():
+                continue
+            mask = (member | (candidates & (weak == code))).astype(np.uint8)
+            _, labels = cv2.connectedComponents(mask, connectivity=8)
+            anchored = np.zeros(int(labels.max()) + 1, dtype=bool)
+            anchored[np.unique(labels[member])] = True
+            anchored[0] = False
+            out = np.where(candidates & (weak == code) & anchored[labels], code, out).astype(np.uint8)
+        return out
 
     @cached_property
     def lut_without_table(self) -> np.ndarray:

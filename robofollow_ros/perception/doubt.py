@@ -20,6 +20,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from robofollow_ros.perception.silhouette import Evidence
 
 #: A resting segment whose top is this far (m; or TOP_SIGMAS × depth noise) from every height the identity's top
@@ -27,6 +29,10 @@ from robofollow_ros.perception.silhouette import Evidence
 TOP_TOLERANCE_M = 0.007
 TOP_SIGMAS = 3.0
 TOP_HIDDEN_SHARE = 0.1
+#: ... and higher only counts when at least this share of its points stand above the identity's top: flying depth
+#: pixels (a rim's edge next to what a bowl holds takes depths up to that object's) lift a thin band of points
+#: and a fit drawn by them, while a taller look-alike lifts its whole top face.
+TALL_MIN_SHARE = 0.2
 #: Fragments: a segment covering less than this share of the identity's silhouette while little of the
 #: rest is hidden (the rest shows table), or less than FRAGMENT_TINY_SHARE away from its track.
 FRAGMENT_SHARE = 0.2
@@ -82,9 +88,12 @@ def unconfirmed_height(ev: Evidence, lifted: bool, top_m: float | None, allowed_
 
 
 def refuses_name(ev: Evidence, lifted: bool, near_track: bool, top_m: float | None = None,
-                 allowed_tops_m: tuple[float, ...] = (), noise_m: float = 0.0, bowl: bool = False) -> str | None:
+                 allowed_tops_m: tuple[float, ...] = (), noise_m: float = 0.0, bowl: bool = False,
+                 heights_m: np.ndarray | None = None) -> str | None:
     """Why the segment cannot carry the identity's name (None: it may). ``top_m``: the segment's top above
-    the table; ``allowed_tops_m``: where the identity's top can be while it rests (as laid out, on the table)."""
+    the table; ``allowed_tops_m``: where the identity's top can be while it rests (as laid out, on the table);
+    ``heights_m``: its points' heights above the table, when known: a top too tall is only believed when at
+    least ``TALL_MIN_SHARE`` of them stand above the identity's top (``tall_share``)."""
     if ev.expected == 0 or lifted:
         return None
     if top_m is not None and allowed_tops_m:
@@ -93,7 +102,8 @@ def refuses_name(ev: Evidence, lifted: bool, near_track: bool, top_m: float | No
         hidden = ev.occluded / ev.expected
         if near_track and tolerance < top_m - nearest <= NEAR_TRACK_EXCESS_M:
             pass  # not refused: unconfirmed_height says why it cannot be confirmed
-        elif top_m - nearest > tolerance or (nearest - top_m > tolerance and hidden < TOP_HIDDEN_SHARE):
+        elif (top_m - nearest > tolerance and tall_share(heights_m, nearest, tolerance) >= TALL_MIN_SHARE) or (
+                nearest - top_m > tolerance and hidden < TOP_HIDDEN_SHARE):
             return (f"stands {top_m * 100:.1f} cm tall where it should be {nearest * 100:.1f} cm "
                     f"(wrong size or shape)")
     if ev.visible_share < FRAGMENT_TINY_SHARE and not near_track:
@@ -101,6 +111,13 @@ def refuses_name(ev: Evidence, lifted: bool, near_track: bool, top_m: float | No
     if ev.visible_share < FRAGMENT_SHARE and ev.contradicted > ev.occluded and not bowl:
         return f"a fragment ({ev.visible_share:.0%} of the identity's outline, the rest shows table)"
     return None
+
+
+def tall_share(heights_m: np.ndarray | None, top_m: float, tolerance_m: float) -> float:
+    """Share of a segment's point heights above ``top_m + tolerance_m`` (1 without heights)."""
+    if heights_m is None or len(heights_m) == 0:
+        return 1.0
+    return float(np.count_nonzero(heights_m > top_m + tolerance_m)) / len(heights_m)
 
 
 def silhouette_factor(ev: Evidence | None, flat: bool = False) -> float:

@@ -4,7 +4,12 @@ A camera at 30 Hz and a perception step slower than 33 ms cannot both be served:
 somewhere (the sensor-data queue keeps the newest few, a picture waiting for its depth partner is
 trimmed). ``FrameStats`` counts what it can see of that and says so on the status topic:
 
-- ``camera_hz``: the rate of the pictures' stamps (exponential average of their intervals);
+- ``camera_hz``: the camera's rate: the nominal one when the node is told it (``nominal_hz``, the rig's 30 Hz),
+  else learned from the pictures' stamps (exponential average of their regular intervals; an interval shorter
+  than ``1 / GAP_FACTOR`` of the rate learned means the rate was learned from gaps, and it starts again from
+  there). Without a nominal rate a consumer that from its first picture on only ever sees every k-th one
+  (one picture queued, each step slower than k − 1 intervals) learns k × the interval and counts no drops:
+  the rig gives the nominal rate;
 - ``processed_hz``: pictures perception finished per second of picture time;
 - ``dropped``: pictures that never reached perception, by cause — ``gap`` (the stamps jump by more
   than ``GAP_FACTOR`` nominal intervals: the queue or the camera lost the ones between), ``unpaired``
@@ -26,12 +31,15 @@ RATE_WEIGHT = 0.1
 class FrameStats:
     """Counters of one camera stream's pictures (stamps in ns)."""
 
-    def __init__(self) -> None:
+    def __init__(self, nominal_hz: float | None = None) -> None:
+        if nominal_hz is not None and not nominal_hz > 0:
+            raise ValueError(f"nominal_hz: expected a rate > 0 (or None: learn it), got {nominal_hz}")
+        self.nominal_hz = nominal_hz
         self.received = 0
         self.processed = 0
         self.dropped: dict[str, int] = {"gap": 0, "unpaired": 0}
         self._last_stamp: int | None = None
-        self._interval_s: float | None = None
+        self._interval_s: float | None = None if nominal_hz is None else 1.0 / nominal_hz
         self._first_processed: int | None = None
         self._last_processed: int | None = None
         self.depth_age_s: float | None = None
@@ -43,6 +51,10 @@ class FrameStats:
             dt = (stamp_ns - self._last_stamp) / 1e9
             if self._interval_s is not None and dt > GAP_FACTOR * self._interval_s:
                 self.dropped["gap"] += max(0, round(dt / self._interval_s) - 1)
+            elif self.nominal_hz is not None:
+                pass  # the camera's rate is known
+            elif self._interval_s is not None and dt * GAP_FACTOR < self._interval_s:
+                self._interval_s = dt  # the rate so far was learned from gaps: a camera is never faster than it is
             else:  # only regular intervals teach the rate (a gap is a loss, not a slower camera)
                 self._interval_s = dt if self._interval_s is None else (
                     (1 - RATE_WEIGHT) * self._interval_s + RATE_WEIGHT * dt)
@@ -68,6 +80,7 @@ class FrameStats:
             (self._last_processed - self._first_processed) / 1e9)
         return {
             "camera_hz": None if not self._interval_s else round(1.0 / self._interval_s, 2),
+            "camera_hz_source": "nominal" if self.nominal_hz is not None else "stamps",
             "processed_hz": round((self.processed - 1) / span, 2) if span else None,
             "received": self.received, "processed": self.processed,
             "dropped": self.dropped_total, "dropped_by_cause": dict(self.dropped),

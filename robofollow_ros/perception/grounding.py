@@ -179,8 +179,9 @@ def _veto(costs: np.ndarray, detections: Sequence[Detection], models: Sequence[I
             top = float(fit.position[2]) + model.top_offset - table
             tops = (model.resting_top_height,) if model.shape == "bowl" else (
                 model.resting_top_height, model.table_centre_height + model.top_offset)
+            heights = None if detection.points is None else detection.points[:, 2] - table
             reason = doubt.refuses_name(ev, is_lifted(detection, model, plane), near, top, tops, detection.noise_m,
-                                        model.shape == "bowl")
+                                        model.shape == "bowl", heights)
             if reason is not None:
                 detection.refused[model.name] = reason
                 costs[i, j] = math.inf

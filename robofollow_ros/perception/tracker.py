@@ -50,6 +50,7 @@ LIFT_MIN_SHARE = 0.25
 #: A track first seen farther than this (m) from its layout spot has an unconfirmed name (objects start on it).
 FIRST_SEEN_M = 0.06
 FOUND_FAR = "first seen away from its layout spot"
+FOUND_LIFTED = "first seen lifted, not resting"
 JUMPED = "lifted far from where it rested"
 #: A resting track meets a lifted measurement this far (m, in the table plane) from it: the name is unconfirmed.
 LIFT_JUMP_M = 0.06
@@ -116,6 +117,10 @@ class Track:
     #: Why its name is not confirmed (None: it is): ``FOUND_FAR`` (first seen away from its layout spot, not seen
     #: there since) or ``JUMPED`` (resting, then lifted far from there; until seen standing again).
     unconfirmed: str | None = None
+    #: Whether depth located this pose (False: a blob's pose from colour only, on the resting plane of the identity,
+    #: during a depth stall). Only a depth-located pose is kept for a cut segment on the next depth frame: a stall's
+    #: colour-only pose of an object being picked or nudged is where a cut blob's centre fell, not where it rests.
+    depth_located: bool = True
 
     @property
     def quat_wxyz(self) -> tuple[float, float, float, float]:
@@ -211,8 +216,8 @@ class Perception:
                 continue
             track = self.tracks.get(g.name)
             if view is None:
-                position, yaw, confidence = self._colour_only(g, model, track, position, yaw)
-                self._observe(g.name, position, yaw, confidence, stamp)
+                position, yaw, confidence, kept = self._colour_only(g, model, track, position, yaw)
+                self._observe(g.name, position, yaw, confidence, stamp, depth_located=kept)
                 seen.add(g.name)
                 continue
             confidence = self._measured_confidence(g, track)
@@ -229,16 +234,19 @@ class Perception:
                 # Resting there, lifted far from there: a pick starts above the object; another object of its
                 # colour in the hand is as likely. The name is not confirmed until it is seen standing again.
                 jumped = lifted and at_rest and float(np.linalg.norm(position[:2] - track.position[:2])) > LIFT_JUMP_M
-                if not lifted and at_rest and near and shown < PARTIAL_SHARE:
+                if not lifted and at_rest and near and shown < PARTIAL_SHARE and track.depth_located:
                     # Seen where it rests but cut (far fewer pixels than before), or only a sliver: the fit
-                    # of a cut outline could drift, the resting pose it agrees with is the better answer.
+                    # of a cut outline could drift, the resting pose it agrees with is the better answer. Only a
+                    # pose depth located: a depth stall's colour-only pose is a blob's centre put on the resting
+                    # plane, which a cut segment agrees with as easily (20–24 mm off, kept at 1.00).
                     position, yaw, confidence = track.position.copy(), track.yaw, g.confidence
             ev = evidence(self.camera, view, model.primitive, position, yaw if model.has_yaw else 0.0,
                           g.detection.pixels, self._colour_code(model))
             confidence *= doubt.bowl_factor(ev) if model.shape == "bowl" else doubt.silhouette_factor(ev, model.flat)
             if g.name in g.detection.doubted:
                 confidence = min(confidence, doubt.UNCONFIRMED_CAP)
-            self._observe(g.name, position, yaw, confidence, stamp, standing=not lifted, jumped=jumped)
+            self._observe(g.name, position, yaw, confidence, stamp, standing=not lifted, jumped=jumped,
+                          lifted=lifted)
             if not lifted:
                 current = self.tracks[g.name]
                 current.reference_pixels = max(REFERENCE_DECAY * current.reference_pixels, g.detection.pixel_count)
@@ -299,19 +307,19 @@ class Perception:
         return COLOUR_CLASSES.index(model.colour) + 1 if model.flat or model.shape == "bowl" else 0
 
     def _colour_only(self, g: Grounding, model: IdentityModel, track: Track | None, position: np.ndarray,
-                     yaw: float) -> tuple[np.ndarray, float, float]:
+                     yaw: float) -> tuple[np.ndarray, float, float, bool]:
         """Without depth no height is seen: the resting pose depth last confirmed is kept (at its confidence) while
         the blob covers its silhouette; anything else (a lifted pose, the blob on the resting plane) is published
-        at ``COLOUR_ONLY_CAP``."""
-        if (track is not None and track.seen_confidence > doubt.COLOUR_ONLY_CAP
+        at ``COLOUR_ONLY_CAP``. The last value: whether the pose returned is one depth located (the kept one)."""
+        if (track is not None and track.depth_located and track.seen_confidence > doubt.COLOUR_ONLY_CAP
                 and self._resting(track.position, model, None)):
             outline = outline_points(model.primitive, track.position, track.yaw if model.has_yaw else 0.0)
             found = None if outline is None else silhouette(self.camera, outline)
             if (found is not None and blob_iou(found, g.detection.pixels, self.camera.width) >= doubt.COLOUR_ONLY_IOU
                     and self._blob_shift_m(found, g.detection.pixels, track.position) <= doubt.COLOUR_ONLY_SHIFT_M):
                 return track.position.copy(), track.yaw, min(g.confidence, track.seen_confidence,
-                                                             doubt.COLOUR_ONLY_KEPT_CAP)
-        return position, yaw, min(g.confidence, doubt.COLOUR_ONLY_CAP)
+                                                             doubt.COLOUR_ONLY_KEPT_CAP), True
+        return position, yaw, min(g.confidence, doubt.COLOUR_ONLY_CAP), False
 
     def _blob_shift_m(self, expected: tuple[tuple[int, int, int, int], np.ndarray], pixels: np.ndarray,
                       at: np.ndarray) -> float:
@@ -368,7 +376,8 @@ class Perception:
                     break
 
     def _observe(self, name: str, position: np.ndarray, yaw: float, confidence: float, stamp: float,
-                 standing: bool = False, jumped: bool = False) -> None:
+                 standing: bool = False, jumped: bool = False, depth_located: bool = True,
+                 lifted: bool = False) -> None:
         track = self.tracks.get(name)
         far = float(np.linalg.norm(position[:2] - np.asarray(self.models[name].nominal_xy))) > FIRST_SEEN_M
         before = None if track is None else track.unconfirmed
@@ -377,14 +386,20 @@ class Perception:
         unconfirmed = None
         if far and (track is None or before == FOUND_FAR):
             unconfirmed = FOUND_FAR
+        elif (track is None and lifted) or (before == FOUND_LIFTED and not standing):
+            # Every object starts resting: a first sighting in the air (a fragment of flying depth and a colour
+            # fringe at an arm's edge, 12 cm up, named a bowl) is unconfirmed until it is seen standing.
+            unconfirmed = FOUND_LIFTED
         elif jumped or (before == JUMPED and not standing):
             unconfirmed = JUMPED
         if unconfirmed is not None:
             confidence = min(confidence, doubt.UNCONFIRMED_CAP)
-        if track is None or np.linalg.norm(position - track.position) > self.jump_m:
+        # A depth measurement never averages with a pose colour alone placed (it jumps, as a move does).
+        if (track is None or np.linalg.norm(position - track.position) > self.jump_m
+                or track.depth_located != depth_located):
             reference = 0.0 if track is None else track.reference_pixels
             self.tracks[name] = Track(name, position, yaw, confidence, stamp, confidence, reference_pixels=reference,
-                                      unconfirmed=unconfirmed)
+                                      unconfirmed=unconfirmed, depth_located=depth_located)
             return
         track.unconfirmed = unconfirmed
         a = self.smoothing
