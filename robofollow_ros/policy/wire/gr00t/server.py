@@ -41,7 +41,12 @@ libzmq itself and taken off the budget first:
   ZMTP handshake within a second (it cannot have a message in flight), or of a peer idle since its handshake
   or its last answer for longer than ``frame_timeout_s``; failing that the newcomer's connection is shut at
   once (before its handshake, so its ZMQ socket keeps the request and reconnects by itself every 100 ms:
-  it waits in line rather than being refused);
+  it waits in line rather than being refused). The monitor's events come after the fact: a newcomer whose
+  handshake is already reported when its accept is read is let in past the limit (``stats["over_cap"]``),
+  since its request may be on its way and a shut connection would lose it. A handshake completing between
+  reading the events and the shutdown still loses the request (the client times out instead of waiting in
+  line); on a loaded machine a newcomer retrying for long against a full server meets that race now and
+  then (issue 36, left open);
 - ``RCVHWM`` 1: a peer's next message waits in its TCP socket, not in libzmq, until the I/O thread has taken
   the last one, which it does at once;
 - so libzmq holds at most ``max_connections`` × ``ZMQ_MAXMSGSIZE`` (256 MiB at the defaults: half the
@@ -138,7 +143,7 @@ class Gr00tPolicyServer(PolicyServer):
                  action_horizon: int | None = None, modality_form: str = "auto",
                  max_message_bytes: int = GR00T_MAX_MESSAGE_BYTES, **settings: Unpack[ServerSettings]) -> None:
         super().__init__(policy, stats=("requests", "errors", "refused", "clients", "peak_clients",
-                                                  "closed_clients"), **settings)
+                                        "closed_clients", "over_cap"), **settings)
         self.api_token = api_token if api_token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.keys = keys or key_map()
         #: libzmq's limit per message (``ZMQ_MAXMSGSIZE``), and the share of the budget its buffers may take.
@@ -242,16 +247,20 @@ class Gr00tPolicyServer(PolicyServer):
             except zmq.Again:
                 break
             events.append(struct.unpack("=hi", frames[0][:6]))
-        for event, fd in events:
+        for i, (event, fd) in enumerate(events):
             if event == zmq.EVENT_ACCEPTED:
                 self._accepted[fd] = self._accepted.get(fd, 0) + 1
                 key = (fd, self._accepted[fd])
                 slot = self.slots.admit(lambda key=key: self._shut_peer(key))  # type: ignore[misc]
-                if slot is None:
+                if slot is not None:
+                    self._peers[key] = slot
+                elif _handshaken(events[i + 1:], fd):
+                    # Its handshake is done already (this thread was late): its request may be on its way, and
+                    # a shut connection would lose it. Let in past the limit, without a slot.
+                    self._count("over_cap")
+                else:
                     self._count("refused")
                     self._shut_peer(key)  # before its handshake: its ZMQ socket reconnects and sends again
-                else:
-                    self._peers[key] = slot
             elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 slot = self._peers.get((fd, self._accepted.get(fd, 0)))
                 if slot is not None:
@@ -467,6 +476,14 @@ class Gr00tPolicyServer(PolicyServer):
             LOG.warning("get_modality_config: the policy declares no chunk_size and has answered no get_action "
                         "yet; action.delta_indices says one row (give the server action_horizon)")
         return 1
+
+def _handshaken(events: list[tuple[int, int]], fd: int) -> bool:
+    """Whether ``events`` (those after a connection's accept) report its handshake before it closes."""
+    for event, other in events:
+        if other == fd and event in (zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_DISCONNECTED):
+            return event == zmq.EVENT_HANDSHAKE_SUCCEEDED
+    return False
+
 
 def _source_fd(frame: zmq.Frame) -> int | None:
     """The descriptor of the TCP connection a message came on (``ZMQ_SRCFD``), None where libzmq gives none."""
