@@ -16,9 +16,9 @@ bounded. Three parts, each on both protocols (RoboFollow TCP and openpi's websoc
   memory and no connection.
 
 A fourth part, **server bounds** (``server_bounds.py``, issue 36), holds every protocol's server (RoboFollow
-TCP, openpi, vla-eval, act, the model server's TCP and openpi), each in a process of its own, to silent and
-trickling sockets, 70 short-lived clients and 64 × 32 MiB requests (RSS against the memory budget), and
-counts the refusals delivered.
+TCP, openpi, vla-eval, act, GR00T, the model server's TCP and openpi), each in a process of its own, to silent
+and trickling sockets, 70 short-lived clients and 64 × 32 MiB requests (peak RSS against the memory budget plus
+a stated overhead: past it, not held), and counts the refusals delivered.
 
 Run: ``.venv/bin/python bench/reliability.py [--clients 32] [--calls 25] [--bounds-only]`` (a minute
 on 2 cores, plus a few for the server bounds). Prints the tables and rewrites the ``reliability`` and
@@ -662,8 +662,12 @@ def bounds(no_write: bool) -> bool:
         f"{sum(r.held for r in rows)} of {len(rows)} checks held. n: real-client calls made (held sockets), "
         "clients (short-lived, large requests), refused clients (refusals). RSS is the server process's "
         "(`VmRSS` before, `VmHWM` peak, `VmRSS` after); overhead: the peak beyond RSS before plus the 512 MiB "
-        "budget. Refusal: the client read `server busy ...` (an error reply, a text frame or a 503/1013 with "
-        "that reason); reply: any other answer (here the error naming the bad observation)."])
+        f"budget; a large-request row holds only if the overhead is at most the stated {server_bounds.OVERHEAD_MIB} "
+        "MiB, every client read an answer and the next client was served (GR00T's row over `ZMQ_MAXMSGSIZE`: no "
+        "answer, as libzmq drops such a peer, and the same RSS bound). GR00T's requests are at most its "
+        "`ZMQ_MAXMSGSIZE` (the budget ÷ (2 × 64 peers) = 4 MiB) less 64 KiB. Refusal: the client read "
+        "`server busy ...` (an error reply, a text frame or a 503/1013 with that reason); reply: any other answer "
+        "(here the error naming the bad observation)."])
     print(table)
     if not no_write:
         write_section("server-bounds", table)

@@ -36,7 +36,7 @@ from robofollow_ros.policy.spec import load_policy
 from robofollow_ros.policy.wire.common import RemotePolicyError, WireFormatError
 from robofollow_ros.policy.wire.gr00t.client import Gr00tTimeoutError, Gr00tZmqPolicy
 from robofollow_ros.policy.wire.gr00t.codec import unpackb
-from robofollow_ros.policy.wire.gr00t.server import Gr00tPolicyServer
+from robofollow_ros.policy.wire.gr00t.server import Gr00tPolicyServer, zmq_message_limit
 from waiting import poll_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -587,3 +587,33 @@ def test_clients_that_close_free_their_sessions_and_70_short_lived_ones_lock_nob
             last.close()
         assert server.stats["closed_clients"] >= 70 and server.stats["refused"] == 0
         assert len(built) <= 2  # released sessions are handed on, not rebuilt
+
+
+def test_libzmq_buffers_are_inside_the_budget_and_peers_beyond_the_slots_wait_in_line(
+        connect: Callable[..., Gr00tStyleClient]) -> None:
+    """Issue 36: libzmq assembled 64 peers' 32 MiB messages before the server charged any (1.7 GiB against a
+    512 MiB budget). Its per-message limit comes from the budget (budget ÷ 2 peers-worth), what it may hold is
+    taken off the budget first, a peer beyond the slots is shut (or, its handshake already reported, let in and
+    counted), a new client is served once a slot frees, and a request that finds no room is refused at once."""
+    budget = 8 << 20
+    with Gr00tPolicyServer(EchoPolicy, port=0, max_connections=2, max_pending_bytes=budget).start() as server:
+        assert server.max_message_bytes == zmq_message_limit(32 << 20, budget, 2) == 2 << 20
+        assert server.libzmq_bytes == 4 << 20 and server.memory.capacity == budget - (4 << 20)
+        port = server.address[1]
+        first, second = connect(port), connect(port)
+        assert first.call("ping")["status"] == "ok" and second.call("ping")["status"] == "ok"
+        third = connect(port)
+        third.socket.send(third.pack({"endpoint": "ping"}))
+        # shut before its handshake, retrying; unless the I/O thread read its accept only after its handshake
+        assert not third.socket.poll(1_500) or server.stats["over_cap"] >= 1, "a third peer beside two slots"
+        assert server.stats["refused"] >= 1 or server.stats["over_cap"] >= 1
+        third.close()  # (its request may have been lost to a shutdown just after its handshake: module docstring)
+        first.close()
+        assert poll_until(lambda: len(server.slots) <= 1, 10), "a closed peer kept its slot"
+        assert connect(port).call("ping")["status"] == "ok"  # the freed slot serves a newcomer
+        # 1.5 MiB fits libzmq's limit; what unpacking may build (twice its bytes and 100,000 values) does not fit
+        # the 4 MiB left of the budget: refused at once (the I/O thread never waits)
+        reply = second.call("get_action", {"observation": {"pad": b"x" * (3 << 19)}})
+        assert "server busy" in reply["error"] and "memory budget" in reply["error"]
+        assert server.memory.used == 0
+        assert second.call("ping")["status"] == "ok"

@@ -106,10 +106,11 @@ class ConnectionSlots:
         trickling = [s for s in self._slots if s.state == HEAD and now - s.since > self.head_grace_s]
         return min(trickling, key=lambda s: s.since) if trickling else None
 
-    def mark(self, slot: Slot, state: str) -> None:
-        """The connection is now ``IDLE`` (waiting for a request), in its ``HEAD`` or ``BUSY``."""
+    def mark(self, slot: Slot, state: str, served: bool = False) -> None:
+        """The connection is now ``IDLE`` (waiting for a request), in its ``HEAD`` or ``BUSY``; ``served``: treat
+        it as a client between requests from now on (GR00T: its ZMTP handshake is done)."""
         with self._lock:
-            if slot.state == BUSY and state == IDLE:
+            if (slot.state == BUSY and state == IDLE) or served:
                 slot.served = True
             slot.state, slot.since = state, time.monotonic()
 

@@ -170,7 +170,7 @@ def _object_hook(obj: dict[Any, Any], forms: set[str] | None = None) -> Any:
     return obj
 
 
-def unpackb(data: bytes, max_objects: int = GR00T_MAX_OBJECTS, max_bytes: int = GR00T_MAX_MESSAGE_BYTES,
+def unpackb(data: bytes | memoryview, max_objects: int = GR00T_MAX_OBJECTS, max_bytes: int = GR00T_MAX_MESSAGE_BYTES,
             forms: set[str] | None = None) -> Any:
     """The message in one msgpack frame; :class:`WireFormatError` on anything malformed or too large.
     ``forms``, when given, collects the array forms the message used (a server answers in the same).

@@ -27,11 +27,36 @@ on (``ZMQ_SRCFD``), and a closed descriptor's clients are released (after the an
 computed). Descriptors are reused, so each client records which connection on its descriptor it came
 on (the count of accepts seen, read after its message: the accept is reported before any message).
 
-Bounds: ``ZMQ_MAXMSGSIZE`` (libzmq drops a peer that sends more; nothing reaches us), ``RCVHWM``
-per peer, the ZMTP handshake within ``frame_timeout_s`` (libzmq assembles each message itself, so
-there is no per-message deadline to set beyond that), ZMTP heartbeats that drop dead peers, and one
-memory budget (``wire/budget.py``) charged with each request's bytes and what decoding builds while
-it is being answered. Binds 127.0.0.1 by default. ``stop`` closes the socket (linger 0), terms the
+Bounds: the ZMTP handshake within ``frame_timeout_s`` (libzmq assembles each message itself, so there is no
+per-message deadline to set beyond that), ZMTP heartbeats that drop dead peers, and one memory budget
+(``max_pending_bytes``, ``wire/budget.py``) that libzmq's own buffers are inside of (issue 36: libzmq received
+and assembled 64 peers' 32 MiB messages before the handler charged any, 1.7 GiB against a 512 MiB budget).
+libzmq holds a message while it arrives, where nothing of ours sees it; what it may hold is bounded by
+libzmq itself and taken off the budget first:
+
+- ``ZMQ_MAXMSGSIZE`` = :func:`zmq_message_limit`: ``max_message_bytes``, but at most the budget ÷ (2 ×
+  ``max_connections``) (4 MiB at the defaults, 512 MiB and 64); libzmq drops a peer that sends more;
+- at most ``max_connections`` TCP peers at once (:class:`~robofollow_ros.policy.wire.slots.ConnectionSlots`
+  fed by the socket monitor): a peer accepted beyond them reclaims the slot of one that has not finished the
+  ZMTP handshake within a second (it cannot have a message in flight), or of a peer idle since its handshake
+  or its last answer for longer than ``frame_timeout_s``; failing that the newcomer's connection is shut at
+  once (before its handshake, so its ZMQ socket keeps the request and reconnects by itself every 100 ms:
+  it waits in line rather than being refused). The monitor's events come after the fact: a newcomer whose
+  handshake is already reported when its accept is read is let in past the limit (``stats["over_cap"]``),
+  since its request may be on its way and a shut connection would lose it. A handshake completing between
+  reading the events and the shutdown still loses the request (the client times out instead of waiting in
+  line); on a loaded machine a newcomer retrying for long against a full server meets that race now and
+  then (issue 36, left open);
+- ``RCVHWM`` 1: a peer's next message waits in its TCP socket, not in libzmq, until the I/O thread has taken
+  the last one, which it does at once;
+- so libzmq holds at most ``max_connections`` × ``ZMQ_MAXMSGSIZE`` (256 MiB at the defaults: half the
+  budget) in messages arriving, plus, for a moment, a peer's complete message the I/O thread has yet to take;
+  the requests the server holds are charged to the rest (``memory.capacity``, 256 MiB at the defaults): the
+  I/O thread charges each message as it takes it (its frame and what unpacking builds: twice its bytes), and
+  a message that finds no room is answered ``server busy ...`` at once and dropped (the I/O thread never
+  waits). Total: the budget, plus what the interpreter and the policy hold anyway.
+
+Binds 127.0.0.1 by default. ``stop`` closes the socket (linger 0), terms the
 context and closes the sessions' policies: no abort at exit.
 """
 
@@ -43,6 +68,7 @@ import hmac
 import logging
 import os
 import queue
+import socket
 import struct
 import threading
 import time
@@ -55,7 +81,7 @@ import zmq
 
 from robofollow_ros.policy.interface import Policy
 from robofollow_ros.policy.observation import validate_observation
-from robofollow_ros.policy.wire.budget import decode_cost
+from robofollow_ros.policy.wire.budget import MIB, SMALL_REQUEST_BYTES, Hold, MemoryBudget, decode_cost
 from robofollow_ros.policy.wire.common import WireFormatError, describe_error
 from robofollow_ros.policy.wire.gr00t.codec import GR00T_MAX_MESSAGE_BYTES, GR00T_MAX_OBJECTS, packb, unpackb
 from robofollow_ros.policy.wire.gr00t.observation import (
@@ -67,6 +93,7 @@ from robofollow_ros.policy.wire.gr00t.observation import (
 )
 from robofollow_ros.policy.wire.serving import PolicyServer, ServerSettings
 from robofollow_ros.policy.wire.sessions import PolicyFactory, PolicySessions, Session
+from robofollow_ros.policy.wire.slots import BUSY, IDLE, Slot
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotations are never evaluated
     from typing_extensions import Unpack
@@ -76,6 +103,16 @@ ENDPOINTS = ("ping", "reset", "get_action", "get_modality_config")
 TOKEN_ENV = "GR00T_API_TOKEN"
 #: How often the I/O thread wakes to expire idle clients when nothing happens.
 _TICK_MS = 500
+#: The smallest ``ZMQ_MAXMSGSIZE`` :func:`zmq_message_limit` sets, however small the budget.
+MIN_MESSAGE_BYTES = 64 * 1024
+
+
+def zmq_message_limit(max_message_bytes: int, budget_bytes: int, peers: int) -> int:
+    """``ZMQ_MAXMSGSIZE``: ``max_message_bytes``, but at most ``budget_bytes`` ÷ (2 × ``peers``), so that the
+    messages libzmq assembles for ``peers`` peers at once take at most half the memory budget (module
+    docstring); never below :data:`MIN_MESSAGE_BYTES`."""
+    return max(MIN_MESSAGE_BYTES, min(max_message_bytes, budget_bytes // (2 * peers)))
+
 
 
 class EndpointError(Exception):
@@ -106,10 +143,13 @@ class Gr00tPolicyServer(PolicyServer):
                  action_horizon: int | None = None, modality_form: str = "auto",
                  max_message_bytes: int = GR00T_MAX_MESSAGE_BYTES, **settings: Unpack[ServerSettings]) -> None:
         super().__init__(policy, stats=("requests", "errors", "refused", "clients", "peak_clients",
-                                                  "closed_clients"), **settings)
+                                        "closed_clients", "over_cap"), **settings)
         self.api_token = api_token if api_token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.keys = keys or key_map()
-        self.max_message_bytes = max_message_bytes
+        #: libzmq's limit per message (``ZMQ_MAXMSGSIZE``), and the share of the budget its buffers may take.
+        self.max_message_bytes = zmq_message_limit(max_message_bytes, self.memory.capacity, self.max_connections)
+        self.libzmq_bytes = self.max_connections * self.max_message_bytes
+        self.memory = MemoryBudget(max(MIB, self.memory.capacity - self.libzmq_bytes))
         if modality_form not in ("auto", "n1.5", "n1.6"):
             raise ValueError(f"modality_form: {modality_form!r} is not one of auto, n1.5, n1.6")
         if action_horizon is not None and (not isinstance(action_horizon, int) or action_horizon < 1):
@@ -119,13 +159,13 @@ class Gr00tPolicyServer(PolicyServer):
         self.horizon = 0  # rows of the last chunk answered
         self._horizon_warned = False
         self._clients: dict[bytes, _Client] = {}
-        self._replies: queue.SimpleQueue[tuple[list[bytes], bytes]] = queue.SimpleQueue()
+        self._replies: queue.SimpleQueue[tuple[list[bytes], bytes, tuple[int, int] | None]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=min(self.max_connections, 32), thread_name_prefix="gr00t-call")
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.ROUTER)
-        for option, value in ((zmq.LINGER, 0), (zmq.MAXMSGSIZE, max_message_bytes), (zmq.RCVHWM, 4),
+        for option, value in ((zmq.LINGER, 0), (zmq.MAXMSGSIZE, self.max_message_bytes), (zmq.RCVHWM, 1),
                               (zmq.SNDHWM, 4), (zmq.ROUTER_MANDATORY, 1),
                               (zmq.HANDSHAKE_IVL, int(1000 * self.frame_timeout_s)),
                               (zmq.HEARTBEAT_IVL, 10_000), (zmq.HEARTBEAT_TIMEOUT, 30_000)):
@@ -142,7 +182,10 @@ class Gr00tPolicyServer(PolicyServer):
         #: Connections accepted / closed so far per descriptor (the socket monitor's events).
         self._accepted: dict[int, int] = {}
         self._closed: dict[int, int] = {}
-        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+        #: The slot of each open TCP connection, by (descriptor, which accept on it) (module docstring).
+        self._peers: dict[tuple[int, int], Slot] = {}
+        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+                                                        | zmq.EVENT_HANDSHAKE_SUCCEEDED)
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self, join_timeout_s: float = 10.0) -> None:
@@ -189,23 +232,59 @@ class Gr00tPolicyServer(PolicyServer):
                     except zmq.Again:
                         break
                     self._read_monitor()  # the accept of this message's connection was reported before it
-                    self._dispatch([p.bytes for p in parts], _source_fd(parts[-1]))
+                    self._receive(parts, _source_fd(parts[-1]))
+                    del parts
             self._read_monitor()
             self._expire_idle()
 
     def _read_monitor(self) -> None:
-        """Count accepted and closed connections per descriptor; release the clients of a closed one."""
-        while True:
+        """Count accepted and closed connections per descriptor; give each a peer slot (module docstring),
+        shutting a newcomer beyond them; release the clients of a closed one."""
+        events = []
+        while True:  # every pending event first: a descriptor shut below is not one closed (and reused) since
             try:
                 frames = self._monitor.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
-                return
-            event, fd = struct.unpack("=hi", frames[0][:6])
+                break
+            events.append(struct.unpack("=hi", frames[0][:6]))
+        for i, (event, fd) in enumerate(events):
             if event == zmq.EVENT_ACCEPTED:
                 self._accepted[fd] = self._accepted.get(fd, 0) + 1
+                key = (fd, self._accepted[fd])
+                slot = self.slots.admit(lambda key=key: self._shut_peer(key))  # type: ignore[misc]
+                if slot is not None:
+                    self._peers[key] = slot
+                elif _handshaken(events[i + 1:], fd):
+                    # Its handshake is done already (this thread was late): its request may be on its way, and
+                    # a shut connection would lose it. Let in past the limit, without a slot.
+                    self._count("over_cap")
+                else:
+                    self._count("refused")
+                    self._shut_peer(key)  # before its handshake: its ZMQ socket reconnects and sends again
+            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                slot = self._peers.get((fd, self._accepted.get(fd, 0)))
+                if slot is not None:
+                    self.slots.mark(slot, IDLE, served=True)
             elif event == zmq.EVENT_DISCONNECTED:
                 self._closed[fd] = self._closed.get(fd, 0) + 1
-                self._release_connection((fd, self._closed[fd]))
+                key = (fd, self._closed[fd])
+                slot = self._peers.pop(key, None)
+                if slot is not None:
+                    self.slots.release(slot)
+                self._release_connection(key)
+
+    def _shut_peer(self, key: tuple[int, int]) -> None:
+        """Shut a TCP connection libzmq owns (it sees the end and closes it), if it is still open."""
+        fd, generation = key
+        if self._accepted.get(fd) != generation or self._closed.get(fd, 0) >= generation:
+            return
+        self._peers.pop(key, None)
+        with contextlib.suppress(OSError):
+            duplicate = socket.socket(fileno=os.dup(fd))
+            try:
+                duplicate.shutdown(socket.SHUT_RDWR)
+            finally:
+                duplicate.close()
 
     def _release_connection(self, connection: tuple[int, int]) -> None:
         with self._lock:
@@ -225,19 +304,46 @@ class Gr00tPolicyServer(PolicyServer):
     def _send_replies(self) -> None:
         while True:
             try:
-                envelope, reply = self._replies.get_nowait()
+                envelope, reply, connection = self._replies.get_nowait()
             except queue.Empty:
                 return
+            slot = self._peers.get(connection) if connection is not None else None
+            if slot is not None:
+                self.slots.mark(slot, IDLE)  # answered: a client between requests
             try:
                 self._socket.send_multipart([*envelope, reply], zmq.NOBLOCK, copy=False)
             except zmq.ZMQError as exc:  # the client is gone (EHOSTUNREACH) or not reading (EAGAIN)
                 LOG.info("reply not delivered: %s", exc)
 
-    def _dispatch(self, frames: list[bytes], fd: int | None = None) -> None:
-        if len(frames) < 2:
+    def _receive(self, parts: list[zmq.Frame], fd: int | None = None) -> None:
+        """One message from the socket (I/O thread): charged to the budget at once, or answered ``server busy``
+        and dropped (module docstring); then to a worker."""
+        if len(parts) < 2:
             return
-        identity, payload = frames[0], frames[-1]
-        envelope = frames[:-1]  # [identity, b""] from REQ, [identity] from DEALER
+        envelope = [p.bytes for p in parts[:-1]]  # [identity, b""] from REQ, [identity] from DEALER
+        payload = parts[-1]
+        connection = (fd, self._accepted[fd]) if fd is not None and self._accepted.get(fd) else None
+        slot = self._peers.get(connection) if connection is not None else None
+        if slot is not None:
+            self.slots.mark(slot, BUSY)
+        size = len(payload.buffer)
+        hold = self.memory.hold(large=size > SMALL_REQUEST_BYTES)
+        if not hold.charge(decode_cost(size, min(size, GR00T_MAX_OBJECTS), copies=2), 0.0):
+            refusal = str(hold.refusal(f"a {size:,}-byte request", 0))
+            hold.close()
+            self._count("errors")
+            self._reply(envelope, packb({"error": refusal}), connection)
+            return
+        self._dispatch(envelope, payload, hold, connection)
+
+    def _reply(self, envelope: list[bytes], reply: bytes, connection: tuple[int, int] | None) -> None:
+        self._replies.put((envelope, reply, connection))
+        with contextlib.suppress(OSError):  # stopped meanwhile
+            os.write(self._wake_w, b"x")
+
+    def _dispatch(self, envelope: list[bytes], payload: zmq.Frame, hold: Hold,
+                  connection: tuple[int, int] | None) -> None:
+        identity = envelope[0]
         with self._lock:
             self.stats["requests"] += 1
             client = self._clients.get(identity)
@@ -247,9 +353,7 @@ class Gr00tPolicyServer(PolicyServer):
                     refusal = (f"server busy: {self.max_connections} clients hold sessions, the limit "
                                "(--max-connections); try again later")
                 else:
-                    client = self._clients[identity] = _Client()
-                    if fd is not None and self._accepted.get(fd):
-                        client.connection = (fd, self._accepted[fd])
+                    client = self._clients[identity] = _Client(connection=connection)
                     self.stats["clients"] += 1
                     self.stats["peak_clients"] = max(self.stats["peak_clients"], len(self._clients))
             elif client.busy:
@@ -258,11 +362,11 @@ class Gr00tPolicyServer(PolicyServer):
                 client.busy = True
                 client.last_seen = time.monotonic()
         if refusal is not None or client is None:
+            hold.close()
             self._count("refused")
-            self._replies.put((envelope, packb({"error": refusal})))
-            os.write(self._wake_w, b"x")
+            self._reply(envelope, packb({"error": refusal}), connection)
             return
-        self._pool.submit(self._answer, client, envelope, payload)
+        self._pool.submit(self._answer, client, envelope, [payload], hold, connection)
 
     def _expire_idle(self) -> None:
         now = time.monotonic()
@@ -275,15 +379,14 @@ class Gr00tPolicyServer(PolicyServer):
                 self.sessions.release(client.session)
 
     # ------------------------------------------------------------------ worker threads
-    def _answer(self, client: _Client, envelope: list[bytes], payload: bytes) -> None:
+    def _answer(self, client: _Client, envelope: list[bytes], box: list[zmq.Frame], hold: Hold,
+                connection: tuple[int, int] | None) -> None:
+        """Answer one request (worker thread): the message is the one frame in ``box`` (taken out, so that only
+        what is unpacked from it outlives the unpacking); ``hold`` is its charge, released once it is answered."""
         forms: set[str] = set()
-        hold = self.memory.hold(large=len(payload) > 8 << 20)
         try:
             try:
-                if not hold.charge(decode_cost(len(payload), min(len(payload), GR00T_MAX_OBJECTS), copies=2),
-                                   self.budget_wait_s):
-                    raise EndpointError(str(hold.refusal(f"a {len(payload):,}-byte request", self.budget_wait_s)))
-                request = unpackb(payload, max_bytes=self.max_message_bytes, forms=forms)
+                request = unpackb(box.pop().buffer, max_bytes=self.max_message_bytes, forms=forms)
                 result = self._handle(client, request)
             except Exception as exc:
                 self._count("errors")
@@ -300,6 +403,8 @@ class Gr00tPolicyServer(PolicyServer):
         except Exception as exc:  # the answer itself could not be encoded
             reply = packb({"error": f"reply could not be encoded: {exc}"})
         finally:
+            box.clear()
+            request = result = None  # nothing of the request outlives its charge
             hold.close()
             with self._lock:
                 client.busy = False
@@ -310,9 +415,7 @@ class Gr00tPolicyServer(PolicyServer):
                     del self._clients[identity]
             if gone and client.session is not None:
                 self.sessions.release(client.session)
-        self._replies.put((envelope, reply))
-        with contextlib.suppress(OSError):  # stopped meanwhile
-            os.write(self._wake_w, b"x")
+        self._reply(envelope, reply, connection)
 
     def _handle(self, client: _Client, request: Any) -> Any:
         if not isinstance(request, dict):
@@ -373,6 +476,14 @@ class Gr00tPolicyServer(PolicyServer):
             LOG.warning("get_modality_config: the policy declares no chunk_size and has answered no get_action "
                         "yet; action.delta_indices says one row (give the server action_horizon)")
         return 1
+
+def _handshaken(events: list[tuple[int, int]], fd: int) -> bool:
+    """Whether ``events`` (those after a connection's accept) report its handshake before it closes."""
+    for event, other in events:
+        if other == fd and event in (zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_DISCONNECTED):
+            return event == zmq.EVENT_HANDSHAKE_SUCCEEDED
+    return False
+
 
 def _source_fd(frame: zmq.Frame) -> int | None:
     """The descriptor of the TCP connection a message came on (``ZMQ_SRCFD``), None where libzmq gives none."""

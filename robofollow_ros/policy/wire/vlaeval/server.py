@@ -201,40 +201,58 @@ class VlaEvalPolicyServer(PolicyServer):
     def _serve(self, ws: ServerConnection, episode: _Episode, meter: Meter) -> None:
         while (message := self._receive(ws)) is not None:
             self._count("requests")
-            seq = 0
+            outcome = self._answer(ws, message, episode, meter)
+            # Nothing of the message outlives its charge (issue 36): the message, its unpacked payload and
+            # any exception whose traceback would keep them are gone before the budget gets its bytes back;
+            # the reply (or error) is sent afterwards. Kept past the release (during a close handshake, or
+            # until the next message arrived), they took the server 437-480 MiB past its 512 MiB budget.
+            del message
+            meter.message_done()
+            if outcome is None:
+                return  # the client has gone
+            reply, error = outcome
             try:
-                if isinstance(message, str):
-                    raise WireFormatError("message: expected a binary msgpack frame, got a text frame")
-                objects = count_objects(message, VLAEVAL_MAX_OBJECTS)
-                if not meter.charge_decoding(decode_cost(len(message), objects, copies=2)):
-                    if ws.protocol.state is not State.OPEN:
-                        return  # the client has gone (its budget share closed with it): nothing to answer
-                    raise meter.hold.refusal(f"a {len(message):,}-byte message of {objects:,} msgpack values",
-                                             self.budget_wait_s)
-                kind, payload, seq = unpack_message(message, image_formats=ALL_IMAGE_FORMATS, counted=True)
-                del message
-            except ConnectionClosed:
-                meter.message_done()
-                return
-            except Exception as exc:  # not the protocol, or no memory: tell the client, then close
-                meter.message_done()
-                self._reply_error(ws, seq, exc, close=True)
-                return
-            try:
-                reply = self._dispatch(kind, payload, seq, episode, meter)
                 if reply is not None:
                     ws.send(reply)
+                elif error is not None:
+                    self._send_error(ws, *error)
+                    if error[3]:
+                        return
             except ConnectionClosed:
                 return
-            except _Close as exc:
-                self._reply_error(ws, seq, exc.error, close=True)
-                return
-            except Exception as exc:
-                self._reply_error(ws, seq, exc, close=False)
-                if episode.session is not None:
-                    episode.session = self.sessions.drop_if_stuck(episode.session)
-            finally:
-                meter.message_done()
+
+    def _answer(self, ws: ServerConnection, message: str | bytes, episode: _Episode, meter: Meter
+                ) -> tuple[bytes | None, tuple[int, str, str, bool, bool] | None] | None:
+        """One message's reply, or its error ``(seq, error, traceback, close, busy)``; None when the client has
+        gone. Returns only plain values: no reference to the message or what was unpacked from it."""
+        seq = 0
+        close = True  # not the protocol, or no memory: tell the client, then close
+        try:
+            if isinstance(message, str):
+                raise WireFormatError("message: expected a binary msgpack frame, got a text frame")
+            objects = count_objects(message, VLAEVAL_MAX_OBJECTS)
+            if not meter.charge_decoding(decode_cost(len(message), objects, copies=2)):
+                if ws.protocol.state is not State.OPEN:
+                    return None  # the client has gone (its budget share closed with it): nothing to answer
+                raise meter.hold.refusal(f"a {len(message):,}-byte message of {objects:,} msgpack values",
+                                         self.budget_wait_s)
+            kind, payload, seq = unpack_message(message, image_formats=ALL_IMAGE_FORMATS, counted=True)
+            close = False
+            return self._dispatch(kind, payload, seq, episode, meter), None
+        except ConnectionClosed:
+            return None
+        except _Close as exc:
+            return None, self._error(seq, exc.error, close=True)
+        except Exception as exc:
+            if not close and episode.session is not None:
+                episode.session = self.sessions.drop_if_stuck(episode.session)
+            return None, self._error(seq, exc, close=close)
+
+    def _error(self, seq: int, exc: BaseException, *, close: bool) -> tuple[int, str, str, bool, bool]:
+        self._count("errors")
+        error, trace = describe_error(exc, self.debug)
+        LOG.warning("error reply: %s", error)
+        return seq, error, trace, close, isinstance(exc, MemoryBudgetError)
 
     def _dispatch(self, kind: str, payload: dict[str, Any], seq: int, episode: _Episode,
                   meter: Meter) -> bytes | None:
@@ -290,18 +308,12 @@ class VlaEvalPolicyServer(PolicyServer):
         return pack_message(ACTION, {"actions": np.asarray(actions, dtype=np.float32),
                                      "policy_timing": {"infer_ms": infer_ms}}, seq)
 
-    def _reply_error(self, ws: ServerConnection, seq: int, exc: BaseException, *, close: bool) -> None:
-        self._count("errors")
-        error, trace = describe_error(exc, self.debug)
-        LOG.warning("error reply: %s", error)
-        try:
-            ws.send(pack_message(ERROR, {"error": error, "traceback": trace}, seq))
-            if close:
-                busy = isinstance(exc, MemoryBudgetError)
-                ws.close(*((CloseCode.TRY_AGAIN_LATER, MEMORY_REFUSAL_REASON) if busy
-                           else (CloseCode.INVALID_DATA, _reason(f"not the vla-eval protocol: {error}"))))
-        except ConnectionClosed:
-            pass
+    def _send_error(self, ws: ServerConnection, seq: int, error: str, trace: str, close: bool, busy: bool) -> None:
+        """The ``error`` message; then, if ``close``, the close (1013 when refused for memory, else 1007)."""
+        ws.send(pack_message(ERROR, {"error": error, "traceback": trace}, seq))
+        if close:
+            ws.close(*((CloseCode.TRY_AGAIN_LATER, MEMORY_REFUSAL_REASON) if busy
+                       else (CloseCode.INVALID_DATA, _reason(f"not the vla-eval protocol: {error}"))))
 
 
 def _reason(text: str) -> str:
