@@ -62,3 +62,6 @@ def test_policy_pictures_over_ros_equal_the_headless_ones(tmp_path):
             assert np.array_equal(got[key], expected[key]), f"call {step}: {key} differs from headless"
     assert not np.array_equal(over_ros[0]["left_camera"], over_ros[2]["left_camera"])  # the arm moved
     assert json.loads((tmp_path / "run" / "results.json").read_text())[0]["policy_steps"] == 3
+    # the sim node built its renderer before the trial and said how long; run.json has it, as eval's does
+    startup = json.loads((tmp_path / "run" / "run.json").read_text())["renderer_startup_s"]
+    assert isinstance(startup, float) and startup > 0

@@ -200,6 +200,11 @@ class RunWriter:
             self.directory.write_json(RUN_FILE, self.run)
             self.store.upsert_run(self.run_id, self.run, str(self.run_dir))
 
+    def note_run(self, fields: Mapping[str, Any]) -> None:
+        """Add facts learnt after the run started (a ROS graph's renderer start-up) to run.json and the store."""
+        self.run.update(fields)
+        self._write_run()
+
     def recorded(self, task_id: str, round_index: int, control: str = "") -> bool:
         """True when this (task, round, control) is already in the run (a resumed or re-delivered trial);
         ``control`` "": the true instruction's trial (``evaluation.controls``)."""

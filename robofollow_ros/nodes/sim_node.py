@@ -154,6 +154,7 @@ class SimNode(Node):
                               rig=rig, stepper="direct" if timer else stepper,
                               **({"direct_steps": round(PHYSICS_HZ / step_hz)} if timer else {}))
         self.registry = default_registry()
+        self.renderer_startup_s: float | None = None  # seconds the first picture took; None without rendering
         if self.render:
             self._warm_renderer(SimWorld(render=True, cameras=CameraSettings(width, height), rig=rig))
         self.step_ns = round(self.world.dt * NS_PER_S)
@@ -211,7 +212,8 @@ class SimNode(Node):
         scratch.reset(self.registry.eval_tasks()[0], 0)
         scratch.render_images()
         scratch.close()
-        self.get_logger().info(f"renderer warmed up in {time.monotonic() - started:.1f} s")
+        self.renderer_startup_s = round(time.monotonic() - started, 3)
+        self.get_logger().info(f"renderer warmed up in {self.renderer_startup_s:.1f} s")
 
     def _camera_infos(self, rig: Any, width: int, height: int) -> dict[str, dict[str, Any]]:
         from robofollow_ros.robot.cameras import camera_info_dict
@@ -262,7 +264,8 @@ class SimNode(Node):
             self._publish_cameras(self.now_ns)  # the first picture of a trial is always there
         self.status.publish(String(data=tp.encode({"trial_id": self.trial_id, "state": "ready",
                                                    "stamp_ns": self.now_ns, "task": task.task_id,
-                                                   "seed": self.world.seed})))
+                                                   "seed": self.world.seed,
+                                                   "renderer_startup_s": self.renderer_startup_s})))
         self.get_logger().info(f"reset to {task.task_id} seed {self.world.seed} (trial {self.trial_id}, "
                                f"{time.monotonic() - started:.1f} s)")
 

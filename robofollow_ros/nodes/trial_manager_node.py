@@ -271,6 +271,7 @@ class TrialManagerNode(TrialServices, Node):
                                          max_steps=self.max_steps, verify_s=reset_check_timeout_s)
         self.records = TrialRecords(self.run_dir, arguments, self.plan.selected_tasks, len(self.plan), stepper,
                                     self.policy_label, extra=self.controlled.run_record())
+        self._renderer_noted = False
         self.finished = threading.Event()
         self.index = -1
         self.phase = tp.PHASE_IDLE
@@ -580,9 +581,18 @@ class TrialManagerNode(TrialServices, Node):
         if self.phase != tp.PHASE_RESETTING or status.get("trial_id") != self.trial.get("id"):
             return
         if status.get("state") == "ready":
+            self._note_renderer_startup(status.get("renderer_startup_s"))
             self._after_reset(int(status["stamp_ns"]))
         elif status.get("state") == "error":
             self._record_fault(Fault(FAULT_GRAPH, f"sim reset failed: {status.get('error')}"))
+
+    def _note_renderer_startup(self, seconds: Any) -> None:
+        """run.json's ``renderer_startup_s``, as eval's: the sim node built its renderer before any trial and says
+        how long in its first "ready" (absent on a rig, None without rendering)."""
+        if self._renderer_noted or not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+            return
+        self._renderer_noted = True
+        self.records.note_run({"renderer_startup_s": float(seconds)})
 
     def _on_policy_status(self, msg: String) -> None:
         status = self._decoded(msg, tp.TOPIC_POLICY_STATUS)

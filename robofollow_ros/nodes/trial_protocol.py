@@ -5,7 +5,8 @@ The handshake keeps the ROS trial step-for-step equal to the headless episode
 
 1. trial_manager publishes ``/robofollow/trial`` phase ``resetting`` (task, seed, budget).
 2. sim_node rebuilds the world, publishes the state at sim time S0 (joint states, TF, objects,
-   cameras) and then ``/robofollow/sim/status`` ``{"trial_id", "state": "ready", "stamp_ns": S0}``.
+   cameras) and then ``/robofollow/sim/status`` ``{"trial_id", "state": "ready", "stamp_ns": S0,
+   "renderer_startup_s"}``.
    On the rig, the operator sets the layout up and confirms instead (phase ``awaiting_confirm``).
 3. trial_manager publishes phase ``starting`` with ``start_stamp_ns`` = S0; stage_monitor_node scores
    frame 0 (the joints *and* the objects stamped S0) and publishes its live score (``frames`` 1).

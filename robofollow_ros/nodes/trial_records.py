@@ -62,7 +62,7 @@ class TrialRecords:
         self.writer = self._call(RunWriter, run_dir, arguments=arguments, selected_tasks=selected_tasks,
                                  expected_trials=expected_trials, stepper=stepper,
                                  # eval's fields: the sim node builds its renderer when it starts, before any trial
-                                 # (no trial's wall_s holds it), and logs the seconds; the trial manager is not told
+                                 # (no trial's wall_s holds it); its first "ready" says how long (note_run)
                                  metadata_extra={"model": model or "unknown", "runtime_graph": "ros2",
                                                  "renderer_startup_s": None, **(extra or {})})
 
@@ -88,6 +88,9 @@ class TrialRecords:
 
     def annotate(self, key: TrialKey, fields: dict[str, Any]) -> None:
         self._call(self.writer.annotate_trial, key.task_id, key.round, fields, key.control)
+
+    def note_run(self, fields: dict[str, Any]) -> None:
+        self._call(self.writer.note_run, fields)
 
     def complete(self) -> None:
         self._call(self.writer.complete)
