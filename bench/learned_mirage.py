@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +94,19 @@ def first_per_scene_and_level(k: int) -> list[str]:
             for t in registry.eval_tasks(scene, level)[:k]]
 
 
+def yield_to_other_sessions() -> None:
+    """Give this run's autogroup its process niceness: with the kernel's autogroup scheduling (Debian's default),
+    `nice` only ranks processes of one session, so a `setsid nice -n 19` job still took half of a 2-core machine
+    from a test run in another session. Children inherit the autogroup."""
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(os.getpriority(os.PRIO_PROCESS, 0)))
+    except OSError:  # no autogroup scheduling here, or not allowed: plain nice still applies
+        pass
+
+
 def main() -> int:
+    yield_to_other_sessions()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workdir", type=Path, default=Path("/var/tmp/learned_mirage"))
     p.add_argument("--tasks", default="", help="training task ids (default: all 75)")
