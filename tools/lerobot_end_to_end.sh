@@ -53,6 +53,7 @@ echo "training took ${SECONDS}s; checkpoint $CKPT"; SUMMARY+=("lerobot-train ($S
 serve_and_eval() {
   local proto=$1 scheme=$2 out="$WORK/serve-$1" run="$WORK/run-$1" server port t0 stop_ms status=0 eval_status=0 ran=0
   stage "serve from .venv-lerobot over $proto; eval over $scheme://"
+  rm -rf "$run" "$run.stdout"  # a reused WORK keeps its dataset, never an earlier run's results
   SECONDS=0
   "$LR/python" -m robofollow_model_server --protocol "$proto" --policy robofollow_model_server.lerobot:load \
     --kwargs "{\"checkpoint\": \"$CKPT\"}" --port 0 --grace "$GRACE" > "$out.out" 2> "$out.err" &
