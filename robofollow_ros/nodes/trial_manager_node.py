@@ -96,6 +96,8 @@ from robofollow_ros.robot.calibration import rig_calibration_dir
 
 #: How often a table that does not match the layout is shown again (view), and told again (terminal).
 RESET_VIEW_PERIOD_S = 0.5
+#: How long a peer that left cleanly waits to be judged: time for this node's own Ctrl-C to arrive (_on_node_lost).
+PEER_LEFT_GRACE_S = 1.0
 RESET_TELL_PERIOD_S = 10.0
 #: How often the wait for the simulator's reset is told.
 SIM_RESET_TELL_PERIOD_S = QUIET_S
@@ -272,6 +274,7 @@ class TrialManagerNode(TrialServices, Node):
         self.records = TrialRecords(self.run_dir, arguments, self.plan.selected_tasks, len(self.plan), stepper,
                                     self.policy_label, extra=self.controlled.run_record())
         self._renderer_noted = False
+        self._peer_left: tuple[str, str, float] | None = None  # (node, how, judged at): _on_node_lost
         self.finished = threading.Event()
         self.index = -1
         self.phase = tp.PHASE_IDLE
@@ -647,7 +650,22 @@ class TrialManagerNode(TrialServices, Node):
             self.safety.on_bridge_status(status)
 
     def _on_node_lost(self, name: str, how: str) -> None:
-        """A node of the graph died: the trial under way is recorded as a fault, and the run ends."""
+        """A node of the graph died: the trial under way is recorded as a fault, and the run ends.
+
+        A node that *left* (its process ended cleanly) is judged ``PEER_LEFT_GRACE_S`` later, from ``_tick``:
+        Ctrl-C reaches every node of the graph at once, and a peer that exits a few milliseconds before this
+        node's own signal handler runs is part of that interrupt, not a fault of the run."""
+        if how.startswith("left the graph") and self._peer_left is None:
+            self._peer_left = (name, how, time.monotonic() + PEER_LEFT_GRACE_S)
+            return
+        self._end_for_lost_node(name, how)
+
+    def _judge_peer_left(self) -> None:
+        if self._peer_left is not None and time.monotonic() >= self._peer_left[2]:
+            name, how, _ = self._peer_left
+            self._end_for_lost_node(name, how)
+
+    def _end_for_lost_node(self, name: str, how: str) -> None:
         if self.finished.is_set() or (self.stop_signal is not None and self.stop_signal.is_set()):
             return
         reason = f"{name} {how}"
@@ -774,6 +792,7 @@ class TrialManagerNode(TrialServices, Node):
         return self.graph_wait.ready()
 
     def _tick(self) -> None:
+        self._judge_peer_left()
         waited = time.monotonic() - self._phase_since
         if self.phase == tp.PHASE_IDLE and not self.paused and not self.finished.is_set() and self.index < 0:
             gave_up = self.graph_wait.overdue()
