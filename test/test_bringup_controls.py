@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from robofollow_ros.monitoring import rosmsg, topics
 from robofollow_ros.monitoring.blind import BLINDED, blind_live, scrub
 from robofollow_ros.nodes.trial_blind import ControlledPlan
 from robofollow_ros.nodes.trial_plan import parse_trials
+from waiting import poll_until
 
 TASK = "L0_pickup_red_cylinder"
 CONTROLS = ("blank", "swap", "paraphrase")
@@ -82,15 +82,15 @@ class _LiveWatcher:
         self.thread.start()
 
     def connect(self, alive: subprocess.Popen[str], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        def connected() -> bool:  # the server may not be listening yet: retried by poll_until, bounded
+            assert alive.poll() is None, "bringup ended before its Foxglove server listened"
             try:
                 asyncio.run_coroutine_threadsafe(self.probe.connect(), self.loop).result(10)
-                break
+                return True
             except OSError:
-                if time.monotonic() > deadline or alive.poll() is not None:
-                    raise
-                time.sleep(0.2)  # the server is not listening yet: retry until it is (bounded)
+                return False
+
+        assert poll_until(connected, timeout, interval_s=0.2), f"no Foxglove server within {timeout} s"
         wait = self.probe.wait_for(lambda: bool(self.probe.channels), 30, "channels")
         asyncio.run_coroutine_threadsafe(wait, self.loop).result(40)
         asyncio.run_coroutine_threadsafe(self.probe.subscribe(), self.loop).result(10)
