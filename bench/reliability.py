@@ -663,10 +663,12 @@ def bounds(no_write: bool) -> bool:
         "clients (short-lived, large requests), refused clients (refusals). RSS is the server process's "
         "(`VmRSS` before, `VmHWM` peak, `VmRSS` after); overhead: the peak beyond RSS before plus the 512 MiB "
         f"budget; a large-request row holds only if the overhead is at most the stated {server_bounds.OVERHEAD_MIB} "
-        "MiB, every client read an answer and the next client was served (GR00T's row over `ZMQ_MAXMSGSIZE`: no "
-        "answer, as libzmq drops such a peer, and the same RSS bound). GR00T's requests are at most its "
+        "MiB, every client read an answer and the next client was served (GR00T's row over `ZMQ_MAXMSGSIZE`: "
+        "libzmq drops such a peer and the server writes the refusal on the connection it holds). GR00T's requests "
+        "are at most its "
         "`ZMQ_MAXMSGSIZE` (the budget ÷ (2 × 64 peers) = 4 MiB) less 64 KiB. Refusal: the client read "
-        "`server busy ...` (an error reply, a text frame or a 503/1013 with that reason); reply: any other answer "
+        "`server busy ...` or GR00T's `server dropped the request ...` (an error reply, a text frame or a 503/1013 "
+        "with that reason); reply: any other answer "
         "(here the error naming the bad observation)."])
     print(table)
     if not no_write:

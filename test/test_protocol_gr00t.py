@@ -586,6 +586,7 @@ def test_clients_that_close_free_their_sessions_and_70_short_lived_ones_lock_nob
         finally:
             last.close()
         assert server.stats["closed_clients"] >= 70 and server.stats["refused"] == 0
+        assert server.stats["dropped_refused"] == 0  # a client that closes is let go without a word
         assert len(built) <= 2  # released sessions are handed on, not rebuilt
 
 
@@ -617,3 +618,33 @@ def test_libzmq_buffers_are_inside_the_budget_and_peers_beyond_the_slots_wait_in
         assert "server busy" in reply["error"] and "memory budget" in reply["error"]
         assert server.memory.used == 0
         assert second.call("ping")["status"] == "ok"
+
+
+@pytest.mark.parametrize("size", [3 << 20, 24 << 20], ids=["read-whole", "cut-mid-message"])
+def test_a_request_libzmq_drops_for_its_size_is_refused_not_left_to_time_out(
+        connect: Callable[..., Gr00tStyleClient], size: int) -> None:
+    """Issue 36: libzmq drops a peer whose message is over ``ZMQ_MAXMSGSIZE`` (2 MiB here) by closing its
+    connection, and the client waited for its own timeout. The server's hold on the connection writes the refusal
+    instead, whether libzmq had read the whole message (3 MiB) or stopped mid-message (24 MiB); the client's REQ
+    socket reconnects by itself and its next request is served."""
+    with Gr00tPolicyServer(EchoPolicy, port=0, max_connections=2, max_pending_bytes=8 << 20).start() as server:
+        assert server.max_message_bytes == 2 << 20
+        client = connect(server.address[1])
+        assert client.call("ping")["status"] == "ok"
+        reply = client.call("get_action", {"observation": {"pad": b"x" * size}})
+        assert "over its 2,097,152-byte limit" in reply["error"] and "--max-connections" in reply["error"]
+        assert poll_until(lambda: server.stats["dropped_refused"] == 1, 10) and server.memory.used == 0
+        assert client.call("ping")["status"] == "ok"
+        assert poll_until(lambda: len(server.slots) <= 1, 10), "the dropped connection kept its slot"
+
+
+def test_our_client_reads_the_dropped_request_refusal_as_one_line() -> None:
+    with Gr00tPolicyServer(EchoPolicy, port=0, max_connections=2, max_pending_bytes=1 << 20).start() as server:
+        client = Gr00tZmqPolicy(port=server.address[1], timeout_s=10)
+        try:
+            client.reset()
+            with pytest.raises(RemotePolicyError) as info:
+                client.predict(make_observation())  # three 320x240 frames: ~690 kB against a 256 kB limit
+            assert "\n" not in str(info.value) and "over its 262,144-byte limit" in str(info.value)
+        finally:
+            client.close()

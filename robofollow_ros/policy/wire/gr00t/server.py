@@ -35,18 +35,17 @@ libzmq holds a message while it arrives, where nothing of ours sees it; what it 
 libzmq itself and taken off the budget first:
 
 - ``ZMQ_MAXMSGSIZE`` = :func:`zmq_message_limit`: ``max_message_bytes``, but at most the budget ÷ (2 ×
-  ``max_connections``) (4 MiB at the defaults, 512 MiB and 64); libzmq drops a peer that sends more;
+  ``max_connections``) (4 MiB at the defaults, 512 MiB and 64); libzmq drops a peer that sends more by closing
+  its connection, and the server, which holds a duplicate of every accepted connection
+  (``gr00t/connections.py``), writes the client its refusal naming the limit (``stats["dropped_refused"]``);
 - at most ``max_connections`` TCP peers at once (:class:`~robofollow_ros.policy.wire.slots.ConnectionSlots`
-  fed by the socket monitor): a peer accepted beyond them reclaims the slot of one that has not finished the
-  ZMTP handshake within a second (it cannot have a message in flight), or of a peer idle since its handshake
-  or its last answer for longer than ``frame_timeout_s``; failing that the newcomer's connection is shut at
-  once (before its handshake, so its ZMQ socket keeps the request and reconnects by itself every 100 ms:
-  it waits in line rather than being refused). The monitor's events come after the fact: a newcomer whose
-  handshake is already reported when its accept is read is let in past the limit (``stats["over_cap"]``),
-  since its request may be on its way and a shut connection would lose it. A handshake completing between
-  reading the events and the shutdown still loses the request (the client times out instead of waiting in
-  line); on a loaded machine a newcomer retrying for long against a full server meets that race now and
-  then (issue 36, left open);
+  fed by the socket monitor): a peer accepted beyond them reclaims the slot of one that has sent no request
+  within a second, or of a peer idle since its last answer for longer than ``frame_timeout_s``; failing that
+  the newcomer's connection is shut at once (before its handshake, so its ZMQ socket keeps the request and
+  reconnects by itself every 100 ms: it waits in line rather than being refused). The monitor's events come
+  after the fact, and its handshake event does not name the connection: a newcomer that has sent more than a
+  ZMTP greeting when its accept is read (the kernel's count, read just before the shutdown) is let in past the
+  limit (``stats["over_cap"]``), since its request may be on its way and a shut connection would lose it;
 - ``RCVHWM`` 1: a peer's next message waits in its TCP socket, not in libzmq, until the I/O thread has taken
   the last one, which it does at once;
 - so libzmq holds at most ``max_connections`` × ``ZMQ_MAXMSGSIZE`` (256 MiB at the defaults: half the
@@ -84,6 +83,7 @@ from robofollow_ros.policy.observation import validate_observation
 from robofollow_ros.policy.wire.budget import MIB, SMALL_REQUEST_BYTES, Hold, MemoryBudget, decode_cost
 from robofollow_ros.policy.wire.common import WireFormatError, describe_error
 from robofollow_ros.policy.wire.gr00t.codec import GR00T_MAX_MESSAGE_BYTES, GR00T_MAX_OBJECTS, packb, unpackb
+from robofollow_ros.policy.wire.gr00t.connections import HeldConnections
 from robofollow_ros.policy.wire.gr00t.observation import (
     Gr00tKeyMap,
     from_gr00t_observation,
@@ -143,7 +143,8 @@ class Gr00tPolicyServer(PolicyServer):
                  action_horizon: int | None = None, modality_form: str = "auto",
                  max_message_bytes: int = GR00T_MAX_MESSAGE_BYTES, **settings: Unpack[ServerSettings]) -> None:
         super().__init__(policy, stats=("requests", "errors", "refused", "clients", "peak_clients",
-                                        "closed_clients", "over_cap"), **settings)
+                                        "closed_clients", "over_cap", "dropped_refused"),
+                         **settings)
         self.api_token = api_token if api_token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.keys = keys or key_map()
         #: libzmq's limit per message (``ZMQ_MAXMSGSIZE``), and the share of the budget its buffers may take.
@@ -184,8 +185,12 @@ class Gr00tPolicyServer(PolicyServer):
         self._closed: dict[int, int] = {}
         #: The slot of each open TCP connection, by (descriptor, which accept on it) (module docstring).
         self._peers: dict[tuple[int, int], Slot] = {}
-        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
-                                                        | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        #: Duplicates of the accepted connections, to refuse a request libzmq drops (``gr00t/connections.py``).
+        self._held = HeldConnections(drain_s=self.frame_timeout_s)
+        self._dropped_reply = packb({"error": (
+            f"server dropped the request: a message over its {self.max_message_bytes:,}-byte limit (the smaller "
+            "of --max-message-bytes and the memory budget / (2 x --max-connections)), or one that is not ZMTP")})
+        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self, join_timeout_s: float = 10.0) -> None:
@@ -203,6 +208,9 @@ class Gr00tPolicyServer(PolicyServer):
             with contextlib.suppress(zmq.ZMQError):
                 self._socket.disable_monitor()
             monitor.close(linger=0)
+        held = getattr(self, "_held", None)
+        if held is not None:
+            held.close()
         self._socket.close(linger=0)
         self._context.term()
         for fd in (self._wake_r, self._wake_w):
@@ -235,6 +243,9 @@ class Gr00tPolicyServer(PolicyServer):
                     self._receive(parts, _source_fd(parts[-1]))
                     del parts
             self._read_monitor()
+            for key, refused in self._held.sweep(self._dropped_reply):  # closes whose event the monitor lost
+                self._count("dropped_refused", int(refused))
+                self._connection_ended(key)
             self._expire_idle()
 
     def _read_monitor(self) -> None:
@@ -251,27 +262,30 @@ class Gr00tPolicyServer(PolicyServer):
             if event == zmq.EVENT_ACCEPTED:
                 self._accepted[fd] = self._accepted.get(fd, 0) + 1
                 key = (fd, self._accepted[fd])
+                if not _closed_later(events[i + 1:], fd):  # still open, its descriptor not reused
+                    self._held.hold(key, fd)
                 slot = self.slots.admit(lambda key=key: self._shut_peer(key))  # type: ignore[misc]
                 if slot is not None:
                     self._peers[key] = slot
-                elif _handshaken(events[i + 1:], fd):
+                elif self._held.handshaken(key):
                     # Its handshake is done already (this thread was late): its request may be on its way, and
                     # a shut connection would lose it. Let in past the limit, without a slot.
                     self._count("over_cap")
                 else:
                     self._count("refused")
                     self._shut_peer(key)  # before its handshake: its ZMQ socket reconnects and sends again
-            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                slot = self._peers.get((fd, self._accepted.get(fd, 0)))
-                if slot is not None:
-                    self.slots.mark(slot, IDLE, served=True)
             elif event == zmq.EVENT_DISCONNECTED:
                 self._closed[fd] = self._closed.get(fd, 0) + 1
                 key = (fd, self._closed[fd])
-                slot = self._peers.pop(key, None)
-                if slot is not None:
-                    self.slots.release(slot)
-                self._release_connection(key)
+                if self._held.ended(key, self._dropped_reply):
+                    self._count("dropped_refused")
+                self._connection_ended(key)
+
+    def _connection_ended(self, key: tuple[int, int]) -> None:
+        slot = self._peers.pop(key, None)
+        if slot is not None:
+            self.slots.release(slot)
+        self._release_connection(key)
 
     def _shut_peer(self, key: tuple[int, int]) -> None:
         """Shut a TCP connection libzmq owns (it sees the end and closes it), if it is still open."""
@@ -279,6 +293,8 @@ class Gr00tPolicyServer(PolicyServer):
         if self._accepted.get(fd) != generation or self._closed.get(fd, 0) >= generation:
             return
         self._peers.pop(key, None)
+        if self._held.shut(key):
+            return
         with contextlib.suppress(OSError):
             duplicate = socket.socket(fileno=os.dup(fd))
             try:
@@ -477,12 +493,9 @@ class Gr00tPolicyServer(PolicyServer):
                         "yet; action.delta_indices says one row (give the server action_horizon)")
         return 1
 
-def _handshaken(events: list[tuple[int, int]], fd: int) -> bool:
-    """Whether ``events`` (those after a connection's accept) report its handshake before it closes."""
-    for event, other in events:
-        if other == fd and event in (zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_DISCONNECTED):
-            return event == zmq.EVENT_HANDSHAKE_SUCCEEDED
-    return False
+def _closed_later(events: list[tuple[int, int]], fd: int) -> bool:
+    """Whether ``events`` (those after a connection's accept) report a close of its descriptor."""
+    return any(other == fd and event == zmq.EVENT_DISCONNECTED for event, other in events)
 
 
 def _source_fd(frame: zmq.Frame) -> int | None:
