@@ -5,8 +5,18 @@ Run by hand (hours on 2 cores; not part of CI or `make bench`'s quick scripts):
 
     .venv/bin/python bench/learned_mirage.py --workdir /var/tmp/learned_mirage
 
-Every stage resumes (collect --resume, train --resume, eval --resume), so a killed run continues.
+Every stage resumes (collect --resume, train --resume, eval --resume), so a killed run continues; each
+start and end of a stage, its wall time and its CPU time (the children's user + system) are appended to
+``WORKDIR/stages.jsonl``. ``--status`` prints them and how many trials each evaluation holds, running nothing.
 A pilot on a few tasks: ``--tasks ID,ID --steps 2000 --eval-tasks-from-training --no-doc``.
+
+The paper-scale run (issue 39; docs/learning.md, *The paper-scale run*): 50 demonstrations per training task,
+the full protocol (554 tasks × ``--rounds 10``), the learned policy's ``--controls blank,swap`` on the first
+``--controls-limit`` tasks of every scene and level, and its rows in their own section::
+
+    nice -n 19 .venv/bin/python bench/learned_mirage.py --workdir /work/runs/learned_mirage_full \
+        --episodes-per-task 50 --steps 25000 --rounds 10 --controls blank,swap --controls-limit 2 \
+        --baselines "" --doc-section learned_mirage_full
 """
 
 from __future__ import annotations
@@ -15,8 +25,10 @@ import argparse
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +39,8 @@ from bench.benchdoc import write_section  # noqa: E402
 ROBOFOLLOW = [sys.executable, "-m", "robofollow_ros.cli"]
 LEVELS = ("L0", "L1", "L2", "L3")
 PUBLISHED = ("PI05", "PI0", "XVLA")
+#: The paper's blank-instruction control (RoboFollow, π0.5), which the learned policy's blank control stands beside.
+PI05_BLANK = "π0.5 with a blank instruction falls from IS 55.7 to 12.3 (CR 5.2)."
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -38,9 +52,50 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def step(args: list[str]) -> None:
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def step(work: Path, stage: str, args: list[str]) -> None:
+    """Run one stage's command; its wall and CPU time (and exit status, an interruption included) are appended
+    to ``work/stages.jsonl``, so a resumed run's stages add up."""
     print("==>", " ".join(args), flush=True)
-    subprocess.run([*ROBOFOLLOW, *args], check=True)
+    started, cpu = time.time(), _children_cpu_s()
+    status: int | str = "interrupted"
+    try:
+        status = subprocess.run([*ROBOFOLLOW, *args]).returncode
+    finally:
+        record = {"stage": stage, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+                  "wall_s": round(time.time() - started, 1), "cpu_s": round(_children_cpu_s() - cpu, 1),
+                  "exit": status, "command": " ".join(args)}
+        work.mkdir(parents=True, exist_ok=True)
+        with open(work / "stages.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+    if status != 0:
+        raise SystemExit(f"stage {stage} exited {status}: see its output above; rerun the same command to resume")
+
+
+def status_report(work: Path) -> str:
+    """What ``--status`` prints: the stages so far (summed per stage) and the trials each evaluation holds."""
+    lines = []
+    records = [json.loads(line) for line in (work / "stages.jsonl").read_text().splitlines()] \
+        if (work / "stages.jsonl").exists() else []
+    for stage in dict.fromkeys(r["stage"] for r in records):
+        mine = [r for r in records if r["stage"] == stage]
+        lines.append(f"{stage}: {len(mine)} start(s), wall {sum(r['wall_s'] for r in mine) / 3600:.2f} h, "
+                     f"CPU {sum(r['cpu_s'] for r in mine) / 3600:.2f} h, last exit {mine[-1]['exit']}")
+    staging = work / "dataset" / ".staging"
+    if staging.exists():
+        done = sum(1 for p in staging.iterdir() if p.is_dir() and not p.name.endswith(".partial"))
+        lines.append(f"collection: {done} episodes staged")
+    for run in sorted(work.glob("eval_*")):
+        results = run / "results.json"
+        n = len(json.loads(results.read_text())) if results.exists() else 0
+        plan = json.loads((run / "run.json").read_text()).get("expected_trials") if (run / "run.json").exists() \
+            else None
+        lines.append(f"{run.name}: {n} trials recorded" + (f" of {plan}" if plan else ""))
+    return "\n".join(lines) or "nothing run yet"
 
 
 def level_rows(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -60,8 +115,15 @@ def level_rows(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 def evaluate(policy: str, out: Path, common: list[str], render: bool, extra: list[str]) -> Path:
     args = ["eval", "--policy", policy, "--output", str(out), *common, *extra, "--render" if render else "--no-render"]
-    step(args + (["--resume"] if (out / "run.json").exists() else []))
+    step(out.parent, f"eval {out.name}", args + (["--resume"] if (out / "run.json").exists() else []))
     return out
+
+
+def report_text(args: list[str]) -> str:
+    done = subprocess.run([*ROBOFOLLOW, "report", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"report {' '.join(args)} exited {done.returncode}: {done.stderr.strip()[-400:]}")
+    return done.stdout.strip()
 
 
 def table(runs: dict[str, Path]) -> str:
@@ -118,23 +180,45 @@ def main() -> int:
                    help="evaluate only the L0 tasks of --tasks (a pilot)")
     p.add_argument("--eval-limit", type=int, help="first K tasks per scene and level")
     p.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
+    p.add_argument("--doc-section", default="learned_mirage", help="the docs/benchmarks.md section written")
+    p.add_argument("--controls", default="", help="instruction controls of the learned policy (e.g. blank,swap)")
+    p.add_argument("--controls-limit", type=int, default=2, help="--controls on the first K tasks per scene and level")
+    p.add_argument("--controls-rounds", type=int, default=1)
+    p.add_argument("--baselines", default="oracle,memorizer,blind", help="built-in policies evaluated beside it")
+    p.add_argument("--status", action="store_true", help="print how far the run in --workdir got; run nothing")
     args = p.parse_args()
     work = args.workdir
+    if args.status:
+        print(status_report(work))
+        return 0
     data, ckpt = work / "dataset", work / "bc.pt"
     collect = ["collect", "--output", str(data), "--episodes-per-task", str(args.episodes_per_task),
                "--workers", str(args.workers)] + (["--tasks", args.tasks] if args.tasks else [])
-    step(collect + (["--resume"] if data.exists() else []))
-    step(["train", "--dataset", str(data), "--output", str(ckpt), "--steps", str(args.steps)]
+    step(work, "collect", collect + (["--resume"] if data.exists() else []))
+    step(work, "train", ["train", "--dataset", str(data), "--output", str(ckpt), "--steps", str(args.steps)]
          + (["--resume"] if ckpt.exists() else []))
     common = ["--rounds", str(args.rounds), "--workers", str(args.workers)]
     if args.eval_tasks_from_training and args.tasks:
         common += ["--tasks", ",".join(f"L0_{t}" for t in args.tasks.split(","))]
     if args.eval_limit:
         common += ["--tasks", ",".join(first_per_scene_and_level(args.eval_limit))]
+    controls_text = ""
+    if args.controls:  # first: the blank-instruction contrast is the smaller run and the one the issue asks for
+        pilot = args.eval_tasks_from_training and args.tasks  # a pilot: its own few tasks
+        tasks = [f"L0_{t}" for t in args.tasks.split(",")] if pilot else first_per_scene_and_level(args.controls_limit)
+        subset = ["--rounds", str(args.controls_rounds), "--workers", str(args.workers), "--tasks", ",".join(tasks)]
+        controlled = evaluate(f"learned:{ckpt}", work / "eval_learned_controls", subset, True,
+                              ["--controls", args.controls])
+        controls_text = report_text([str(controlled), "--controls", "--no-plot"])
     runs = {"learned (BC chunk policy)": evaluate(f"learned:{ckpt}", work / "eval_learned", common, True, [])}
-    for baseline in ("oracle", "memorizer", "blind"):
+    for baseline in filter(None, args.baselines.split(",")):
         runs[baseline] = evaluate(baseline, work / f"eval_{baseline}", common, False, [])
     text = table(runs)
+    text += ("\n\nTable 1 (`report --table1`; marks say when a row is a subset of the protocol):\n\n```\n"
+             + report_text(["--table1", str(runs["learned (BC chunk policy)"]), "--no-plot"]) + "\n```")
+    if controls_text:
+        text += ("\n\nInstruction controls of the learned policy (`report --controls`), beside the paper's control: "
+                 f"{PI05_BLANK}\n\n```\n{controls_text}\n```")
     info = json.loads((data / "meta" / "info.json").read_text())
     trained = json.loads(ckpt.with_name(ckpt.name + ".loss.json").read_text())
     header = (f"`bench/learned_mirage.py` — {info['total_episodes']} oracle demonstrations ({info['total_frames']} "
@@ -143,7 +227,7 @@ def main() -> int:
               "learned policy with 320×240 rendering. CR = completed trials / trials, Wilson 95 % interval.\n\n")
     print(header + text)
     if not args.no_doc:
-        write_section("learned_mirage", header + text)
+        write_section(args.doc_section, header + text)
     return 0
 
 

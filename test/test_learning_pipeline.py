@@ -130,6 +130,9 @@ def test_learned_policy_serves_over_tcp_with_the_same_actions(dataset: Path, tmp
         assert a.shape == (8, 14)
         np.testing.assert_allclose(a, b, atol=1e-5)
         remote.close()
+        local.set_instruction("")  # the blank control: no words, a policy acting on images and joints alone
+        blank = local.predict(obs)
+        assert blank.shape == (8, 14) and np.isfinite(blank).all() and not np.allclose(blank, b, atol=1e-4)
     finally:
         proc.kill()
         proc.wait(30)

@@ -1,7 +1,8 @@
 """``learned:CKPT``: the trained chunk policy behind the ordinary Policy interface.
 
 It reads the three camera images (resized to the training size with area averaging, as training
-resized the dataset's frames), the joints and the instruction; never ``obs["privileged"]``.
+resized the dataset's frames), the joints and the instruction (a blank one included: the ``blank`` control);
+never ``obs["privileged"]``.
 ``predict`` returns the full chunk of absolute joint targets (grippers clipped to [0, 1]).
 """
 
@@ -47,8 +48,10 @@ class LearnedPolicy:
 
         from robofollow_ros.policy.learned.text import token_ids
 
-        if not isinstance(text, str) or not text.strip():
-            raise PolicyError(f"instruction: the learned policy needs words, got {text!r}")
+        if not isinstance(text, str):
+            raise PolicyError(f"instruction: expected text, got {type(text).__name__}")
+        # A blank instruction (the ``blank`` control) is a bag of no words: the text embedding's mean over
+        # nothing, zeros. The policy then acts on the images and joints alone, as a policy given no words must.
         self.tokens = torch.as_tensor([token_ids(text, self.config.text_buckets)])
 
     def _images(self, obs: Observation) -> np.ndarray:
