@@ -24,6 +24,14 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
     accepted.close()
 
 
+def holding(accepted: socket.socket) -> tuple[HeldConnections, tuple[int, int]]:
+    """A hold on ``accepted`` as the server takes one when libzmq reports its accept."""
+    held = HeldConnections()
+    key = (accepted.fileno(), 1)
+    held.hold(key, accepted.fileno())
+    return held, key
+
+
 def read_all(sock: socket.socket) -> bytes:
     out = b""
     while chunk := sock.recv(4096):
@@ -53,9 +61,7 @@ def test_a_live_peer_dropped_mid_message_reads_the_refusal_found_by_the_sweep(
 
 def test_a_peer_that_never_greeted_is_let_go_without_a_word(pair: tuple[socket.socket, socket.socket]) -> None:
     peer, accepted = pair
-    held = HeldConnections()
-    key = (accepted.fileno(), 1)
-    held.hold(key, accepted.fileno())
+    held, key = holding(accepted)
     peer.sendall(b"g" * 10)  # short of a greeting: a silent socket libzmq's handshake timer drops
     assert not held.handshaken(key)
     assert accepted.recv(64) == b"g" * 10  # read by libzmq, which then times the handshake out
@@ -66,9 +72,7 @@ def test_a_peer_that_never_greeted_is_let_go_without_a_word(pair: tuple[socket.s
 
 def test_a_peer_that_closed_is_not_written_to(pair: tuple[socket.socket, socket.socket]) -> None:
     peer, accepted = pair
-    held = HeldConnections()
-    key = (accepted.fileno(), 1)
-    held.hold(key, accepted.fileno())
+    held, key = holding(accepted)
     peer.sendall(b"g" * 200)
     peer.shutdown(socket.SHUT_WR)
     assert read_all(accepted) == b"g" * 200  # libzmq reads to the end of stream, then closes its descriptor
@@ -79,9 +83,7 @@ def test_a_peer_that_closed_is_not_written_to(pair: tuple[socket.socket, socket.
 
 def test_a_connection_this_server_shut_is_not_refused(pair: tuple[socket.socket, socket.socket]) -> None:
     peer, accepted = pair
-    held = HeldConnections()
-    key = (accepted.fileno(), 1)
-    held.hold(key, accepted.fileno())
+    held, key = holding(accepted)
     peer.sendall(b"g" * 200)
     assert held.shut(key)
     assert accepted.recv(4096) == b"g" * 200 and accepted.recv(1) == b""  # the shutdown reaches libzmq's end
