@@ -54,7 +54,7 @@ WEAK_SATURATION: Final = 0.6
 #: compressed edge is a few pixels wide, while a grey surface a colour cast pushes over the weak floor (the
 #: gripper under a cool white balance: saturation 0.42 against blue's weak floor 0.40) is a region of its own,
 #: which unlimited growth merged into the blue object it holds (10 false detections in ``wb cool``).
-GROW_BAND_PX: Final = 3
+GROW_BAND_PX: Final = 4
 #: Bits per channel of the pixel lookup table (64³ entries).
 LUT_BITS: Final = 6
 
