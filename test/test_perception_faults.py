@@ -120,7 +120,9 @@ def test_flying_pixels_at_a_bowls_rim_leave_its_name(registry):  # type: ignore[
     assert out["poses_published"] > 60
     assert out["confident_wrong_2cm_09"] == 0 and out["confident_wrong_3cm_05"] == 0, out["confident_wrong_examples"]
     assert out["identity_accuracy"] >= 0.95, out["examples"]
-    assert not any("green_bowl" in line for line in out["examples"]), out["examples"]
+    # Never missed nor its name elsewhere; "named but not located" (its resting pose kept through a frame whose
+    # segment looked lifted) is neither, and was scored as a correct measurement before the scorer told them apart.
+    assert not any("green_bowl" in line and "not located" not in line for line in out["examples"]), out["examples"]
 
 
 #: Scene 2's ``large_red_cylinder`` is carried 27 cm away and seen between the fingers as a lifted sliver (143 of its
