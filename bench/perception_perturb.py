@@ -75,7 +75,9 @@ def main() -> None:
               f"(first task of every layout, round 1), the {report['policy']} playing, perception scored on the "
               f"settled layout and every {report['every']}th executed row against SAPIEN's truth; colour model: "
               f"{report['colour_model']}. Errors of correctly named visible objects (≥ 30 px); identity over visible "
-              f"objects; misses: visible, not named; false det.: a name given to no layout object; unexplained: "
+              f"objects; misses: visible, not named; not located: named, but the tracker kept an earlier pose (not "
+              f"scored); max: with the confidence it was published at; false det.: a name given to no layout "
+              f"object; unexplained: "
               f"segments left unnamed (distractors are meant to be); drift reported: frames whose colour-drift "
               f"status was raised. Plot: `docs/images/perception_perturbations.png`.")
     text = "\n".join([header, "", markdown_table(report), "", _goals(report)])

@@ -160,7 +160,7 @@ def test_colours_mixed_with_the_table_join_the_object_they_touch_only() -> None:
     """Motion blur mixes an object's colour with the table's: its hue stays, its saturation falls below the mode's
     floor (issue 37: 9 px blur left half of a bowl's pixels OTHER, and the bowl unnamed). Such weak pixels join the
     class where they connect to its strict pixels inside the mask given, nowhere else."""
-    from robofollow_ros.perception.colour_model import OTHER
+    from robofollow_ros.perception.colour_model import GROW_BAND_PX, OTHER
     from robofollow_ros.perception.colour_space import bytes_of_linear, linear_of_bytes
 
     model = ColourModel.load(DEFAULT_CALIBRATION_DIR / "colour.yaml")
@@ -177,14 +177,37 @@ def test_colours_mixed_with_the_table_join_the_object_they_touch_only() -> None:
     assert weak is not None and int(model.classify(pure.reshape(1, 1, 3))[0, 0]) == green
     picture = np.full((20, 40, 3), 150, dtype=np.uint8)
     picture[5:15, 5:10] = pure   # an object ...
-    picture[5:15, 10:14] = weak  # ... its blurred edge
+    edge = slice(10, 10 + GROW_BAND_PX)
+    picture[5:15, edge] = weak  # ... its blurred edge
     picture[5:15, 25:30] = weak  # a weak patch touching nothing green
     everywhere = np.ones((20, 40), dtype=bool)
     plain = model.classify(picture)
     grown = model.classify(picture, grow_within=everywhere)
-    assert (plain[5:15, 10:14] != green).all() and (grown[5:15, 10:14] == green).all()
+    assert (plain[5:15, edge] != green).all() and (grown[5:15, edge] == green).all()
     assert (grown[5:15, 25:30] == plain[5:15, 25:30]).all() and (grown[5:15, 25:30] != green).all()
     assert (grown[plain == green] == green).all() and (grown[:5] == plain[:5]).all()
     outside = everywhere.copy()
-    outside[:, 10:14] = False
-    assert (model.classify(picture, grow_within=outside)[5:15, 10:14] == plain[5:15, 10:14]).all()
+    outside[:, edge] = False
+    assert (model.classify(picture, grow_within=outside)[5:15, edge] == plain[5:15, edge]).all()
+
+
+def test_a_grey_surface_a_cool_cast_tints_joins_a_blue_object_only_along_its_edge() -> None:
+    """Under ``wb cool`` (linear gains 0.8, 1.0, 1.2) the arm's grey (sRGB 83, 83, 88) is a weak blue: blue's hue,
+    saturation 0.42 against a weak floor of 0.40. Grown without limit it joined the blue object held in the gripper
+    (10 false detections, identity 98.76 %); grown ``GROW_BAND_PX`` pixels it stays grey beyond the edge."""
+    from robofollow_ros.perception.colour_model import GROW_BAND_PX
+    from robofollow_ros.perception.colour_space import bytes_of_linear
+
+    model = ColourModel.load(DEFAULT_CALIBRATION_DIR / "colour.yaml")
+    blue = 1 + ("red", "yellow", "green", "blue").index("blue")
+    object_linear = np.asarray(model.classes["blue"][0].mean_linear) / np.asarray(model.white_balance)
+    picture = np.full((20, 40, 3), 150, dtype=np.uint8)
+    picture[5:15, 5:10] = bytes_of_linear(object_linear).astype(np.uint8)  # the blue object in the hand ...
+    picture[5:15, 10:35] = (83, 83, 88)                                      # ... and the gripper beside it
+    cool = perturb.white_balance(picture, (0.8, 1.0, 1.2))
+    gripper = cool[10, 20].reshape(1, 1, 3)
+    assert int(model.classify(gripper)[0, 0]) != blue  # not blue by the strict table
+    grown = model.classify(cool, grow_within=np.ones((20, 40), dtype=bool))
+    assert (grown[5:15, 5:10] == blue).all()
+    assert (grown[5:15, 10:10 + GROW_BAND_PX] == blue).all()  # the edge joins, as a blurred edge does (weak blue) ...
+    assert (grown[5:15, 10 + GROW_BAND_PX:] != blue).all()    # ... the rest of the gripper does not

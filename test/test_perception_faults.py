@@ -120,4 +120,39 @@ def test_flying_pixels_at_a_bowls_rim_leave_its_name(registry):  # type: ignore[
     assert out["poses_published"] > 60
     assert out["confident_wrong_2cm_09"] == 0 and out["confident_wrong_3cm_05"] == 0, out["confident_wrong_examples"]
     assert out["identity_accuracy"] >= 0.95, out["examples"]
-    assert not any("green_bowl" in line for line in out["examples"]), out["examples"]
+    # Never missed nor its name elsewhere; "named but not located" (its resting pose kept through a frame whose
+    # segment looked lifted) is neither, and was scored as a correct measurement before the scorer told them apart.
+    assert not any("green_bowl" in line and "not located" not in line for line in out["examples"]), out["examples"]
+
+
+#: Scene 2's ``large_red_cylinder`` is carried 27 cm away and seen between the fingers as a lifted sliver (143 of its
+#: 741 px): the tracker does not believe it and keeps the resting pose, doubtful.
+SLIVER_TASK = "L1_scene2_4_01_pickup_red_cylinder_larger_red_object"
+
+
+def test_a_carried_sliver_is_not_located_and_its_kept_pose_is_not_scored_as_measured(registry, monkeypatch):  # type: ignore[no-untyped-def]
+    """The standard suite's 364.5 mm "max error" in every row: this kept pose scored as the sliver's measurement."""
+    from robofollow_ros.perception import perturb_eval
+    from robofollow_ros.perception.confidence import MIN_POSE_CONFIDENCE
+    from robofollow_ros.perception.perturb_suite import STANDARD
+    from robofollow_ros.perception.sim_eval import layouts_trials
+
+    camera = CameraModel.from_calibration_dir(DEFAULT_CALIBRATION_DIR, "head")
+    colour = load_colour_model(DEFAULT_CALIBRATION_DIR)[0]
+    trial = next(t for t in layouts_trials("scene2", 1) if t[0].task_id == SLIVER_TASK)
+    results = []
+    score = perturb_eval.score
+
+    def recording(result, *args):  # type: ignore[no-untyped-def]
+        results.append(result)
+        return score(result, *args)
+
+    monkeypatch.setattr(perturb_eval, "score", recording)
+    clean = next(p for p in STANDARD if p.name == "clean")
+    out = run_perturbation_eval([trial], camera, colour, [clean], every=4)["items"][0]
+    dropped = [r.tracks["large_red_cylinder"] for r in results
+               if r.doubts.get("large_red_cylinder", "").startswith("a lifted sliver")]
+    assert dropped, [r.doubts for r in results]
+    assert all(not t.visible and t.confidence < MIN_POSE_CONFIDENCE for t in dropped)  # said, and doubtful
+    assert out["not_located"] >= 1 and out["max_error_m"] < 0.05, (out["max_error_m"], out["examples"])
+    assert out["confident_wrong_2cm_09"] == 0 and out["confident_wrong_3cm_05"] == 0

@@ -50,6 +50,11 @@ MIN_VALUE: Final = 0.006
 #: mixed with the table by motion blur, or at an edge) is a weak member: it joins the class where it touches a
 #: region of the class's strict pixels (``classify`` with ``grow``), as edges do in Canny's detector.
 WEAK_SATURATION: Final = 0.6
+#: ... and only within this many pixels (8-connected steps through weak members) of the strict ones: a blurred or
+#: compressed edge is a few pixels wide, while a grey surface a colour cast pushes over the weak floor (the
+#: gripper under a cool white balance: saturation 0.42 against blue's weak floor 0.40) is a region of its own,
+#: which unlimited growth merged into the blue object it holds (10 false detections in ``wb cool``).
+GROW_BAND_PX: Final = 4
 #: Bits per channel of the pixel lookup table (64³ entries).
 LUT_BITS: Final = 6
 
@@ -146,7 +151,7 @@ class ColourModel:
         """uint8 sRGB (H, W, 3) or (…, 3) → class codes, through the lookup table. ``grow_within`` (a boolean
         (H, W) mask, e.g. the foreground): there, weak members of a class (its hue, a saturation down to
         ``WEAK_SATURATION`` of its floor; neutral or OTHER by the strict table) join it where they connect to its
-        strict pixels (8-connected)."""
+        strict pixels (8-connected), at most ``GROW_BAND_PX`` pixels from them."""
         index = _lut_index(rgb)
         strict = np.asarray(self.lut[index])
         if grow_within is None:
@@ -156,16 +161,16 @@ class ColourModel:
         if not candidates.any():
             return strict
         out = strict.copy()
+        kernel = np.ones((3, 3), dtype=np.uint8)
         for code in np.unique(weak[candidates]):
             member = strict == code
             if not member.any():
                 continue
-            mask = (member | (candidates & (weak == code))).astype(np.uint8)
-            _, labels = cv2.connectedComponents(mask, connectivity=8)
-            anchored = np.zeros(int(labels.max()) + 1, dtype=bool)
-            anchored[np.unique(labels[member])] = True
-            anchored[0] = False
-            out = np.where(candidates & (weak == code) & anchored[labels], code, out).astype(np.uint8)
+            allowed = (member | (candidates & (weak == code))).astype(np.uint8)
+            reached = member.astype(np.uint8)
+            for _ in range(GROW_BAND_PX):  # geodesic dilation: a band along the strict pixels, through weak ones
+                reached = cv2.dilate(reached, kernel) & allowed
+            out = np.where(candidates & (weak == code) & reached.astype(bool), code, out).astype(np.uint8)
         return out
 
     @cached_property

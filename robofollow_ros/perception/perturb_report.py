@@ -25,17 +25,20 @@ def _verdict(item: dict[str, Any]) -> str:
 
 
 def markdown_table(report: dict[str, Any]) -> str:
-    """One row per item: errors, identity, misses, false detections, drift reports, goal verdict."""
-    rows = ["| perturbation | median mm | p95 mm | max mm | identity | misses | false det. | unexplained "
-            "| drift reported | goals |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    """One row per item: errors (the largest with the confidence it was published at), identity, misses, named
+    objects the tracker did not locate, false detections, drift reports, goal verdict."""
+    rows = ["| perturbation | median mm | p95 mm | max mm (at confidence) | identity | misses | not located "
+            "| false det. | unexplained | drift reported | goals |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for item in report["items"]:
         identity = item["identity_accuracy"]
         drift = item["drift_reported_share"]
+        at = item.get("max_error_confidence")
+        worst = _mm(item["max_error_m"]) + ("" if at is None else f" ({at:.2f})")
         rows.append(
             f"| {item['name']} | {_mm(item['median_error_m'])} | {_mm(item['p95_error_m'])} "
-            f"| {_mm(item['max_error_m'])} | {share_ci(identity, item['identity_checks'], 2)} "
-            f"| {item['misses']} | {item['false_detections']} "
+            f"| {worst} | {share_ci(identity, item['identity_checks'], 2)} "
+            f"| {item['misses']} | {item.get('not_located', 0)} | {item['false_detections']} "
             f"| {item['unexplained_segments']} | {'—' if drift is None else f'{drift * 100:.0f} %'} "
             f"| {_verdict(item)} |")
     return "\n".join(rows) + "\n\n" + INTERVALS_NOTE

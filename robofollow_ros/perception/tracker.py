@@ -207,12 +207,15 @@ class Perception:
         groundings = ground(detections, list(self.models.values()), track_xy, plane,
                             np.asarray(self.camera.world_position), self.camera, view, self.others)
         seen = set()
+        #: Names grounding gave that the tracks did not take this frame, and why (their kept poses are not located).
+        dropped: dict[str, str] = {}
         for g in groundings:
             if g.name is None:
                 continue
             model = self.models[g.name]
             position, yaw = estimate_pose(g.detection, model, self.camera, plane)
             if position is None:
+                dropped[g.name] = "named, but its segment gave no pose"
                 continue
             track = self.tracks.get(g.name)
             if view is None:
@@ -230,6 +233,8 @@ class Perception:
                 if lifted and at_rest and shown < LIFT_MIN_SHARE:
                     # A handful of points (flying depth at a finger's edge) cannot lift a resting object:
                     # doubted evidence, the track is treated as not seen this frame.
+                    dropped[g.name] = (f"a lifted sliver ({shown:.0%} of its pixels) where it rested: not believed, "
+                                       f"its resting pose kept")
                     continue
                 # Resting there, lifted far from there: a pick starts above the object; another object of its
                 # colour in the hand is as likely. The name is not confirmed until it is seen standing again.
@@ -284,6 +289,7 @@ class Perception:
         named_now = {g.name for g in groundings if g.name is not None}
         doubts = {name: why for g in groundings for name, why in g.detection.refused.items()
                   if name not in named_now and self._near_spot(name, g.detection)}
+        doubts.update(dropped)
         doubts.update({name: f"unconfirmed: {t.unconfirmed}" for name, t in self.tracks.items() if t.unconfirmed})
         doubts.update({g.name: f"unconfirmed: {g.detection.doubted[g.name]}" for g in groundings
                        if g.name is not None and g.name in g.detection.doubted})
