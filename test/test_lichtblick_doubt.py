@@ -7,7 +7,8 @@ threshold (``contract.MIN_POSE_CONFIDENCE``). Read from the 3-D panel's pixels: 
 only green object, neither source nor target, so no highlight of its own) drawn at full opacity, then faint
 while a frame doubts it (still there: its tint over the table stays), then full again once frames stop doubting
 it. Perception's status on ``/robofollow/perception/status`` (doubts, depth age, camera rate, frames dropped)
-is read from the details panel's text (Raw Messages of ``/robofollow/status``). Skipped as that module skips.
+is read from the details panel's text (Raw Messages of ``/robofollow/status``), its one-line summary in the trial
+entry too. Skipped as that module skips.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ PERCEPTION = {"layout": "scene1:scene1_1", "objects": {"yellow_block_2": {"confi
 #: The details panel's text for it, white space collapsed (Raw Messages writes each KeyValue as ``<i> <key>: <value>``).
 STATUS_SHOWN = ('name "perception" message "doubtful"', "doubtful: yellow_block_2",
                 "doubts: yellow_block_3: half hidden", "depth_age_s: 1.37", "camera_hz: 27.4", "frames_dropped: 41")
+#: Perception's one-line summary, the trial entry's ``perception`` value (the status's first entry).
+SUMMARY = 'key "perception" value "doubtful: yellow_block_2, yellow_block_3"'
 
 
 def _vivid(picture: np.ndarray) -> np.ndarray:
@@ -174,5 +177,6 @@ def test_operator_view_live_draws_a_doubtful_object_faint_and_shows_perceptions_
     assert again <= 10, f"the picture stays changed once the object is sure again ({again} pixels)"
     missing = [w for w in STATUS_SHOWN if w not in text]
     assert not missing, f"the details panel lacks {missing}: {text!r}"
+    assert SUMMARY in text, f"no perception summary in the trial entry: {text!r}"
     errors = [t for kind, t in console if kind in ("error", "pageerror")]
     assert not errors, errors[:5]

@@ -43,6 +43,21 @@ def test_perceptions_status_joins_the_status_array() -> None:
     values = {kv.key: kv.value for kv in entry.values}
     assert entry.message == "doubtful" and values["doubtful"] == BLOCK and "blue_bar_5: stands" in values["doubts"]
     assert values["depth_age_s"] == "1.4" and values["frames_dropped"] == "12" and values["camera_hz"] == "29.8"
-    calm = stages.status(0, None, None, {**report, "objects": {}, "doubts": {}}).status[-1]
-    assert calm.message == "dropping frames"
+    trial = {kv.key: kv.value for kv in array.status[0].values}  # the summary at the top, without scrolling
+    assert trial["perception"] == f"doubtful: blue_bar_5, {BLOCK}"
+    calm = stages.status(0, None, None, {**report, "objects": {}, "doubts": {}})
+    assert calm.status[-1].message == "dropping frames"
+    assert {kv.key: kv.value for kv in calm.status[0].values}["perception"] == "dropping frames: 12 dropped"
     assert [s.name for s in stages.status(0, None, None).status] == list(stages.STATUS_NAMES)  # sim: no entry
+
+
+def test_perception_logs_a_line_when_its_doubt_changes_and_not_per_frame() -> None:
+    doubting = {"objects": {BLOCK: {"confidence": 0.2}}, "doubts": {"blue_bar_5": "half hidden"},
+                "frames": {"dropped": 3}}
+    key, line = stages.doubt_change("", {"objects": {}, "frames": {}})
+    assert line is None  # sure from the start: nothing to say
+    key, line = stages.doubt_change(key, doubting)
+    assert line == f"perception doubtful: blue_bar_5, {BLOCK} (blue_bar_5: half hidden)"
+    assert stages.doubt_change(key, {**doubting, "frames": {"dropped": 9}}) == (key, None)  # the same doubt
+    key, line = stages.doubt_change(key, {"objects": {BLOCK: {"confidence": 0.95}}, "frames": {"dropped": 9}})
+    assert line == "perception: sure of every object again"

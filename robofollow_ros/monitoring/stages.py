@@ -66,13 +66,47 @@ def stage_state(stage: Mapping[str, Any], final: bool) -> str:
     return "pending"
 
 
-def perception_status(report: Mapping[str, Any]) -> Any:
-    """The ``perception`` entry from ``/robofollow/perception/status`` JSON (``nodes.perception_node``)."""
+def _perception_state(report: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """Perception's state (:data:`PERCEPTION_STATES`) and the objects it doubts (low confidence, or a reason)."""
     objects = report.get("objects") or {}
     doubtful = sorted(n for n, o in objects.items() if float(o.get("confidence", 1.0)) < MIN_POSE_CONFIDENCE)
+    doubts = report.get("doubts") or {}
+    frames = report.get("frames") or {}
+    state = "doubtful" if doubtful or doubts else ("dropping frames" if frames.get("dropped") else "ok")
+    return state, doubtful
+
+
+def perception_summary(report: Mapping[str, Any]) -> str:
+    """One line for the top of the status (the trial entry's ``perception`` value), where the operator sees it
+    without scrolling to perception's own entry: ``doubtful: a, b``, ``dropping frames: 41 dropped`` or ``ok``."""
+    state, doubtful = _perception_state(report)
+    if state == "doubtful":
+        return "doubtful: " + ", ".join(sorted({*doubtful, *(report.get("doubts") or {})}))
+    if state == "dropping frames":
+        return f"dropping frames: {(report.get('frames') or {}).get('dropped')} dropped"
+    return state
+
+
+def doubt_change(previous: str, report: Mapping[str, Any]) -> tuple[str, str | None]:
+    """What perception's doubt now is (a key to pass back next time) and, when it changed since ``previous``,
+    the line to log for the operator's log panel (``None`` otherwise). Frame drops are not a change here:
+    perception logs those on their own."""
+    summary = perception_summary(report)
+    key = summary if summary.startswith("doubtful") else "sure"
+    if key == previous:
+        return key, None
+    if key == "sure":
+        return key, "perception: sure of every object again" if previous else None
+    doubts = report.get("doubts") or {}
+    reasons = "; ".join(f"{name}: {why}" for name, why in sorted(doubts.items()))
+    return key, f"perception {summary}" + (f" ({reasons})" if reasons else "")
+
+
+def perception_status(report: Mapping[str, Any]) -> Any:
+    """The ``perception`` entry from ``/robofollow/perception/status`` JSON (``nodes.perception_node``)."""
+    state, doubtful = _perception_state(report)
     frames = report.get("frames") or {}
     doubts = report.get("doubts") or {}
-    state = "doubtful" if doubtful or doubts else ("dropping frames" if frames.get("dropped") else "ok")
     values = {"doubtful": ", ".join(doubtful), "doubts": "; ".join(f"{n}: {why}" for n, why in sorted(doubts.items())),
               "depth_age_s": str(report.get("depth_age_s")), "camera_hz": str(frames.get("camera_hz")),
               "processed_hz": str(frames.get("processed_hz")), "frames_dropped": str(frames.get("dropped", 0)),
@@ -90,6 +124,8 @@ def status(time_ns: int, trial: Mapping[str, Any] | None, live: Mapping[str, Any
     phase = phase if phase in TRIAL_PHASES else "unknown"
     details = {k: str(trial[k]) for k in (TRIAL_ID_KEY, "task", "level", "instruction", "seed") if trial.get(k)
                is not None}
+    if perception is not None:
+        details["perception"] = perception_summary(perception)
     out = [rosmsg.diagnostic_status("OK", STATUS_NAMES[0], phase, str(trial.get(TRIAL_ID_KEY) or ""), details)]
     final = bool((live or {}).get("final"))
     stages = _stages(live)

@@ -23,6 +23,7 @@ Outputs (stamped with the picture's stamp, frame ``world``):
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import Marker, MarkerArray
 
 from robofollow_ros.contract import TOPIC_OBJECTS, TOPIC_TRIAL, WORLD_FRAME, camera_image_topic
+from robofollow_ros.monitoring.stages import doubt_change
 from robofollow_ros.nodes import trial_protocol as tp
 from robofollow_ros.nodes._main import run_node
 from robofollow_ros.nodes._params import Bounds, ParameterSet, one_of, positive
@@ -48,6 +50,8 @@ TOPIC_HEAD_DEPTH = "/cameras/head/depth"
 PAIR_BUFFER = 4
 #: With no depth for this long, pictures are used alone (table-plane mode) instead of waiting.
 DEPTH_STALE_NS = 1_000_000_000
+#: At most one log line a second about what perception doubts (it can change every picture).
+DOUBT_LOG_INTERVAL_S = 1.0
 
 
 def depth_array(msg: Image) -> np.ndarray:
@@ -115,6 +119,7 @@ class PerceptionNode(Node):
         #: Camera rate, processed and dropped frames, depth age: on the status topic, and logged when frames drop.
         self.frame_stats = FrameStats(camera_hz or None)
         self._dropped_logged = 0
+        self._doubt_key, self._doubt_logged_at = "", -DOUBT_LOG_INTERVAL_S
         self.objects = self.create_publisher(MarkerArray, TOPIC_OBJECTS, 10)
         self.tf = self.create_publisher(TFMessage, "/tf", 10)
         self.status = self.create_publisher(String, TOPIC_PERCEPTION_STATUS, 10)
@@ -193,7 +198,9 @@ class PerceptionNode(Node):
             self.tf.publish(TFMessage(transforms=[
                 transform_msg(WORLD_FRAME, object_frame(name), t.position, t.quat_wxyz, stamp)
                 for name, t in result.tracks.items()]))
-        self.status.publish(String(data=json.dumps(self._status(result, stamp))))
+        status = self._status(result, stamp)
+        self.status.publish(String(data=json.dumps(status)))
+        self._log_doubt(status)
         if self.frame_stats.dropped_total > self._dropped_logged:
             self._dropped_logged = self.frame_stats.dropped_total
             frames = self.frame_stats.as_dict()
@@ -203,6 +210,18 @@ class PerceptionNode(Node):
         if result.colour_drift is not None and result.colour_drift.drifted:
             self.get_logger().warning("colours drifted from the colour calibration: "
                                       + "; ".join(result.colour_drift.reasons), throttle_duration_sec=10.0)
+
+    def _log_doubt(self, status: dict[str, Any]) -> None:
+        """A log line (the operator's log panel) when what perception doubts changes, at most one a second so a
+        flickering doubt cannot flood it; the details stay on the status topic."""
+        now = time.monotonic()
+        if now - self._doubt_logged_at < DOUBT_LOG_INTERVAL_S:
+            return
+        key, line = doubt_change(self._doubt_key, status)
+        if line is not None:
+            self._doubt_logged_at = now
+            (self.get_logger().info if key == "sure" else self.get_logger().warning)(line)
+        self._doubt_key = key
 
     def _markers(self, result: Any, stamp: int) -> MarkerArray:
         markers = []
