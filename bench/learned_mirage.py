@@ -26,6 +26,7 @@ import json
 import math
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -62,6 +63,10 @@ def step(work: Path, stage: str, args: list[str]) -> None:
     to ``work/stages.jsonl``, so a resumed run's stages add up."""
     print("==>", " ".join(args), flush=True)
     started, cpu = time.time(), _children_cpu_s()
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / "stages.jsonl", "a") as f:  # a start without its end: killed (SIGKILL ends a session)
+        f.write(json.dumps({"stage": stage, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+                            "exit": "started", "command": " ".join(args)}) + "\n")
     status: int | str = "interrupted"
     try:
         status = subprocess.run([*ROBOFOLLOW, *args]).returncode
@@ -69,7 +74,6 @@ def step(work: Path, stage: str, args: list[str]) -> None:
         record = {"stage": stage, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
                   "wall_s": round(time.time() - started, 1), "cpu_s": round(_children_cpu_s() - cpu, 1),
                   "exit": status, "command": " ".join(args)}
-        work.mkdir(parents=True, exist_ok=True)
         with open(work / "stages.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
     if status != 0:
@@ -83,8 +87,12 @@ def status_report(work: Path) -> str:
         if (work / "stages.jsonl").exists() else []
     for stage in dict.fromkeys(r["stage"] for r in records):
         mine = [r for r in records if r["stage"] == stage]
-        lines.append(f"{stage}: {len(mine)} start(s), wall {sum(r['wall_s'] for r in mine) / 3600:.2f} h, "
-                     f"CPU {sum(r['cpu_s'] for r in mine) / 3600:.2f} h, last exit {mine[-1]['exit']}")
+        ended = [r for r in mine if r["exit"] != "started"]
+        line = (f"{stage}: {len(ended)} run(s) ended, wall {sum(r['wall_s'] for r in ended) / 3600:.2f} h, "
+                f"CPU {sum(r['cpu_s'] for r in ended) / 3600:.2f} h, last exit {ended[-1]['exit'] if ended else '-'}")
+        if mine[-1]["exit"] == "started":
+            line += f"; started {mine[-1]['started']} and not ended: running, or killed (its time is not counted)"
+        lines.append(line)
     staging = work / "dataset" / ".staging"
     if staging.exists():
         done = sum(1 for p in staging.iterdir() if p.is_dir() and not p.name.endswith(".partial"))
@@ -169,6 +177,7 @@ def yield_to_other_sessions() -> None:
 
 def main() -> int:
     yield_to_other_sessions()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a SIGTERM records the stage as interrupted
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workdir", type=Path, default=Path("/var/tmp/learned_mirage"))
     p.add_argument("--tasks", default="", help="training task ids (default: all 75)")
