@@ -77,6 +77,49 @@ def test_ctrl_c_of_eval_exits_130_naming_the_line_that_resumes_it(tmp_path: Path
     assert len(_recorded(run_dir)) == 3 and _recorded(run_dir)[: len(before)] == before
 
 
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_of_collect_stops_its_workers_and_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    """``kill PID`` (SIGTERM to the process alone, as a scheduler or the end of a session sends it) to a collection
+    running two worker processes: it ends as Ctrl-C does (one line, status 130) and takes its workers with it. It
+    used to die at once and leave them running, orphaned, printing tracebacks when they found their parent gone."""
+    proc = subprocess.Popen([ROBOFOLLOW, "collect", "--output", str(tmp_path / "demos"), "--tasks",
+                             "pickup_red_cylinder", "--episodes-per-task", "4", "--workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert poll_until(lambda: len(_children(proc.pid)) >= 2 or proc.poll() is not None, 120)
+        workers = _children(proc.pid)
+        assert proc.poll() is None, "the collection ended before it could be stopped"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert "interrupted" in err and "Traceback" not in err, err
+    assert poll_until(lambda: not any(_alive(p) for p in workers), 30), "worker processes outlived the collection"
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 100.0

@@ -76,17 +76,26 @@ def _deliver_again(signum: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     # Only where Python raises KeyboardInterrupt for Ctrl-C: not where it is ignored (a background job) or
     # handled by someone else, and not from another thread (a test calling main() in one), which cannot set it.
-    ours = threading.current_thread() is threading.main_thread() and \
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    main_thread = threading.current_thread() is threading.main_thread()
+    ours = main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # SIGTERM (`kill PID`, a scheduler, the end of a session) stops a command as Ctrl-C does, where nothing else
+    # handles it: one line, status 130, its worker processes stopped with it (they were left running, orphaned,
+    # and printed tracebacks when they found their parent gone). A command with its own handler sets it later.
+    term = main_thread and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     if ours:
         signal.signal(signal.SIGINT, _interrupt_outside_imports)
+    if term:
+        signal.signal(signal.SIGTERM, _interrupt_outside_imports)
+    if ours or term:
         _running.set()
     try:
         return _main(argv)
     finally:
+        _running.clear()
         if ours:
-            _running.clear()
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        if term:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _main(argv: Sequence[str] | None) -> int:
