@@ -81,7 +81,10 @@ class FoxgloveProbe:
         while not condition():
             if self._reader is not None and self._reader.done():
                 self._reader.result()
-                raise ConnectionError(f"connection closed while waiting for {what}")
+                raise ConnectionError(
+                    f"connection closed while waiting for {what} (close code {self.close_code}, "
+                    f"{'a close frame from the server' if self.close_frame_received else 'no close frame'}; "
+                    f"{len(self.received)} messages received)")
             if loop.time() > deadline:
                 raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
             await asyncio.sleep(0.01)
