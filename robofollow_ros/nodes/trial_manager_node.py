@@ -46,6 +46,7 @@ from typing import Any
 
 import rclpy
 from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
@@ -98,6 +99,10 @@ from robofollow_ros.robot.calibration import rig_calibration_dir
 RESET_VIEW_PERIOD_S = 0.5
 #: How long a peer that left cleanly waits to be judged: time for this node's own Ctrl-C to arrive (_on_node_lost).
 PEER_LEFT_GRACE_S = 1.0
+#: How long the manager waits, once its run ended, for every subscriber to have the last trial state (``finished``)
+#: before it exits: a DDS writer destroyed at once can take its last sample with it (a viewer on another host,
+#: behind the Foxglove node, never saw the run end on a loaded machine).
+FINISHED_ACK_S = 3.0
 RESET_TELL_PERIOD_S = 10.0
 #: How often the wait for the simulator's reset is told.
 SIM_RESET_TELL_PERIOD_S = QUIET_S
@@ -779,6 +784,10 @@ class TrialManagerNode(TrialServices, Node):
                                     "(see policy_error and fault in results.json)")
         self.finished.set()
 
+    def wait_until_heard(self, timeout_s: float = FINISHED_ACK_S) -> bool:
+        """Whether every subscriber of the trial state acknowledged the last one within ``timeout_s``."""
+        return bool(self.trial_pub.wait_for_all_acked(Duration(nanoseconds=int(timeout_s * 1e9))))
+
     def _abort(self, reason: str, exit_code: int) -> None:
         """End the run now (before its first trial, or after a node died); what was recorded is kept."""
         self.get_logger().error(reason)
@@ -876,6 +885,9 @@ def main(args: list[str] | None = None) -> None:
                     rclpy.spin_once(node, timeout_sec=0.1)
                 if not stop.is_set():
                     code = node.exit_code
+                    if not node.wait_until_heard():
+                        node.get_logger().warning(f"a subscriber had not acknowledged the run's end after "
+                                                  f"{FINISHED_ACK_S:g} s; exiting anyway")
             finally:
                 stop.noticed()
                 node.destroy_node()
