@@ -16,6 +16,7 @@ from pathlib import Path
 from robofollow_ros.evaluation.progress import StageProgress, Ticker
 from robofollow_ros.exit_status import EXIT_INTERRUPTED, EXIT_OK, EXIT_PORT_IN_USE
 from test_cli_tasks import ROBOFOLLOW
+from test_orphans import alive, children
 from waiting import poll_until
 
 
@@ -77,27 +78,6 @@ def test_ctrl_c_of_eval_exits_130_naming_the_line_that_resumes_it(tmp_path: Path
     assert len(_recorded(run_dir)) == 3 and _recorded(run_dir)[: len(before)] == before
 
 
-def _children(pid: int) -> list[int]:
-    """The live processes whose parent is ``pid`` (from /proc)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # gone meanwhile
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def test_sigterm_of_collect_stops_its_workers_and_exits_130_without_a_traceback(tmp_path: Path) -> None:
     """``kill PID`` (SIGTERM to the process alone, as a scheduler or the end of a session sends it) to a collection
     running two worker processes: it ends as Ctrl-C does (one line, status 130) and takes its workers with it. It
@@ -106,8 +86,8 @@ def test_sigterm_of_collect_stops_its_workers_and_exits_130_without_a_traceback(
                              "pickup_red_cylinder", "--episodes-per-task", "4", "--workers", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        assert poll_until(lambda: len(_children(proc.pid)) >= 2 or proc.poll() is not None, 120)
-        workers = _children(proc.pid)
+        assert poll_until(lambda: len(children(proc.pid)) >= 2 or proc.poll() is not None, 120)
+        workers = children(proc.pid)
         assert proc.poll() is None, "the collection ended before it could be stopped"
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
@@ -117,7 +97,7 @@ def test_sigterm_of_collect_stops_its_workers_and_exits_130_without_a_traceback(
             proc.wait()
     assert proc.returncode == EXIT_INTERRUPTED, err
     assert "interrupted" in err and "Traceback" not in err, err
-    assert poll_until(lambda: not any(_alive(p) for p in workers), 30), "worker processes outlived the collection"
+    assert poll_until(lambda: not any(alive(p) for p in workers), 30), "worker processes outlived the collection"
 
 
 class _Clock:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from test_lichtblick_layout import (  # noqa: F401  (served, operator_graph: fix
     LICHTBLICK,
     SHOTS,
     VIEWPORT,
-    _import_layout,
+    _open_live,
     _panel,
     _pixels,
     _until,
@@ -98,15 +97,7 @@ def test_operator_view_live_draws_a_doubtful_object_faint_and_shows_perceptions_
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            page = browser.new_context(viewport=VIEWPORT).new_page()
-            page.on("console", lambda m: console.append((m.type, m.text)))
-            page.on("pageerror", lambda e: console.append(("pageerror", str(e))))
-            page.add_init_script(path=str(LICHTBLICK / "picker_stub.js"))
-            url = f"ws://127.0.0.1:{node.server.port}"
-            page.goto(f"{served}/?ds=foxglove-websocket&ds.url={urllib.parse.quote(url, safe='')}",
-                      wait_until="load", timeout=120_000)
-            page.get_by_test_id("AppMenuButton").wait_for(timeout=120_000)
-            _import_layout(page)
+            page = _open_live(browser, served, node.server.port, console)
             live = node.channels.live.channels
             ros.wait_for(lambda: all(live[t].has_sinks() for t in (topics.STATUS, topics.SCENE)), 60,
                          "the 3-D and details panels to subscribe")

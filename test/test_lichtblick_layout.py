@@ -210,6 +210,21 @@ def _boxes(page: Any) -> dict[str, dict[str, int]]:
                 height: Math.round(r.height)}]; }))""")
 
 
+def _open_live(browser: Any, served: str, port: int, console: list[tuple[str, str]]) -> Any:
+    """A page of the app served at ``served`` connected live to our server on ``port``, the committed layout
+    imported; the console's messages and page errors collected into ``console``."""
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.on("console", lambda m: console.append((m.type, m.text)))
+    page.on("pageerror", lambda e: console.append(("pageerror", str(e))))
+    page.add_init_script(path=str(LICHTBLICK / "picker_stub.js"))
+    url = f"ws://127.0.0.1:{port}"
+    page.goto(f"{served}/?ds=foxglove-websocket&ds.url={urllib.parse.quote(url, safe='')}", wait_until="load",
+              timeout=120_000)
+    page.get_by_test_id("AppMenuButton").wait_for(timeout=120_000)
+    _import_layout(page)
+    return page
+
+
 def _inside(inner: dict[str, float], outer: dict[str, float], slack: float = 0.5) -> bool:
     return (inner["x"] >= outer["x"] - slack and inner["y"] >= outer["y"] - slack
             and inner["x"] + inner["width"] <= outer["x"] + outer["width"] + slack
@@ -420,15 +435,7 @@ def test_operator_view_live_at_1280x720_shows_every_stage_row_the_plot_the_log_a
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            page = browser.new_context(viewport=VIEWPORT).new_page()
-            page.on("console", lambda m: console.append((m.type, m.text)))
-            page.on("pageerror", lambda e: console.append(("pageerror", str(e))))
-            page.add_init_script(path=str(LICHTBLICK / "picker_stub.js"))
-            url = f"ws://127.0.0.1:{node.server.port}"
-            page.goto(f"{served}/?ds=foxglove-websocket&ds.url={urllib.parse.quote(url, safe='')}",
-                      wait_until="load", timeout=120_000)
-            page.get_by_test_id("AppMenuButton").wait_for(timeout=120_000)
-            _import_layout(page)
+            page = _open_live(browser, served, node.server.port, console)
             live = node.channels.live.channels
             ros.wait_for(lambda: all(live[t].has_sinks() for t in (topics.STATUS, topics.STAGES, topics.ROSOUT)), 60,
                          "the layout's panels to subscribe")
