@@ -97,7 +97,8 @@ class _LiveWatcher:
 
     def close(self) -> None:
         try:
-            asyncio.run_coroutine_threadsafe(self.probe.close(), self.loop).result(10)
+            # beyond websockets' own 10 s close timeout, which a loaded machine can use up (a TimeoutError here)
+            asyncio.run_coroutine_threadsafe(self.probe.close(), self.loop).result(30)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(timeout=10)

@@ -69,8 +69,9 @@ def test_the_oracle_scores_the_same_on_a_snappy_and_a_sluggish_mock_arm(tmp_path
         assert stage1["phase"] == "stage1_source_select" and stage1["intent_reason"] == "ok", stage1
     verdicts = [(r["intent_score"], r["exec_score"], r["completion_ok"]) for r in results]
     assert verdicts[0] == verdicts[1] == (0.8, 0.0, False), verdicts
-    # the timings really differed: the sluggish arm's drivers reported far fewer states for the scorer
-    assert results[0]["frames"] > 2 * results[1]["frames"], [r["frames"] for r in results]
+    # the timings really differed: the sluggish arm's drivers reported far fewer states for the scorer (5x fewer
+    # nominally, 100 vs 20 Hz; 1.7x measured once on a loaded 2-core machine, where the 100 Hz driver fell behind)
+    assert results[0]["frames"] > 1.5 * results[1]["frames"], [r["frames"] for r in results]
 
 
 def test_only_rate_mode_gives_the_planner_built_ins_dense_rows_that_settle() -> None:
