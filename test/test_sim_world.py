@@ -70,6 +70,34 @@ def test_joint_targets_are_reached_within_tolerance(registry, world: SimWorld) -
     assert world.physics_steps == steps
 
 
+def test_a_segment_ends_with_the_drives_on_the_target_and_no_velocity(registry, world: SimWorld) -> None:  # type: ignore[no-untyped-def]
+    # The TOPP stepper works out a whole segment's drive targets at once; its last step must hand SAPIEN exactly
+    # what the joint map gives for the target (arm joints in rig units, fingers from the gripper opening).
+    world.reset(registry.layout("scene2", "default"), 5)
+    target = world.joint_vector()
+    target[ARM_SLICE["left"]] += 0.1
+    target[ARM_SLICE["right"]] -= 0.08
+    target[GRIPPER_INDEX["left"]], target[GRIPPER_INDEX["right"]] = 0.25, 1.0
+    world.execute(target)
+    joints = world.robot.active_joints
+    expected = world.joint_map.to_qpos(target)
+    drives = np.array([float(np.ravel(j.get_drive_target())[0]) for j in joints])
+    index = world.joint_map
+    driven = [i for a in ("left", "right") for i in (*index.arm_qpos_index[a], *index.gripper_qpos_index[a])]
+    assert np.allclose(drives[driven], expected[driven], atol=1e-6), drives[driven] - expected[driven]
+    assert all(float(np.ravel(joints[i].get_drive_velocity_target())[0]) == 0.0 for i in driven)
+
+
+def test_fingers_along_a_series_equal_fingers_at_each_value(world: SimWorld) -> None:
+    values = np.array([-0.5, 0.0, 0.25, 0.5, 1.0, 1.7])
+    for arm in ("left", "right"):
+        along = world.joint_map.fingers_along(arm, values)
+        assert along.shape == (len(values), len(world.joint_map.gripper_qpos_index[arm]))
+        for row, value in zip(along, values, strict=True):
+            assert np.array_equal(row, world.joint_map.fingers_at(arm, float(value)))
+        assert np.array_equal(along[0], along[1]) and np.array_equal(along[-1], along[-2])  # clipped to [0, 1]
+
+
 def test_targets_beyond_the_limits_are_clipped_not_followed(registry, world: SimWorld) -> None:  # type: ignore[no-untyped-def]
     world.reset(registry.layout("scene1", "default"), 3)
     target = world.joint_vector()

@@ -70,7 +70,11 @@ class JointMap:
 
     def fingers_at(self, arm: str, normalised: float) -> np.ndarray:
         """The finger joints' positions for a normalised gripper value (clipped to [0, 1])."""
-        g = float(np.clip(normalised, 0.0, 1.0))
+        return self.fingers_along(arm, np.asarray([normalised], dtype=np.float64))[0]
+
+    def fingers_along(self, arm: str, normalised: np.ndarray) -> np.ndarray:
+        """:meth:`fingers_at` for a series of gripper values at once: shape (n, fingers)."""
+        g = np.clip(np.asarray(normalised, dtype=np.float64), 0.0, 1.0)[:, None]
         return self.finger_closed[arm] + g * (self.finger_open[arm] - self.finger_closed[arm])
 
     def to_qpos(self, vector: np.ndarray) -> np.ndarray:

@@ -228,16 +228,22 @@ class SimWorld:
                 point[GRIPPER_INDEX[arm]] = seg.gripper[k]
             return point
 
+        # Every step's drive targets, worked out for the whole segment at once (the same arithmetic per value
+        # as one step at a time) and handed to SAPIEN as Python floats: per-step numpy calls on 6-vectors
+        # cost as much as the physics step itself.
+        drives = [(list(zip([joints[qi] for qi in index.arm_qpos_index[arm]],
+                            index.arm_to_qpos(arm, seg.positions).T.tolist(),
+                            (index.arm_sign[arm] * seg.velocities).T.tolist(), strict=True)),
+                   list(zip([joints[qi] for qi in index.gripper_qpos_index[arm]],
+                            index.fingers_along(arm, seg.gripper).T.tolist(), strict=True)))
+                  for arm, seg in segments.items()]
         for k in range(steps):
-            for arm, seg in segments.items():
-                positions = index.arm_to_qpos(arm, seg.positions[k])
-                velocities = index.arm_sign[arm] * seg.velocities[k]
-                for j, qi in enumerate(index.arm_qpos_index[arm]):
-                    joints[qi].set_drive_target(float(positions[j]))
-                    joints[qi].set_drive_velocity_target(float(velocities[j]))
-                for qi, finger in zip(index.gripper_qpos_index[arm], index.fingers_at(arm, float(seg.gripper[k])),
-                                      strict=True):
-                    joints[qi].set_drive_target(float(finger))
+            for arm_drives, finger_drives in drives:
+                for joint, positions, velocities in arm_drives:
+                    joint.set_drive_target(positions[k])
+                    joint.set_drive_velocity_target(velocities[k])
+                for joint, fingers in finger_drives:
+                    joint.set_drive_target(fingers[k])
             self._scene.step()
             self._stepped(partial(setpoint_at, k))
         self._command = target
