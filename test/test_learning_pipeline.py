@@ -84,6 +84,36 @@ def test_actions_are_the_next_setpoints_and_episodes_end_holding_still(dataset: 
         assert np.abs(action[:, :6] - state[:1, :6]).max() > 0.2  # and it moved in between
 
 
+def test_frames_resized_while_decoding_equal_full_frames_resized(dataset: Path) -> None:
+    # Training decodes whole files, resizing each frame as it comes (a file at full size does not fit in memory).
+    import cv2
+
+    from robofollow_ros.datasets.reader import load_dataset
+
+    full, small = load_dataset(dataset), load_dataset(dataset, (32, 24))
+    for camera, frames in full.images.items():
+        assert small.images[camera].shape == (len(frames), 24, 32, 3)
+        for k in (0, len(frames) // 2, len(frames) - 1):
+            assert np.array_equal(small.images[camera][k], cv2.resize(frames[k], (32, 24),
+                                                                      interpolation=cv2.INTER_AREA))
+
+
+def test_a_batch_holds_each_cameras_frame_of_the_sampled_rows(dataset: Path) -> None:
+    import torch
+
+    from robofollow_ros.contract import CAMERA_NAMES
+    from robofollow_ros.datasets.reader import load_dataset
+    from robofollow_ros.learning.batches import Batches
+    from robofollow_ros.policy.learned.scaling import images_tensor
+
+    data = load_dataset(dataset)
+    images, *_ = Batches(data, 5, 64).sample(6, torch.Generator().manual_seed(3), shift=0)
+    rows = torch.randint(0, len(data.state), (6,), generator=torch.Generator().manual_seed(3)).numpy()
+    for i, row in enumerate(rows):
+        for c, camera in enumerate(CAMERA_NAMES):
+            assert torch.equal(images[i, c], images_tensor(data.images[camera][row])), (row, camera)
+
+
 def test_train_writes_a_checkpoint_that_eval_runs_and_resume_continues(dataset: Path, tmp_path: Path) -> None:
     ckpt = tmp_path / "bc.pt"
     proc = run("train", "--dataset", str(dataset), "--output", str(ckpt), "--steps", "40", "--batch", "8",

@@ -100,7 +100,7 @@ def load_dataset(root: Path, image_size: tuple[int, int] | None = None) -> Loade
             path = root / info["video_path"].format(video_key=key, chunk_index=table[f"videos/{key}/chunk_index"][i],
                                                     file_index=table[f"videos/{key}/file_index"][i])
             if path not in decoded:
-                decoded[path] = _resized(decode_all(path), image_size)
+                decoded[path] = decode_all(path, image_size)
             first = round(table[f"videos/{key}/from_timestamp"][i] * fps)
             part = decoded[path][first:first + int(table["length"][i])]
             if len(part) != table["length"][i]:
@@ -110,10 +110,3 @@ def load_dataset(root: Path, image_size: tuple[int, int] | None = None) -> Loade
         images[camera] = np.concatenate(parts)
     return LoadedDataset(root, fps, state, action, episode_index, starts, lengths, tasks, images, fingerprint(root))
 
-
-def _resized(frames: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
-    if size is None or (frames.shape[2], frames.shape[1]) == tuple(size):
-        return frames
-    import cv2
-
-    return np.stack([cv2.resize(f, tuple(size), interpolation=cv2.INTER_AREA) for f in frames])

@@ -51,7 +51,6 @@ class Batches:
         self.data = data
         self.future = chunk_index(data, chunk)
         self.norm = norm or fit_normaliser(data, self.future)
-        self.images = np.stack([data.images[c] for c in CAMERA_NAMES], axis=1)  # [N, cams, H, W, 3]
         episode_tokens = [token_ids(task, buckets) for task in data.episode_tasks]
         self.tokens = np.asarray([episode_tokens[e] for e in np.repeat(np.arange(len(data.episode_lengths)),
                                                                         data.episode_lengths)], dtype=np.int64)
@@ -64,7 +63,8 @@ class Batches:
         n = self.norm
         state = self.data.state[rows]
         target = (self.data.action[self.future[rows]] - state[:, None, :] - n.delta_mean) / n.delta_std
-        images = images_tensor(self.images[rows])
+        # [batch, cams, H, W, 3], stacked per batch: a stacked copy of every frame would double the dataset's memory
+        images = images_tensor(np.stack([self.data.images[c][rows] for c in CAMERA_NAMES], axis=1))
         if shift:
             images = random_shift(images, shift, generator)
         return (images, torch.as_tensor(self.tokens[rows]), torch.as_tensor((state - n.state_mean) / n.state_std),
