@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from robofollow_ros import interrupts
 from robofollow_ros.benchmark import default_registry
 from robofollow_ros.benchmark.seeds import md5_32
 from robofollow_ros.datasets import lerobot_v3 as v3
@@ -145,7 +146,10 @@ def _run(config: CollectConfig, todo: Sequence[DemoKey]) -> Iterator[tuple[DemoK
             _STATE.clear()
         return
     ctx = mp.get_context("spawn")  # SAPIEN does not survive fork
-    with ctx.Pool(min(config.workers, len(todo)), initializer=_init_worker, initargs=(config,)) as pool:
+    with contextlib.ExitStack() as stack:
+        with interrupts.held():  # an interrupt while the workers start comes after the pool is in hand
+            pool = stack.enter_context(ctx.Pool(min(config.workers, len(todo)), initializer=_init_worker,
+                                                initargs=(config,)))
         yield from pool.imap_unordered(_collect_one, todo, chunksize=1)
 
 
