@@ -23,7 +23,7 @@ PACKAGE = "robofollow_ros"
 
 #: The floors of the house, from the ground up: a folder (or top-level module) imports only from lower floors.
 FLOORS = (
-    ("contract", "paths", "yamlio", "jsonlimits", "exit_status", "child_process", "diagnostics"),
+    ("contract", "paths", "yamlio", "jsonlimits", "exit_status", "child_process", "interrupts", "diagnostics"),
     ("benchmark", "robot", "rundir"),   # the benchmark's data, the rig's description, the run directory
     ("scoring", "sim"),                 # stage rules and the online monitor; the SAPIEN world
     ("rig", "policy", "monitoring"),    # arm-command safety and drivers; policies and their wires; live view

@@ -75,7 +75,8 @@ def test_hosts_are_machines_and_links_are_shaped_and_pulled(three: Testbed, tmp_
     three.shape(2, delay_ms=10, jitter_ms=2.5)  # RTT 20 +- 5 ms between host 2 and a clean host
     shaped, clean = rtts(three, 1, 2), rtts(three, 1, 3)
     assert 15 <= statistics.median(shaped) <= 35 and min(shaped) >= 14, shaped
-    assert statistics.median(clean) < 5, clean
+    # Clean: under 10 ms, well below the shaped link's 14 (a loaded machine's user-space switch gave 5.6 ms)
+    assert statistics.median(clean) < 10, clean
 
     three.link(3, up=False)
     carrier = three.run(3, "ip", "-o", "link", "show", "dev", "eth0").stdout
@@ -84,7 +85,7 @@ def test_hosts_are_machines_and_links_are_shaped_and_pulled(three: Testbed, tmp_
                           three.ip(3), timeout=60)
     assert unplugged.returncode != 0 and "timed out" in unplugged.stderr, unplugged.stderr
     three.link(3, up=True)
-    assert statistics.median(rtts(three, 1, 3)) < 5  # the same server, reached again
+    assert statistics.median(rtts(three, 1, 3)) < 10  # the same server, reached again, clean
 
 
 def test_the_machines_own_network_is_untouched_and_down_leaves_nothing_even_after_a_crash(tmp_path: Path) -> None:
