@@ -7,7 +7,8 @@ Run by hand (hours on 2 cores; not part of CI or `make bench`'s quick scripts):
 
 Every stage resumes (collect --resume, train --resume, eval --resume), so a killed run continues; each
 start and end of a stage, its wall time and its CPU time (the children's user + system) are appended to
-``WORKDIR/stages.jsonl``. ``--status`` prints them and how many trials each evaluation holds, running nothing.
+``WORKDIR/stages.jsonl``, with a heartbeat of both every minute while it runs (a session's end kills it
+outright). ``--status`` prints them and how many trials each evaluation holds, running nothing.
 A pilot on a few tasks: ``--tasks ID,ID --steps 2000 --eval-tasks-from-training --no-doc``.
 
 The paper-scale run (issue 39; docs/learning.md, *The paper-scale run*): 50 demonstrations per training task,
@@ -58,24 +59,62 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def step(work: Path, stage: str, args: list[str]) -> None:
+#: Seconds between a running stage's heartbeat records: a session's end kills the run with SIGKILL, and
+#: without them a stage that ran for hours left only its start behind.
+HEARTBEAT_S = 60.0
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of a live process, its reaped children and its live descendants, read
+    from /proc: a running stage's CPU so far, which ``getrusage`` only reports once the stage has ended."""
+    tick, total, todo = os.sysconf("SC_CLK_TCK"), 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):  # it ended while being read: its time is in its parent's
+            continue
+    return total
+
+
+def _record(work: Path, record: dict[str, Any]) -> None:
+    with open(work / "stages.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def step(work: Path, stage: str, args: list[str], heartbeat_s: float = HEARTBEAT_S,
+         program: list[str] = ROBOFOLLOW) -> None:
     """Run one stage's command; its wall and CPU time (and exit status, an interruption included) are appended
-    to ``work/stages.jsonl``, so a resumed run's stages add up."""
+    to ``work/stages.jsonl``, so a resumed run's stages add up. While it runs, a heartbeat record every
+    ``heartbeat_s`` says its time so far, so a run killed outright still counts up to its last heartbeat."""
     print("==>", " ".join(args), flush=True)
     started, cpu = time.time(), _children_cpu_s()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started))
     work.mkdir(parents=True, exist_ok=True)
-    with open(work / "stages.jsonl", "a") as f:  # a start without its end: killed (SIGKILL ends a session)
-        f.write(json.dumps({"stage": stage, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-                            "exit": "started", "command": " ".join(args)}) + "\n")
+    _record(work, {"stage": stage, "started": stamp, "exit": "started", "command": " ".join(args)})
     status: int | str = "interrupted"
+    proc = subprocess.Popen([*program, *args], process_group=0)  # its workers stop with it
     try:
-        status = subprocess.run([*ROBOFOLLOW, *args]).returncode
+        while True:
+            try:
+                status = proc.wait(timeout=heartbeat_s)
+                break
+            except subprocess.TimeoutExpired:
+                _record(work, {"stage": stage, "started": stamp, "exit": "running",
+                               "wall_s": round(time.time() - started, 1), "cpu_s": round(tree_cpu_s(proc.pid), 1)})
     finally:
-        record = {"stage": stage, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-                  "wall_s": round(time.time() - started, 1), "cpu_s": round(_children_cpu_s() - cpu, 1),
-                  "exit": status, "command": " ".join(args)}
-        with open(work / "stages.jsonl", "a") as f:
-            f.write(json.dumps(record) + "\n")
+        if proc.returncode is None:  # interrupted here: the stage and its workers stop too (it resumes later)
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        _record(work, {"stage": stage, "started": stamp, "wall_s": round(time.time() - started, 1),
+                       "cpu_s": round(_children_cpu_s() - cpu, 1), "exit": status, "command": " ".join(args)})
     if status != 0:
         raise SystemExit(f"stage {stage} exited {status}: see its output above; rerun the same command to resume")
 
@@ -86,12 +125,22 @@ def status_report(work: Path) -> str:
     records = [json.loads(line) for line in (work / "stages.jsonl").read_text().splitlines()] \
         if (work / "stages.jsonl").exists() else []
     for stage in dict.fromkeys(r["stage"] for r in records):
-        mine = [r for r in records if r["stage"] == stage]
-        ended = [r for r in mine if r["exit"] != "started"]
-        line = (f"{stage}: {len(ended)} run(s) ended, wall {sum(r['wall_s'] for r in ended) / 3600:.2f} h, "
-                f"CPU {sum(r['cpu_s'] for r in ended) / 3600:.2f} h, last exit {ended[-1]['exit'] if ended else '-'}")
-        if mine[-1]["exit"] == "started":
-            line += f"; started {mine[-1]['started']} and not ended: running, or killed (its time is not counted)"
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for r in records:
+            if r["stage"] == stage:
+                runs.setdefault(r["started"], []).append(r)
+        ended = [rs[-1] for rs in runs.values() if rs[-1]["exit"] not in ("started", "running")]
+        cut = [rs[-1] for rs in runs.values() if rs[-1]["exit"] == "running"]  # killed, or the one running now
+        blind = [rs[-1] for rs in runs.values() if rs[-1]["exit"] == "started"]  # no heartbeat: time unknown
+        counted = ended + cut
+        line = (f"{stage}: {len(runs)} run(s), wall {sum(r['wall_s'] for r in counted) / 3600:.2f} h, "
+                f"CPU {sum(r['cpu_s'] for r in counted) / 3600:.2f} h; "
+                f"last exit {ended[-1]['exit'] if ended else '-'}")
+        if cut:
+            line += f"; {len(cut)} not ended (running, or killed), counted to their last heartbeat"
+        if blind:
+            line += (f"; {len(blind)} started ({', '.join(r['started'] for r in blind)}) without an end or a "
+                     "heartbeat: not counted")
         lines.append(line)
     staging = work / "dataset" / ".staging"
     if staging.exists():
