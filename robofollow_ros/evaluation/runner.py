@@ -287,7 +287,7 @@ def run_evaluation(config: EvalConfig, stream: TextIO | None = None) -> RunOutco
     """Run (or resume) an evaluation and write its results; see the module docstring."""
     registry = default_registry()
     tasks: list[EvalTask] = select_tasks(registry, config.scenes, config.levels, config.limit, config.tasks or None)
-    keys, skipped = with_controls(registry, trial_keys(tasks, config.rounds), config.controls)
+    keys, skipped = with_controls(registry, trial_keys(tasks, config.rounds, by_round=True), config.controls)
     done = check_output(config, tasks, len(keys))
     backend = make_backend(config)
     try:

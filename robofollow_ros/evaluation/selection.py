@@ -118,10 +118,15 @@ def parse_task_list(value: str | None) -> tuple[str, ...]:
     return ids
 
 
-def trial_keys(tasks: Sequence[EvalTask], rounds: int) -> list[TrialKey]:
-    """Every (task, round) of the run in order; rounds run 1..``rounds``."""
+def trial_keys(tasks: Sequence[EvalTask], rounds: int, by_round: bool = False) -> list[TrialKey]:
+    """Every (task, round) of the run in order; rounds run 1..``rounds``. Task by task (a rig's operator sets
+    a layout up once for its rounds), or ``by_round``: round 1 of every task, then round 2, …, so that a
+    simulated run stopped part-way holds whole rounds of every selected task (the protocol at fewer rounds)
+    instead of all rounds of the first scene's tasks. A trial's seed is its task's and round's either way."""
     if not 1 <= rounds <= 10:
         raise ValueError(f"--rounds: must be between 1 and 10 (seeds exist for 10 rounds), got {rounds}")
+    if by_round:
+        return [TrialKey(t.task_id, r, t.seed(r)) for r in range(1, rounds + 1) for t in tasks]
     return [TrialKey(t.task_id, r, t.seed(r)) for t in tasks for r in range(1, rounds + 1)]
 
 
