@@ -204,3 +204,24 @@ def test_run_json_records_privileged_from_the_policy(runs: dict[str, Path], tmp_
         run = new_run_record(arguments={"policy": policy, "privileged": flag}, selected_tasks=[], expected_trials=0,
                              stepper="direct")
         assert (run["privileged"], run["privileged_source"]) == want, policy
+
+
+def test_rounds_reports_a_stopped_run_on_its_whole_rounds(runs, tmp_path, capsys) -> None:
+    """``--rounds K`` keeps rounds 1..K of every task (eval runs round by round, so a stopped run holds whole
+    rounds): n halves from the fixture's two rounds, and the subset warning says 1 of 10 rounds."""
+    both = table_json([runs["memorizer"]], tmp_path / "both", capsys)
+    first = table_json([runs["memorizer"]], tmp_path / "first", capsys, "--rounds", "1")
+    cell = next(r["cells"]["L0"] for r in both["rows"] if r["run"] and r["scene"] == "S2")
+    kept = next(r["cells"]["L0"] for r in first["rows"] if r["run"] and r["scene"] == "S2")
+    assert cell["n"] == 4 and kept["n"] == 2 and kept["tasks"] == 2
+    recorded = json.loads((runs["memorizer"] / "results.json").read_text(encoding="utf-8"))
+    assert kept["CR_k"] == sum(t["completion_ok"] for t in recorded if t["round"] == 1)
+    assert any("a subset of the protocol: 2 of the" in w and "1 of 10 rounds per task" in w for w in first["warnings"])
+    assert main(["report", str(runs["memorizer"]), "--rounds", "1", "--json", "--no-plot", "--bootstrap", "300"]) == 0
+    assert json.loads(capsys.readouterr().out)["trials"] == 2
+
+
+@pytest.mark.parametrize("extra", [["--rounds", "0"], ["--rounds", "11"], ["--controls", "--rounds", "1"]])
+def test_rounds_out_of_range_or_with_a_paired_view_is_refused_naming_it(runs, capsys, extra) -> None:
+    assert main(["report", str(runs["memorizer"]), "--no-plot", *extra]) == 2
+    assert "--rounds" in capsys.readouterr().err

@@ -17,7 +17,7 @@ def table1(args: argparse.Namespace) -> int:
     from robofollow_ros.evaluation import comparability
     from robofollow_ros.evaluation import table1 as t1
     from robofollow_ros.evaluation.ranking import load_run
-    from robofollow_ros.evaluation.report import protocol_differences
+    from robofollow_ros.evaluation.report import protocol_differences, up_to_round
     from robofollow_ros.evaluation.report_views import cell_stats, executed_count
 
     if args.run_dir or args.compare_runs or args.rank or args.sim_real or args.tasks or args.failures or args.csv:
@@ -33,7 +33,8 @@ def table1(args: argparse.Namespace) -> int:
     rows: list[t1.Table1Row] = []
     warnings: list[str] = []
     try:
-        loaded = [load_run(d, "--table1") for d in runs]
+        loaded = [(label, up_to_round(trials, args.rounds))
+                  for label, trials in (load_run(d, "--table1") for d in runs)]
         names = [d.name if [r.name for r in runs].count(d.name) == 1 else str(d) for d in runs]
         for name, d, (_, trials) in zip(names, runs, loaded, strict=True):
             if executed_count(trials) == 0:

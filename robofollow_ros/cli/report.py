@@ -47,6 +47,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--controls", action="store_true",
                    help="the run's instruction controls (eval --controls): language reliance, swap sensitivity, "
                         "paraphrase invariance per scene x level, with n and 95%% intervals; writes controls.png")
+    p.add_argument("--rounds", type=integer(1, 10), metavar="K",
+                   help="only rounds 1..K of every task (with RUN_DIR or --table1): a run stopped part-way, which "
+                        "eval runs round by round, reported on its whole rounds")
     p.add_argument("--csv", metavar="DIR", type=Path,
                    help="also write DIR/trials.csv, DIR/cells.csv and DIR/tasks.csv")
     p.set_defaults(func=_report)
@@ -70,6 +73,7 @@ def _report(args: argparse.Namespace) -> int:
         protocol_differences,
         published_table,
         run_table,
+        up_to_round,
     )
     from robofollow_ros.evaluation.report_views import (
         cell_stats,
@@ -86,6 +90,9 @@ def _report(args: argparse.Namespace) -> int:
         return table1(args)
     if args.out is not None:
         raise CliError("--out: only with --table1 (the other views take --png and --csv)")
+    if args.rounds is not None and (args.compare_runs or args.rank or args.sim_real or args.controls):
+        raise CliError(f"--rounds: {args.rounds}: only with RUN_DIR or --table1 (the paired views and --controls "
+                       "take every trial they pair)")
     if args.rank or args.sim_real:
         return _rank_or_sim_real(args)
     if args.compare_runs:
@@ -109,7 +116,7 @@ def _report(args: argparse.Namespace) -> int:
             from robofollow_ros.cli._report_controls import report_controls
 
             return report_controls(args, run_dir, everything)
-        trials = [t for t in everything if not t.get("control")]  # instruction controls: --controls
+        trials = [t for t in up_to_round(everything, args.rounds) if not t.get("control")]  # controls: --controls
         summary = summarize(trials)
     except (json.JSONDecodeError, ValueError, TypeError) as exc:
         raise CliError(f"RUN_DIR: {results_path} is not a RoboFollow results file: {exc}") from None

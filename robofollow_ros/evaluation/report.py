@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from robofollow_ros.benchmark import LEVELS, SCENES
 from robofollow_ros.benchmark.loader import DATA_DIR
@@ -94,6 +94,15 @@ def protocol_differences(run: Mapping[str, Any] | None, trials: Sequence[Mapping
         if changed:
             out.append(f"resumed on other code than it started with ({', '.join(changed)} differ; run.json's resumes)")
     return out
+
+
+TrialT = TypeVar("TrialT", bound=Mapping[str, Any])
+
+
+def up_to_round(trials: Sequence[TrialT], rounds: int | None) -> list[TrialT]:
+    """The trials of rounds 1..``rounds`` (``report --rounds``): a run stopped part-way, which ``eval`` runs
+    round by round, reported on its whole rounds; every trial when ``rounds`` is None."""
+    return list(trials) if rounds is None else [t for t in trials if int(t.get("round") or 0) <= rounds]
 
 
 def run_table(summary: Mapping[str, Any]) -> Table:
