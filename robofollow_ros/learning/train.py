@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import numpy as np
 import torch
 
-from robofollow_ros.datasets.reader import DatasetError, LoadedDataset, load_dataset, read_info
+from robofollow_ros.datasets.reader import DatasetError, LoadedDataset, fingerprint, load_dataset, read_info
 from robofollow_ros.evaluation.progress import Heartbeat, Ticker, waited
 from robofollow_ros.learning.batches import Batches
 from robofollow_ros.policy.learned.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -89,6 +89,12 @@ def train(config: TrainConfig, stream: TextIO | None = None) -> dict[str, Any]:
     previous = load_checkpoint(config.output) if config.resume else None
     if not config.resume and Path(config.output).exists():
         raise CheckpointError(f"--output: {config.output} exists (add --resume to continue that training)")
+    if previous is not None and int(previous["step"]) >= config.steps:  # done: no need to load (minutes, GBs)
+        _check_resume(config, previous, fingerprint(config.dataset))
+        stream.write(f"{config.output} already at step {previous['step']}; nothing to do\n")
+        return {"checkpoint": str(config.output), "step": int(previous["step"]),
+                "final_loss": previous["losses"][-1][1] if previous["losses"] else None,
+                "frames": previous["dataset"]["frames"], "episodes": previous["dataset"]["episodes"]}
     stream.write(f"loading {config.dataset} ...\n")
     stream.flush()
     since = time.monotonic()
@@ -145,8 +151,6 @@ def train(config: TrainConfig, stream: TextIO | None = None) -> dict[str, Any]:
             ticker.tick(step, note=f"loss {float(np.mean(recent)) if recent else losses[-1][1]:.4f}")
             if step % config.checkpoint_every == 0 or step == config.steps:
                 checkpoint()
-    if previous is not None and step == previous["step"]:
-        stream.write(f"{config.output} already at step {step}; nothing to do\n")
     return {"checkpoint": str(config.output), "step": step, "final_loss": losses[-1][1] if losses else None,
             "frames": len(batches), "episodes": len(data.episode_lengths)}
 
