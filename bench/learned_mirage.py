@@ -43,6 +43,7 @@ LEVELS = ("L0", "L1", "L2", "L3")
 PUBLISHED = ("PI05", "PI0", "XVLA")
 #: The paper's blank-instruction control (RoboFollow, π0.5), which the learned policy's blank control stands beside.
 PI05_BLANK = "π0.5 with a blank instruction falls from IS 55.7 to 12.3 (CR 5.2)."
+LEARNED = "learned (BC chunk policy)"
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -155,9 +156,10 @@ def status_report(work: Path) -> str:
     return "\n".join(lines) or "nothing run yet"
 
 
-def level_rows(run_dir: Path) -> dict[str, dict[str, Any]]:
+def level_rows(run_dir: Path, rounds: int | None = None) -> dict[str, dict[str, Any]]:
     results = json.loads((run_dir / "results.json").read_text())
-    entries = results["results"] if isinstance(results, dict) else results
+    entries = [e for e in (results["results"] if isinstance(results, dict) else results)
+               if not e.get("control") and (rounds is None or int(e["round"]) <= rounds)]
     rows: dict[str, dict[str, Any]] = {}
     for level in LEVELS:
         mine = [e for e in entries if e.get("level", e["task"].split("_", 1)[0]) == level]
@@ -183,11 +185,11 @@ def report_text(args: list[str]) -> str:
     return done.stdout.strip()
 
 
-def table(runs: dict[str, Path]) -> str:
+def table(runs: dict[str, Path], rounds: int | None = None) -> str:
     lines = ["| policy | " + " | ".join(f"{lv} IS / ES / CR [95% CI of CR] (n)" for lv in LEVELS) + " |",
              "|---|" + "---:|" * len(LEVELS)]
     for name, run_dir in runs.items():
-        rows = level_rows(run_dir)
+        rows = level_rows(run_dir, rounds)
         cells = [f"{r['IS']:.3f} / {r['ES']:.3f} / **{r['CR']:.3f}** [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] "
                  f"(n={r['n']})" if (r := rows.get(lv)) else "—" for lv in LEVELS]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -244,10 +246,19 @@ def main() -> int:
     p.add_argument("--controls-rounds", type=int, default=1)
     p.add_argument("--baselines", default="oracle,memorizer,blind", help="built-in policies evaluated beside it")
     p.add_argument("--status", action="store_true", help="print how far the run in --workdir got; run nothing")
+    p.add_argument("--doc-progress", action="store_true",
+                   help="write the docs section from how far the run got (whole rounds, complete controls), "
+                        "marked in progress; run nothing")
     args = p.parse_args()
     work = args.workdir
     if args.status:
         print(status_report(work))
+        return 0
+    if args.doc_progress:
+        text = progress_document(args, work)
+        print(text)
+        if not args.no_doc:
+            write_section(args.doc_section, text)
         return 0
     data, ckpt = work / "dataset", work / "bc.pt"
     collect = ["collect", "--output", str(data), "--episodes-per-task", str(args.episodes_per_task),
@@ -260,33 +271,88 @@ def main() -> int:
         common += ["--tasks", ",".join(f"L0_{t}" for t in args.tasks.split(","))]
     if args.eval_limit:
         common += ["--tasks", ",".join(first_per_scene_and_level(args.eval_limit))]
-    controls_text = ""
+    controls_dir = None
     if args.controls:  # first: the blank-instruction contrast is the smaller run and the one the issue asks for
         pilot = args.eval_tasks_from_training and args.tasks  # a pilot: its own few tasks
         tasks = [f"L0_{t}" for t in args.tasks.split(",")] if pilot else first_per_scene_and_level(args.controls_limit)
         subset = ["--rounds", str(args.controls_rounds), "--workers", str(args.workers), "--tasks", ",".join(tasks)]
-        controlled = evaluate(f"learned:{ckpt}", work / "eval_learned_controls", subset, True,
-                              ["--controls", args.controls])
-        controls_text = report_text([str(controlled), "--controls", "--no-plot"])
-    runs = {"learned (BC chunk policy)": evaluate(f"learned:{ckpt}", work / "eval_learned", common, True, [])}
+        controls_dir = evaluate(f"learned:{ckpt}", work / "eval_learned_controls", subset, True,
+                                ["--controls", args.controls])
+    runs = {LEARNED: evaluate(f"learned:{ckpt}", work / "eval_learned", common, True, [])}
     for baseline in filter(None, args.baselines.split(",")):
         runs[baseline] = evaluate(baseline, work / f"eval_{baseline}", common, False, [])
-    text = table(runs)
-    text += ("\n\nTable 1 (`report --table1`; marks say when a row is a subset of the protocol):\n\n```\n"
-             + report_text(["--table1", str(runs["learned (BC chunk policy)"]), "--no-plot"]) + "\n```")
-    if controls_text:
-        text += ("\n\nInstruction controls of the learned policy (`report --controls`), beside the paper's control: "
-                 f"{PI05_BLANK}\n\n```\n{controls_text}\n```")
+    text = document(args, work, runs, controls_dir)
+    print(text)
+    if not args.no_doc:
+        write_section(args.doc_section, text)
+    return 0
+
+
+def whole_rounds(run_dir: Path) -> tuple[int, int]:
+    """(k, m): every task of the run's plan holds rounds 1..k, and m trials of round k+1 are recorded (eval
+    runs round by round, so a stopped run holds whole rounds and the first tasks of the next)."""
+    run = json.loads((run_dir / "run.json").read_text())
+    tasks = [t["task"] for t in run["selected_tasks"]]
+    held = {(e["task"], int(e["round"])) for e in json.loads((run_dir / "results.json").read_text())
+            if not e.get("control")}
+    k = 0
+    while k < 10 and all((t, k + 1) in held for t in tasks):
+        k += 1
+    return k, sum(1 for t in tasks if (t, k + 1) in held)
+
+
+def progress_document(args: argparse.Namespace, work: Path) -> str:
+    """``--doc-progress``: the section from how far the run got, marked in progress, running nothing: the
+    learned policy's whole rounds (``report --table1 --rounds K``) and its controls if they are complete."""
+    learned = work / "eval_learned"
+    controls_dir = work / "eval_learned_controls"
+    complete = (controls_dir / "run.json").exists() and json.loads(
+        (controls_dir / "run.json").read_text()).get("status") == "complete"
+    rounds, next_round = whole_rounds(learned) if (learned / "results.json").exists() else (0, 0)
+    runs = {LEARNED: learned} if rounds else {}
+    recorded = len(json.loads((learned / "results.json").read_text())) if (learned / "results.json").exists() else 0
+    plan = json.loads((learned / "run.json").read_text()) if (learned / "run.json").exists() else {}
+    per_round = len(plan.get("selected_tasks") or [])
+    stamp = time.strftime("%Y-%m-%d %H:%M")
+    note = (f"**In progress, not the full run** ({stamp}): the full protocol has {recorded} of "
+            f"{plan.get('expected_trials')} trials; eval runs round by round, so "
+            f"{f'rounds 1–{rounds} are' if rounds > 1 else 'round 1 is'} whole "
+            f"({per_round * rounds} trials, each of the {per_round} tasks once a round) and round {rounds + 1} has "
+            f"{next_round}. The tables keep the whole rounds only (`report --table1 --rounds {rounds}`) and are "
+            "marked as a subset. " if rounds else
+            f"**In progress, not the full run** ({stamp}): no whole round of the full protocol yet ({recorded} "
+            "trials). ")
+    note += ("The instruction controls below are complete (their stated subset)." if complete else
+             "The instruction controls have not finished.")
+    return document(args, work, runs, controls_dir if complete else None, rounds or None, note)
+
+
+def document(args: argparse.Namespace, work: Path, runs: dict[str, Path], controls_dir: Path | None,
+             rounds: int | None = None, note: str = "") -> str:
+    """The docs/benchmarks.md section: the dataset and training, each stage's wall and CPU time, the level
+    table, Table 1 beside the published models and the controls report, with the command that made them."""
+    data, ckpt = work / "dataset", work / "bc.pt"
     info = json.loads((data / "meta" / "info.json").read_text())
     trained = json.loads(ckpt.with_name(ckpt.name + ".loss.json").read_text())
-    header = (f"`bench/learned_mirage.py` — {info['total_episodes']} oracle demonstrations ({info['total_frames']} "
-              f"frames at {info['fps']} Hz, {info['total_tasks']} instructions), {trained[-1][0]} training steps "
-              f"(final L1 loss {trained[-1][1]:.3f}); evaluation `--rounds {args.rounds}`, TOPP stepper, "
-              "learned policy with 320×240 rendering. CR = completed trials / trials, Wilson 95 % interval.\n\n")
-    print(header + text)
-    if not args.no_doc:
-        write_section(args.doc_section, header + text)
-    return 0
+    text = (f"`bench/learned_mirage.py` — {info['total_episodes']} oracle demonstrations ({info['total_frames']} "
+            f"frames at {info['fps']} Hz, {info['total_tasks']} instructions), {trained[-1][0]} training steps "
+            f"(final L1 loss {trained[-1][1]:.3f}); evaluation `--rounds {args.rounds}`, TOPP stepper, "
+            "learned policy with 320×240 rendering. CR = completed trials / trials, Wilson 95 % interval.\n\n")
+    if note:
+        text += note + "\n\n"
+    command = [a for a in sys.argv[1:] if a not in ("--doc-progress", "--no-doc")]
+    text += ("Command: `" + " ".join(["nice -n 19 .venv/bin/python bench/learned_mirage.py", *command])
+             + "`\n\nStages (wall and CPU time, `--status`):\n\n```\n" + status_report(work) + "\n```")
+    rounds_args = ["--rounds", str(rounds)] if rounds else []
+    if runs:
+        text += "\n\n" + table(runs, rounds)
+        text += ("\n\nTable 1 (`report --table1" + (f" --rounds {rounds}" if rounds else "") + "`; marks say when a "
+                 "row is a subset of the protocol):\n\n```\n"
+                 + report_text(["--table1", str(runs[LEARNED]), "--no-plot", *rounds_args]) + "\n```")
+    if controls_dir is not None:
+        text += ("\n\nInstruction controls of the learned policy (`report --controls`), beside the paper's control: "
+                 f"{PI05_BLANK}\n\n```\n" + report_text([str(controls_dir), "--controls", "--no-plot"]) + "\n```")
+    return text
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""The paper-scale bench's stage clock (bench/learned_mirage.py): a running stage leaves heartbeats that count
+"""The paper-scale bench (bench/learned_mirage.py), its bookkeeping: a running stage leaves heartbeats that count
 its wall and CPU time, its descendants' included, so a stage killed at a session's end is not lost from the
-times the docs report; ``--status`` sums ended runs and cut ones, and names those it cannot count."""
+times the docs report; ``--status`` sums ended runs and cut ones, and names those it cannot count; a stopped
+evaluation is reported on its whole rounds."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.learned_mirage import status_report, step
+from bench.learned_mirage import status_report, step, whole_rounds
 
 # A stage whose CPU is spent by a grandchild, as eval's and collect's workers spend it: it spins until told to stop.
 SPINNER = ("import subprocess, sys; sys.exit(subprocess.call([sys.executable, '-c', "
@@ -96,3 +97,20 @@ def _cmdline(proc: Path) -> str:
         return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
     except OSError:
         return ""
+
+
+def test_whole_rounds_are_the_rounds_every_planned_task_holds(tmp_path: Path) -> None:
+    plan = {"selected_tasks": [{"scene": "scene1", "task": t} for t in ("A", "B", "C")]}
+    (tmp_path / "run.json").write_text(json.dumps(plan))
+
+    def holding(*trials: tuple[str, int], control: str = "") -> tuple[int, int]:
+        rows = [{"task": t, "round": r} for t, r in trials] + ([{"task": "C", "round": 2, "control": control}]
+                                                              if control else [])
+        (tmp_path / "results.json").write_text(json.dumps(rows))
+        return whole_rounds(tmp_path)
+
+    assert holding() == (0, 0)
+    assert holding(("A", 1), ("B", 1)) == (0, 2)
+    assert holding(("A", 1), ("B", 1), ("C", 1), ("A", 2)) == (1, 1)
+    assert holding(("A", 1), ("B", 1), ("C", 1), ("A", 2), ("B", 2), control="blank") == (1, 2)  # not a true trial
+    assert holding(*[(t, r) for r in (1, 2) for t in "ABC"]) == (2, 0)
