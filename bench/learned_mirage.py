@@ -27,6 +27,7 @@ import json
 import math
 import os
 import resource
+import shlex
 import signal
 import subprocess
 import sys
@@ -341,7 +342,7 @@ def document(args: argparse.Namespace, work: Path, runs: dict[str, Path], contro
     if note:
         text += note + "\n\n"
     command = [a for a in sys.argv[1:] if a not in ("--doc-progress", "--no-doc")]
-    text += ("Command: `" + " ".join(["nice -n 19 .venv/bin/python bench/learned_mirage.py", *command])
+    text += ("Command: `nice -n 19 .venv/bin/python bench/learned_mirage.py " + shlex.join(command)
              + "`\n\nStages (wall and CPU time, `--status`):\n\n```\n" + status_report(work) + "\n```")
     rounds_args = ["--rounds", str(rounds)] if rounds else []
     if runs:
