@@ -159,8 +159,10 @@ def status_report(work: Path) -> str:
 
 def level_rows(run_dir: Path, rounds: int | None = None) -> dict[str, dict[str, Any]]:
     results = json.loads((run_dir / "results.json").read_text())
-    entries = [e for e in (results["results"] if isinstance(results, dict) else results)
-               if not e.get("control") and (rounds is None or int(e["round"]) <= rounds)]
+    from robofollow_ros.evaluation.report import up_to_round
+
+    entries = [e for e in up_to_round(results["results"] if isinstance(results, dict) else results, rounds)
+               if not e.get("control")]
     rows: dict[str, dict[str, Any]] = {}
     for level in LEVELS:
         mine = [e for e in entries if e.get("level", e["task"].split("_", 1)[0]) == level]
